@@ -1,0 +1,64 @@
+"""The ``sift`` command.
+
+Every subcommand lives in its own module under :mod:`sift.commands` and exposes
+``register(subparsers)``, which adds its parser and sets ``func`` (a callable
+taking the parsed namespace and returning an exit code). Modules are discovered
+in name order, so adding a command never touches this file.
+
+Every error a user can cause is reported as one line on standard error with exit
+code 1; a traceback means a bug in sift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from sift import __version__
+from sift.errors import SiftError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sift",
+        description="Streaming adaptive document filter (Rocchio, Kantor, kNN, fusion + TROT).",
+    )
+    parser.add_argument("--version", action="version", version=f"sift {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    import sift.commands as commands
+
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"sift.commands.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 1
+    try:
+        return int(func(args) or 0)
+    except SiftError as exc:
+        print(f"sift {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as exc:
+        print(f"sift {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"sift {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of ``sift``: one module each, discovered by :mod:`sift.cli`."""

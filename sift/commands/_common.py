@@ -1,0 +1,65 @@
+"""Helpers shared by the subcommands: progress bars and JSON output."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+
+class Progress:
+    """A minimal progress bar, drawn only when the stream is a terminal.
+
+    Parameters
+    ----------
+    total
+        Number of steps expected, or ``None`` when unknown.
+    label
+        Text printed before the bar.
+    stream
+        Where to draw; defaults to standard error.
+    """
+
+    def __init__(self, total: int | None, label: str = "", stream: TextIO | None = None) -> None:
+        self.total = total
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.count = 0
+        self._last = 0.0
+        self._start = time.monotonic()
+
+    def update(self, n: int = 1) -> None:
+        self.count += n
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.1 and (self.total is None or self.count < self.total):
+            return
+        self._last = now
+        rate = self.count / max(now - self._start, 1e-9)
+        if self.total:
+            frac = min(self.count / self.total, 1.0)
+            width = 30
+            bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+            text = f"\r{self.label} [{bar}] {self.count}/{self.total} ({rate:,.0f}/s)"
+        else:
+            text = f"\r{self.label} {self.count} ({rate:,.0f}/s)"
+        self.stream.write(text)
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as indented JSON (numpy scalars and arrays allowed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(
+        orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+    )

@@ -1,0 +1,87 @@
+"""The one place sift reads its environment.
+
+:class:`Settings` is frozen; build it with :meth:`Settings.from_env` at start-up
+and pass it down. Nothing else in sift reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from sift.errors import ConfigError
+
+_PREFIX = "SIFT_"
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    low = value.strip().lower()
+    if low in {"1", "true", "yes", "on"}:
+        return True
+    if low in {"0", "false", "no", "off", ""}:
+        return False
+    raise ConfigError(f"{name} must be a boolean (true/false), got {value!r}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Service settings; every field maps to an environment variable ``SIFT_<NAME>``."""
+
+    broker: str = "kafka://127.0.0.1:9092"
+    topic_prefix: str = "sift."
+    app_id: str = "sift"
+    partitions: int = 4
+    batch_size: int = 256
+    batch_timeout: float = 0.05
+    max_document_bytes: int = 1_000_000
+    max_batch_documents: int = 1000
+    recent_documents: int = 100_000
+    web_host: str = "127.0.0.1"
+    web_port: int = 6066
+    api_token: str = field(default="", repr=False)
+    data_dir: str = ".cache/sift-worker"
+    idf_corpus: str = ""
+    log_json: bool = False
+    log_level: str = "INFO"
+    processing_guarantee: str = "at_least_once"
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = ""
+    sasl_username: str = ""
+    sasl_password: str = field(default="", repr=False)
+    ssl_cafile: str = ""
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read ``SIFT_*`` variables (or ``environ``), then apply ``overrides``."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            key = _PREFIX + f.name.upper()
+            if key not in env:
+                continue
+            raw = env[key]
+            default = f.default
+            try:
+                if isinstance(default, bool):
+                    values[f.name] = _parse_bool(key, raw)
+                elif isinstance(default, int):
+                    values[f.name] = int(raw)
+                elif isinstance(default, float):
+                    values[f.name] = float(raw)
+                else:
+                    values[f.name] = raw
+            except ValueError:
+                raise ConfigError(
+                    f"{key} must be a {type(default).__name__}, got {raw!r}"
+                ) from None
+        settings = cls(**values)
+        overrides = {k: v for k, v in overrides.items() if v is not None}
+        return replace(settings, **overrides) if overrides else settings
+
+    def topic(self, name: str) -> str:
+        """Full Kafka topic name for a logical name such as ``"documents"``."""
+        return f"{self.topic_prefix}{name}"

@@ -1,0 +1,132 @@
+"""orjson codecs for the wire records, and the JSONL file readers.
+
+Decoding never raises anything but :class:`~sift.topics.errors.RecordError`:
+bytes that are not UTF-8, not JSON, or not a valid record all become a
+RecordError with a reason code, ready for a dead letter or a one-line error.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from sift.topics.errors import RecordError
+from sift.topics.records import Decision, Document, Judgment, ProfileSpec
+
+T = TypeVar("T")
+
+MAX_DEPTH_NOTE = "orjson rejects nesting deeper than 1024 levels"
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse JSON bytes, mapping every failure to a RecordError."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        try:
+            bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordError("not_utf8", f"message is not UTF-8 (byte {exc.start})") from None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise RecordError("bad_json", f"message is not JSON: {exc}") from None
+
+
+def dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def decode_documents(data: bytes, *, max_batch: int = 1000) -> list[Document]:
+    """Decode one message of the documents topic: a document or ``{"documents": [...]}``.
+
+    A batch is all-or-nothing only for its envelope; use :func:`decode_document_batch`
+    to get per-item errors.
+    """
+    docs, errors = decode_document_batch(data, max_batch=max_batch)
+    if errors:
+        raise errors[0][1]
+    return docs
+
+
+def decode_document_batch(
+    data: bytes, *, max_batch: int = 1000
+) -> tuple[list[Document], list[tuple[int, RecordError]]]:
+    """Decode a documents message; return the good documents and (index, error) per bad item.
+
+    Raises RecordError when the envelope itself is unusable.
+    """
+    obj = loads(data)
+    if isinstance(obj, dict) and "documents" in obj and "id" not in obj:
+        items = obj["documents"]
+        if not isinstance(items, list):
+            raise RecordError("bad_batch", "field 'documents' must be a list")
+        if len(items) > max_batch:
+            raise RecordError("batch_too_large", f"batch of {len(items)} documents exceeds {max_batch}")
+        good: list[Document] = []
+        bad: list[tuple[int, RecordError]] = []
+        for i, item in enumerate(items):
+            try:
+                good.append(Document.from_obj(item))
+            except RecordError as exc:
+                bad.append((i, exc))
+        return good, bad
+    return [Document.from_obj(obj)], []
+
+
+def encode_documents(docs: list[Document]) -> bytes:
+    if len(docs) == 1:
+        return dumps(docs[0].to_obj())
+    return dumps({"documents": [d.to_obj() for d in docs]})
+
+
+def decode_judgment(data: bytes) -> Judgment:
+    return Judgment.from_obj(loads(data))
+
+
+def decode_profile_spec(data: bytes) -> ProfileSpec:
+    return ProfileSpec.from_obj(loads(data))
+
+
+def decode_decision(data: bytes) -> Decision:
+    return Decision.from_obj(loads(data))
+
+
+def encode(record: Document | Judgment | ProfileSpec | Decision) -> bytes:
+    return dumps(record.to_obj())
+
+
+def read_jsonl(
+    path: str | Path,
+    parse: Callable[[Any], T],
+    *,
+    skip_bad: bool = False,
+    on_skip: Callable[[int, RecordError], None] | None = None,
+) -> Iterator[T]:
+    """Yield records from a JSONL file (``.gz`` allowed).
+
+    A bad line raises ``RecordError`` naming the file and line number, unless
+    ``skip_bad`` is set, in which case ``on_skip(line_number, error)`` is called.
+    Blank lines are ignored.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise RecordError("no_file", f"{p}: no such file")
+    opener = gzip.open if p.suffix == ".gz" else open
+    try:
+        with opener(p, "rb") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield parse(loads(line))
+                except RecordError as exc:
+                    if skip_bad:
+                        if on_skip is not None:
+                            on_skip(lineno, exc)
+                        continue
+                    raise RecordError(exc.reason, f"{p}:{lineno}: {exc}") from None
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise RecordError("unreadable", f"{p}: cannot read: {exc}") from None

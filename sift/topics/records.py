@@ -1,0 +1,249 @@
+"""Wire records: documents, judgments, profile specs, decisions.
+
+Records are frozen dataclasses. ``from_obj`` validates a decoded JSON object and
+raises :class:`~sift.topics.errors.RecordError` with a reason code on any
+violation; ``to_obj`` gives the JSON-safe dict. Unknown fields are ignored on
+input (forward compatibility) but never emitted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from sift.topics.errors import RecordError
+
+MODELS = ("rocchio", "kantor", "knn", "fusion")
+MEASURES = ("t11su", "t11f", "f1", "t11u", "precision")
+MAX_ID_CHARS = 512
+
+
+def _require_obj(obj: Any, what: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise RecordError("not_an_object", f"{what} must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _str(obj: dict[str, Any], key: str, *, required: bool, what: str, max_len: int | None = None,
+         allow_empty: bool = False) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise RecordError(f"missing_{key}", f"{what} has no {key!r}")
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise RecordError(f"bad_{key}", f"{what} field {key!r} must be a string, got {type(value).__name__}")
+    text = str(value)
+    if not text.strip() and not allow_empty:
+        if required:
+            raise RecordError(f"missing_{key}", f"{what} has an empty {key!r}")
+        return None
+    if max_len is not None and len(text) > max_len:
+        raise RecordError(f"bad_{key}", f"{what} field {key!r} is longer than {max_len} characters")
+    return text
+
+
+def _float(obj: dict[str, Any], key: str, what: str, *, required: bool = True) -> float | None:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise RecordError(f"missing_{key}", f"{what} has no {key!r}")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RecordError(f"bad_{key}", f"{what} field {key!r} must be a number, got {type(value).__name__}")
+    out = float(value)
+    if math.isnan(out):
+        raise RecordError(f"bad_{key}", f"{what} field {key!r} is NaN")
+    return out
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document to filter: ``{"id", "text", "title"?, "date"?, "metadata"?}``.
+
+    Input files in the Reuters format also carry ``topics`` (gold labels), kept
+    here for evaluation; the service ignores them.
+    """
+
+    id: str
+    text: str
+    title: str = ""
+    date: str | None = None
+    metadata: dict[str, Any] | None = None
+    topics: tuple[str, ...] = ()
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> Document:
+        o = _require_obj(obj, "document")
+        doc_id = _str(o, "id", required=True, what="document", max_len=MAX_ID_CHARS)
+        title = _str(o, "title", required=False, what="document", allow_empty=True) or ""
+        text = _str(o, "text", required=False, what="document", allow_empty=True) or ""
+        if not text.strip():
+            # screening files carry "abstract" instead of "text"
+            abstract = _str(o, "abstract", required=False, what="document", allow_empty=True) or ""
+            text = f"{title}\n{abstract}".strip() if abstract.strip() else text
+        if not text.strip() and not title.strip():
+            raise RecordError("missing_text", f"document {doc_id!r} has no text")
+        if not text.strip():
+            text = title
+        date = _str(o, "date", required=False, what="document")
+        meta = o.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise RecordError("bad_metadata", "document field 'metadata' must be an object")
+        topics_raw = o.get("topics", ())
+        if topics_raw is None:
+            topics_raw = ()
+        if not isinstance(topics_raw, list | tuple) or not all(isinstance(t, str) for t in topics_raw):
+            raise RecordError("bad_topics", "document field 'topics' must be a list of strings")
+        assert doc_id is not None
+        return cls(doc_id, text, title, date, meta, tuple(topics_raw))
+
+    def to_obj(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "text": self.text}
+        if self.title:
+            out["title"] = self.title
+        if self.date is not None:
+            out["date"] = self.date
+        if self.metadata is not None:
+            out["metadata"] = self.metadata
+        if self.topics:
+            out["topics"] = list(self.topics)
+        return out
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """Relevance feedback: ``{"id"?, "doc_id", "profile", "relevant", "judge"?, "ts"?, "text"?}``.
+
+    ``text`` lets a judgment about a document the service never saw (or no
+    longer keeps) still be learned from.
+    """
+
+    doc_id: str
+    profile: str
+    relevant: bool
+    id: str | None = None
+    judge: str | None = None
+    ts: float | None = None
+    text: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Idempotency key: the judgment id, else ``doc_id`` and profile."""
+        return self.id if self.id is not None else f"{self.profile}\x1f{self.doc_id}"
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> Judgment:
+        o = _require_obj(obj, "judgment")
+        doc_id = _str(o, "doc_id", required=True, what="judgment", max_len=MAX_ID_CHARS)
+        profile = _str(o, "profile", required=True, what="judgment", max_len=MAX_ID_CHARS)
+        rel = o.get("relevant")
+        if not isinstance(rel, bool):
+            if rel in (0, 1) and not isinstance(rel, float):
+                rel = bool(rel)
+            else:
+                raise RecordError("bad_relevant", "judgment field 'relevant' must be true or false")
+        jid = _str(o, "id", required=False, what="judgment", max_len=MAX_ID_CHARS)
+        judge = _str(o, "judge", required=False, what="judgment", max_len=MAX_ID_CHARS)
+        ts = _float(o, "ts", "judgment", required=False)
+        text = _str(o, "text", required=False, what="judgment")
+        assert doc_id is not None and profile is not None
+        return cls(doc_id, profile, bool(rel), jid, judge, ts, text)
+
+    def to_obj(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"doc_id": self.doc_id, "profile": self.profile, "relevant": self.relevant}
+        for key in ("id", "judge", "ts", "text"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+@dataclass(frozen=True)
+class ProfileSpec:
+    """Create, update or delete a profile.
+
+    ``{"profile", "query"?, "model", "params"?, "measure"?, "update"?, "positives"?, "delete"?}``;
+    ``positives`` are document ids or texts.
+    """
+
+    profile: str
+    model: str = "rocchio"
+    query: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    measure: str = "t11su"
+    update: str | int = "every"
+    positives: tuple[str, ...] = ()
+    delete: bool = False
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> ProfileSpec:
+        o = _require_obj(obj, "profile spec")
+        name = _str(o, "profile", required=True, what="profile spec", max_len=MAX_ID_CHARS)
+        assert name is not None
+        delete = o.get("delete", False)
+        if not isinstance(delete, bool):
+            raise RecordError("bad_delete", "profile spec field 'delete' must be true or false")
+        model = o.get("model", "rocchio")
+        if model not in MODELS:
+            raise RecordError("bad_model", f"profile spec field 'model' must be one of {', '.join(MODELS)}, got {model!r}")
+        query = _str(o, "query", required=False, what="profile spec", allow_empty=True) or ""
+        params = o.get("params") or {}
+        if not isinstance(params, dict):
+            raise RecordError("bad_params", "profile spec field 'params' must be an object")
+        measure = o.get("measure", "t11su")
+        if measure not in MEASURES:
+            raise RecordError("bad_measure", f"profile spec field 'measure' must be one of {', '.join(MEASURES)}, got {measure!r}")
+        update = o.get("update", "every")
+        if isinstance(update, bool) or not (update in ("every", "never") or (isinstance(update, int) and update >= 1)):
+            raise RecordError("bad_update", f"profile spec field 'update' must be 'every', 'never' or a positive integer, got {update!r}")
+        positives = o.get("positives") or []
+        if not isinstance(positives, list) or not all(isinstance(p, str) for p in positives):
+            raise RecordError("bad_positives", "profile spec field 'positives' must be a list of strings")
+        if not delete and not query.strip() and not positives:
+            raise RecordError("empty_profile", f"profile {name!r} has neither a query nor positives")
+        return cls(name, model, query, dict(params), measure, update, tuple(positives), delete)
+
+    def to_obj(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"profile": self.profile, "model": self.model, "query": self.query,
+                               "params": self.params, "measure": self.measure, "update": self.update,
+                               "positives": list(self.positives)}
+        if self.delete:
+            out["delete"] = True
+        return out
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A delivered document: ``{"doc_id", "profile", "score", "threshold", "model_version", "ts"}``."""
+
+    doc_id: str
+    profile: str
+    score: float
+    threshold: float
+    model_version: int = 0
+    ts: float = 0.0
+
+    @property
+    def key(self) -> str:
+        """Stable de-duplication key for consumers."""
+        return f"{self.profile}\x1f{self.doc_id}"
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> Decision:
+        o = _require_obj(obj, "decision")
+        doc_id = _str(o, "doc_id", required=True, what="decision")
+        profile = _str(o, "profile", required=True, what="decision")
+        score = _float(o, "score", "decision")
+        threshold = _float(o, "threshold", "decision")
+        version = o.get("model_version", 0)
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise RecordError("bad_model_version", "decision field 'model_version' must be an integer")
+        ts = _float(o, "ts", "decision", required=False) or 0.0
+        assert doc_id is not None and profile is not None and score is not None and threshold is not None
+        return cls(doc_id, profile, score, threshold, version, ts)
+
+    def to_obj(self) -> dict[str, Any]:
+        return {"doc_id": self.doc_id, "profile": self.profile, "score": self.score,
+                "threshold": self.threshold, "model_version": self.model_version, "ts": self.ts}
