@@ -1,0 +1,120 @@
+"""Many profiles scored at once.
+
+Profiles are grouped by model class; each group is stacked (see
+:meth:`~sift.filters.base.ScoringModel.build_stack`), so a batch of documents is
+scored against every Rocchio profile by one sparse product, against every
+Kantor profile by two, and so on. A stack is rebuilt lazily, at most once per
+scoring call, when a member's ``version_`` changed.
+
+>>> from sift.filters.vectorize import Vectorizer
+>>> train = ["wheat crop", "oil price", "gold mine", "wheat exports", "oil output"]
+>>> v = Vectorizer(n_features=2**12).fit(train)
+>>> X = v.transform(train)
+>>> bank = ProfileBank()
+>>> for name, pos in (("wheat", [0, 3]), ("oil", [1, 4])):
+...     p = Profile(name, query=name, pseudolabel={})
+...     p.fit(v.transform([name]), X, positives=pos)
+...     bank.add(p)
+>>> [(d.row, d.profile) for d in bank.decide(v.transform(["oil price", "wheat and oil"]))]
+[(0, 'oil'), (1, 'wheat'), (1, 'oil')]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+
+from sift.filters.base import Stack
+from sift.filters.errors import FilterError
+from sift.filters.profile import Profile
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A delivery: row of the batch, profile, score, threshold and model version."""
+
+    row: int
+    profile: str
+    score: float
+    threshold: float
+    model_version: int
+
+
+class ProfileBank:
+    """An ordered set of profiles with stacked scoring."""
+
+    def __init__(self) -> None:
+        self._profiles: dict[str, Profile] = {}
+        self._stacks: dict[type, tuple[tuple[tuple[str, int], ...], Stack, list[int]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._profiles)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._profiles
+
+    def __getitem__(self, name: str) -> Profile:
+        try:
+            return self._profiles[name]
+        except KeyError:
+            raise FilterError(f"no profile named {name!r}") from None
+
+    def __iter__(self) -> Iterator[Profile]:
+        return iter(self._profiles.values())
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._profiles)
+
+    def add(self, profile: Profile) -> None:
+        """Add or replace a profile."""
+        self._profiles[profile.name] = profile
+
+    def remove(self, name: str) -> Profile | None:
+        """Remove a profile; returns it, or ``None`` if there was none."""
+        return self._profiles.pop(name, None)
+
+    def thresholds(self) -> NDArray[np.float64]:
+        return np.array([p.threshold_ for p in self._profiles.values()], dtype=np.float64)
+
+    def _stack_groups(self) -> list[tuple[Stack, list[int]]]:
+        groups: dict[type, list[int]] = {}
+        profiles = list(self._profiles.values())
+        for j, p in enumerate(profiles):
+            groups.setdefault(type(p.model_), []).append(j)
+        out = []
+        for cls, cols in groups.items():
+            key = tuple((profiles[j].name, profiles[j].version_) for j in cols)
+            cached = self._stacks.get(cls)
+            if cached is None or cached[0] != key:
+                stack = cls.build_stack([profiles[j].model_ for j in cols])  # type: ignore[attr-defined]
+                self._stacks[cls] = (key, stack, cols)
+            else:
+                stack = cached[1]
+            out.append((stack, cols))
+        for cls in set(self._stacks) - set(groups):
+            del self._stacks[cls]
+        return out
+
+    def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
+        """Scores of every row of ``X`` against every profile, shape (n_docs, n_profiles)."""
+        X = sp.csr_matrix(X)
+        out = np.zeros((X.shape[0], len(self._profiles)))
+        for stack, cols in self._stack_groups():
+            out[:, cols] = stack.score(X)
+        return out
+
+    def decide(self, X: sp.csr_matrix) -> list[Hit]:
+        """Every (document, profile) whose score reaches the profile's threshold, row-major."""
+        scores = self.score(X)
+        thr = self.thresholds()
+        rows, cols = np.nonzero(scores >= thr[None, :])
+        profiles = list(self._profiles.values())
+        return [
+            Hit(int(r), profiles[c].name, float(scores[r, c]), float(thr[c]), profiles[c].version_)
+            for r, c in zip(rows.tolist(), cols.tolist(), strict=True)
+        ]

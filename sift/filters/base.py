@@ -1,0 +1,111 @@
+"""The interface every scoring model follows.
+
+A model turns document vectors into scores. It is bound once to its profile's
+context (number of columns, corpus weights, the profile's :class:`ExampleSet`),
+started from a query vector, then learns from labelled examples incrementally.
+``learn`` returns nothing. ``loo_scores`` scores each example of the bound set
+by the model trained without that example (what TROT needs; scoring judged
+examples by a model trained on them biases the threshold upwards).
+
+Stacked scoring: :meth:`ScoringModel.build_stack` receives several models of
+the same class and returns an object whose ``score(X)`` gives the scores of
+every document against every model in one sparse product where possible.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+
+from sift.filters.errors import FilterError, ParameterError
+from sift.filters.examples import ExampleSet
+
+
+class Stack:
+    """Scores documents against several models at once (fallback: one at a time)."""
+
+    def __init__(self, models: Sequence[ScoringModel]) -> None:
+        self.models = list(models)
+
+    def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
+        out = np.zeros((X.shape[0], len(self.models)))
+        for j, m in enumerate(self.models):
+            out[:, j] = m.score(X)
+        return out
+
+
+class ScoringModel(ABC):
+    """Base class of the scoring models (Rocchio, Kantor, kNN, fusion)."""
+
+    name: ClassVar[str] = ""
+
+    n_features_: int
+    feature_weights_: NDArray[np.float64] | None
+    examples_: ExampleSet | None
+
+    def bind(
+        self,
+        n_features: int,
+        feature_weights: NDArray[np.float64] | None,
+        examples: ExampleSet | None,
+    ) -> None:
+        """Attach the profile's context (not part of the model's own state)."""
+        self.n_features_ = n_features
+        self.feature_weights_ = feature_weights
+        self.examples_ = examples
+
+    @abstractmethod
+    def start(self, query: sp.csr_matrix | None) -> None:
+        """Forget everything learned and start from the query vector."""
+
+    @abstractmethod
+    def learn(
+        self,
+        X: sp.csr_matrix,
+        labels: NDArray[np.int8],
+        weights: NDArray[np.float64],
+        real: NDArray[np.bool_],
+    ) -> None:
+        """Learn from labelled rows (1 relevant, -1 non-relevant)."""
+
+    @abstractmethod
+    def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
+        """Score of each row of ``X``."""
+
+    @abstractmethod
+    def loo_scores(self) -> NDArray[np.float64]:
+        """Leave-one-out scores of the bound examples, in their order."""
+
+    @abstractmethod
+    def get_params(self) -> dict[str, Any]:
+        """Hyperparameters as given to ``__init__``."""
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Learned state, JSON-safe."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore learned state from :meth:`state_dict`."""
+
+    @classmethod
+    def build_stack(cls, models: Sequence[ScoringModel]) -> Stack:
+        return Stack(models)
+
+    def _examples(self) -> ExampleSet:
+        if self.examples_ is None:
+            raise FilterError(f"{self.name} model is not bound to an example set")
+        return self.examples_
+
+
+def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+    ok = ok and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ParameterError(f"{name} must be a finite number {bound}, got {value!r}")

@@ -1,0 +1,197 @@
+"""Kantor's P/N score.
+
+``P = normalize(a^k * query + sum of positive vectors)`` and
+``N = normalize(sum of negative vectors)``, two unit vectors, where ``a`` is 0.99
+by default and ``k`` the number of truly judged documents (pseudolabels do not
+count). For a document ``d`` normalised to unit length,
+
+``score = ||d - N|| / ||d - P|| = sqrt((1 - d.N) / (1 - d.P))``.
+
+Edge cases, chosen so the score is always finite and never NaN:
+
+- no negatives yet: ``N = 0``, so the numerator is 1 and the score is
+  ``1 / sqrt(1 - d.P)``;
+- no query and no positives: ``P = 0``, the denominator is 1;
+- ``d.P = 1`` (the document is the profile): the denominator is clipped to
+  ``eps`` (1e-12), giving the largest score, ``sqrt((1 - d.N) / eps)``;
+- an empty document: ``d = 0``, score 1.
+
+Sums are weighted by the example weights (a pseudolabel of weight 0.5 counts half).
+
+Examples
+--------
+>>> import numpy as np, scipy.sparse as sp
+>>> m = Kantor(a=0.99)
+>>> m.bind(3, None, None)
+>>> m.start(sp.csr_matrix([[1.0, 0.0, 0.0]]))
+>>> s = m.score(sp.csr_matrix([[0.6, 0.8, 0.0], [0.0, 0.0, 1.0]]))
+>>> [round(float(v), 4) for v in s]     # sqrt(1 / (1 - 0.6)), sqrt(1 / 1)
+[1.5811, 1.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+
+from sift.filters.accumulator import SparseAccumulator
+from sift.filters.base import ScoringModel, Stack, check_positive
+from sift.filters.errors import ParameterError, StateError
+from sift.filters.vectorize import normalize_rows
+
+_Q, _P, _N = 0, 1, 2
+EPS = 1e-12
+
+
+class Kantor(ScoringModel):
+    """Kantor's P/N distance-ratio score.
+
+    Parameters
+    ----------
+    a
+        Decay of the query's weight per truly judged document, in (0, 1].
+    """
+
+    name = "kantor"
+
+    def __init__(self, a: float = 0.99) -> None:
+        self.a = a
+        check_positive("a", a)
+        if a > 1:
+            raise ParameterError(f"a must be in (0, 1], got {a!r}")
+        self.acc_ = SparseAccumulator(3)
+        self.k_ = 0
+        self._vecs: tuple[sp.csr_matrix, sp.csr_matrix, float, float] | None = None
+        self.bind(0, None, None)
+
+    def get_params(self) -> dict[str, Any]:
+        return {"a": self.a}
+
+    def start(self, query: sp.csr_matrix | None) -> None:
+        self.acc_ = SparseAccumulator(3)
+        self.k_ = 0
+        if query is not None and query.nnz:
+            q = sp.csr_matrix(query)
+            self.acc_.add(_Q, q.indices, q.data)
+        self._vecs = None
+
+    def learn(
+        self,
+        X: sp.csr_matrix,
+        labels: NDArray[np.int8],
+        weights: NDArray[np.float64],
+        real: NDArray[np.bool_],
+    ) -> None:
+        X = sp.csr_matrix(X)
+        lab = np.asarray(labels)
+        w = np.asarray(weights, dtype=np.float64)
+        for which, sign in ((_P, 1), (_N, -1)):
+            rows = np.flatnonzero(lab == sign)
+            if rows.size:
+                sub = X[rows]
+                self.acc_.add(which, sub.indices, sub.data * np.repeat(w[rows], np.diff(sub.indptr)))
+        self.k_ += int(np.count_nonzero(real))
+        self._vecs = None
+
+    def _unnormalised(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        s = self.acc_.sums
+        up = (self.a**self.k_) * s[_Q] + s[_P]
+        return np.asarray(up, dtype=np.float64), np.asarray(s[_N], dtype=np.float64)
+
+    def vectors(self) -> tuple[sp.csr_matrix, sp.csr_matrix, float, float]:
+        """``(P, N, |U_p|, |U_n|)``: unit vectors as 1 x F rows and the norms of the sums."""
+        if self._vecs is None:
+            feat = self.acc_.features
+            up, un = self._unnormalised()
+            norm_p = float(np.linalg.norm(up))
+            norm_n = float(np.linalg.norm(un))
+            order = np.argsort(feat)
+            cols = feat[order]
+
+            def row(v: NDArray[np.float64], norm: float) -> sp.csr_matrix:
+                vals = v[order] / norm if norm > 0 else np.zeros(cols.size)
+                keep = vals != 0
+                return sp.csr_matrix((vals[keep], cols[keep], [0, int(keep.sum())]),
+                                     shape=(1, self.n_features_))
+
+            self._vecs = (row(up, norm_p), row(un, norm_n), norm_p, norm_n)
+        return self._vecs
+
+    @staticmethod
+    def formula(dp: NDArray[np.float64], dn: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``sqrt((1 - d.N) / (1 - d.P))`` with the cosines clipped to [-1, 1]."""
+        dp = np.clip(dp, -1.0, 1.0)
+        dn = np.clip(dn, -1.0, 1.0)
+        return np.asarray(np.sqrt((1.0 - dn) / np.maximum(1.0 - dp, EPS)), dtype=np.float64)
+
+    def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
+        P, N, _, _ = self.vectors()
+        D = normalize_rows(X)
+        dp = np.asarray((D @ P.T).toarray()).ravel()
+        dn = np.asarray((D @ N.T).toarray()).ravel()
+        return self.formula(dp, dn)
+
+    def loo_scores(self) -> NDArray[np.float64]:
+        ex = self._examples()
+        if len(ex) == 0:
+            return np.zeros(0)
+        P, N, norm_p, norm_n = self.vectors()
+        D = normalize_rows(ex.X)
+        # unnormalised dot products d.U = (d.P) |U|
+        du_p = np.asarray((D @ P.T).toarray()).ravel() * norm_p
+        du_n = np.asarray((D @ N.T).toarray()).ravel() * norm_n
+        # the example's own contribution w * x, with x the stored (unnormalised) row
+        x_norm = np.sqrt(np.asarray(ex.X.multiply(ex.X).sum(axis=1)).ravel())
+        w = ex.weights
+        own = w * x_norm  # d . (w x) = w |x| for d = x / |x|
+        own_sq = (w * x_norm) ** 2  # |w x|^2
+        pos = ex.labels > 0
+
+        def cos(du: NDArray[np.float64], norm: float, mine: NDArray[np.bool_]) -> NDArray[np.float64]:
+            new_du = np.where(mine, du - own, du)
+            new_sq = np.where(mine, norm**2 - 2 * own * du + own_sq, norm**2)
+            new_norm = np.sqrt(np.maximum(new_sq, 0.0))
+            return np.where(new_norm > 1e-9, new_du / np.where(new_norm > 1e-9, new_norm, 1.0), 0.0)
+
+        return self.formula(cos(du_p, norm_p, pos), cos(du_n, norm_n, ~pos))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"acc": self.acc_.to_state(), "k": self.k_}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        try:
+            self.acc_ = SparseAccumulator.from_state(state["acc"], 3)
+            self.k_ = int(state["k"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"kantor: {exc}") from None
+        if self.k_ < 0:
+            raise StateError(f"kantor: judged count must be >= 0, got {self.k_}")
+        self._vecs = None
+
+    @classmethod
+    def build_stack(cls, models: Sequence[ScoringModel]) -> Stack:
+        return KantorStack(models)
+
+
+class KantorStack(Stack):
+    """Kantor models stacked: two sparse products (with every P and every N) score them all."""
+
+    def __init__(self, models: Sequence[ScoringModel]) -> None:
+        super().__init__(models)
+        vecs = [m.vectors() for m in models if isinstance(m, Kantor)]
+        if len(vecs) != len(self.models):
+            raise ParameterError("KantorStack takes Kantor models only")
+        self.P = sp.vstack([v[0] for v in vecs], format="csr").T.tocsr() if vecs else None
+        self.N = sp.vstack([v[1] for v in vecs], format="csr").T.tocsr() if vecs else None
+
+    def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
+        if self.P is None or self.N is None:
+            return np.zeros((X.shape[0], 0))
+        D = normalize_rows(X)
+        dp = np.asarray((D @ self.P).toarray())
+        dn = np.asarray((D @ self.N).toarray())
+        return Kantor.formula(dp, dn)

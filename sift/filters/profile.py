@@ -1,0 +1,388 @@
+"""A profile: a scoring model + a TROT threshold + an update policy.
+
+Initial training follows the design's steps B2 to B5: the query text and the
+initial positives (weight 1) give a first model; that model pseudolabels the
+training set; the final model and threshold are learned from all labels (real
+and pseudo). Afterwards every judgment goes through the update policy:
+
+- ``"never"``: batch filtering, judgments are counted and ignored;
+- ``"every"``: the model learns the judgment and the threshold is re-trained at once;
+- an integer ``n``: judgments wait in a buffer and are applied ``n`` at a time.
+
+The threshold is TROT on the leave-one-out scores of the profile's capped
+example set (see :mod:`sift.filters.examples`), so a re-threshold costs one
+sparse product over at most ``max_examples`` rows, whatever the history.
+
+Examples
+--------
+>>> from sift.filters.vectorize import Vectorizer
+>>> train = ["wheat exports rose", "wheat crop", "oil prices", "gold mine", "oil output"]
+>>> v = Vectorizer(n_features=2**12).fit(train)
+>>> p = Profile("wheat", query="wheat", model="rocchio")
+>>> p.fit(v.transform(["wheat"]), v.transform(train), positives=[0], feature_weights=v.feature_weights())
+>>> bool(p.decide(v.transform(["wheat harvest"]))[0]), bool(p.decide(v.transform(["oil"]))[0])
+(True, False)
+>>> p.learn_one(v.transform(["wheat tender"]), relevant=True)
+>>> p.n_judged_, p.version_
+(1, 2)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike, NDArray
+
+from sift.filters.base import ScoringModel
+from sift.filters.errors import FilterError, ParameterError, StateError
+from sift.filters.examples import ExampleSet
+from sift.filters.kantor import Kantor
+from sift.filters.knn import KNN
+from sift.filters.measures import get_measure
+from sift.filters.pseudolabel import Pseudolabeler
+from sift.filters.rocchio import Rocchio
+from sift.filters.state import STATE_VERSION, check_version, decode_csr, encode_csr
+from sift.filters.threshold import trot
+
+MODEL_CLASSES: dict[str, type[ScoringModel]] = {"rocchio": Rocchio, "kantor": Kantor, "knn": KNN}
+
+DEFAULT_PSEUDOLABEL: dict[str, Any] = {
+    "max_pos_rank": 0,
+    "pos_fraction": 0.0,
+    "pos_weight": 0.5,
+    "min_neg_rank": 500,
+    "neg_fraction": 0.1,
+    "neg_weight": 1.0,
+}
+
+
+def model_class(name: str) -> type[ScoringModel]:
+    """The scoring-model class registered under ``name``."""
+    if name == "fusion" and "fusion" not in MODEL_CLASSES:
+        try:
+            from sift.filters.fusion import FusionModel  # noqa: PLC0415
+        except ImportError:
+            raise ParameterError("model 'fusion' is not available") from None
+        MODEL_CLASSES["fusion"] = FusionModel
+    try:
+        return MODEL_CLASSES[name]
+    except KeyError:
+        raise ParameterError(
+            f"model must be one of {', '.join([*MODEL_CLASSES, 'fusion'])}, got {name!r}"
+        ) from None
+
+
+def _check_update(update: Any) -> str | int:
+    if update in ("every", "never"):
+        return str(update)
+    if isinstance(update, int) and not isinstance(update, bool) and update >= 1:
+        return update
+    if isinstance(update, str) and update.isdigit() and int(update) >= 1:
+        return int(update)
+    raise ParameterError(f"update must be 'every', 'never' or a positive integer, got {update!r}")
+
+
+class Profile:
+    """A standing filtering profile.
+
+    Parameters
+    ----------
+    name
+        Profile name.
+    query
+        Query text (kept for reference; the caller vectorizes it).
+    model
+        ``"rocchio"``, ``"kantor"``, ``"knn"`` or ``"fusion"``.
+    model_params
+        Hyperparameters of the model class.
+    measure
+        Effectiveness measure TROT optimises (see :mod:`sift.filters.measures`).
+    update
+        ``"every"``, ``"never"`` or a positive integer.
+    pseudolabel
+        Pseudolabeling parameters (see :class:`~sift.filters.pseudolabel.Pseudolabeler`);
+        ``None`` uses :data:`DEFAULT_PSEUDOLABEL`, ``{}`` turns it off.
+    max_examples
+        Cap of the example set (TROT and kNN pool); ``None`` for no cap.
+    seed
+        Seed of the pseudolabeling random generator.
+    fallback_rate
+        While the example set holds no relevant example (a profile created from a
+        query alone), TROT has nothing to learn from; the threshold is then set to
+        deliver this fraction of the training documents (their score quantile), so
+        the profile delivers something and starts receiving feedback.
+
+    Attributes
+    ----------
+    model_ : ScoringModel
+    examples_ : ExampleSet
+    threshold_ : float
+        Deliver when ``score >= threshold_`` (``inf``: deliver nothing).
+    version_ : int
+        Incremented every time the model or threshold changes.
+    n_judged_ : int
+        Real judgments applied. ``n_pending_`` wait in the buffer; ``n_ignored_`` were
+        dropped by ``update="never"``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        query: str = "",
+        model: str = "rocchio",
+        model_params: dict[str, Any] | None = None,
+        measure: str = "t11su",
+        update: str | int = "every",
+        pseudolabel: dict[str, Any] | None = None,
+        max_examples: int | None = 2000,
+        seed: int = 0,
+        fallback_rate: float = 0.01,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ParameterError(f"name must be a non-empty string, got {name!r}")
+        self.name = name
+        self.query = query
+        self.model = model
+        self.model_params = dict(model_params or {})
+        self.measure = measure
+        self.update = _check_update(update)
+        self.pseudolabel = dict(DEFAULT_PSEUDOLABEL if pseudolabel is None else pseudolabel)
+        self.max_examples = max_examples
+        self.seed = seed
+        self.fallback_rate = fallback_rate
+        if not (isinstance(fallback_rate, int | float) and 0.0 <= fallback_rate <= 1.0):
+            raise ParameterError(f"fallback_rate must be in [0, 1], got {fallback_rate!r}")
+        get_measure(measure)
+        self._pseudo = Pseudolabeler.from_params(self.pseudolabel) if self.pseudolabel else None
+        try:
+            self.model_ = model_class(model)(**self.model_params)
+        except TypeError as exc:
+            raise ParameterError(f"model_params for {model!r}: {exc}") from None
+        self.examples_ = ExampleSet(max_examples, 1)
+        self.threshold_ = math.inf
+        self.version_ = 0
+        self.n_judged_ = 0
+        self.n_ignored_ = 0
+        self.n_features_ = 0
+        self._pending: list[tuple[sp.csr_matrix, int, float]] = []
+        self._fitted = False
+        self.fallback_threshold_ = math.inf
+
+    # -- configuration ----------------------------------------------------------------
+    def get_params(self) -> dict[str, Any]:
+        return {"name": self.name, "query": self.query, "model": self.model,
+                "model_params": self.model_params, "measure": self.measure, "update": self.update,
+                "pseudolabel": self.pseudolabel, "max_examples": self.max_examples, "seed": self.seed,
+                "fallback_rate": self.fallback_rate}
+
+    @property
+    def n_pending_(self) -> int:
+        return len(self._pending)
+
+    def _bind(self, n_features: int, feature_weights: NDArray[np.float64] | None) -> None:
+        self.n_features_ = n_features
+        if self.examples_.n_features != n_features:
+            self.examples_ = ExampleSet(self.max_examples, n_features)
+        self.model_.bind(n_features, feature_weights, self.examples_)
+
+    # -- initial training (B2-B5) -------------------------------------------------------------
+    def fit(
+        self,
+        query_vector: sp.csr_matrix | None,
+        X_train: sp.csr_matrix | None = None,
+        *,
+        positives: ArrayLike = (),
+        labels: ArrayLike | None = None,
+        feature_weights: NDArray[np.float64] | None = None,
+        n_features: int | None = None,
+    ) -> None:
+        """Initial training from a query, a training matrix and its known labels.
+
+        Parameters
+        ----------
+        query_vector
+            The vectorized query text (1 x F), or ``None``.
+        X_train
+            Training documents (m x F), or ``None``.
+        positives
+            Rows of ``X_train`` known relevant (weight 1).
+        labels
+            Alternatively, a label per training row: 1 relevant, -1 non-relevant,
+            0 unknown (full training passes every label; pseudolabeling then only
+            touches the unknown rows).
+        feature_weights
+            The vectorizer's corpus weights (for ``corpus_weight`` options).
+        n_features
+            Number of columns when neither a query nor a training matrix is given.
+        """
+        width = next((m.shape[1] for m in (query_vector, X_train) if m is not None), n_features)
+        if width is None:
+            raise FilterError("fit needs a query vector, a training matrix or n_features")
+        self._bind(int(width), feature_weights)
+        self.examples_ = ExampleSet(self.max_examples, int(width))
+        self.model_.bind(int(width), feature_weights, self.examples_)
+        q = None if query_vector is None else sp.csr_matrix(query_vector)
+        m = 0 if X_train is None else X_train.shape[0]
+        lab = np.zeros(m, dtype=np.int8)
+        if labels is not None:
+            lab = np.asarray(labels, dtype=np.int8).copy()
+            if lab.shape != (m,):
+                raise FilterError(f"labels must have one entry per training row ({m}), got {lab.shape}")
+        pos_rows = np.asarray(positives, dtype=np.int64)
+        if pos_rows.size and (pos_rows.min() < 0 or pos_rows.max() >= m):
+            raise FilterError(f"positives must be rows of the training matrix (0..{m - 1})")
+        lab[pos_rows] = 1
+        weights = np.ones(m)
+        real = lab != 0
+        # B2-B3: model from the query and the known labels
+        self.model_.start(q)
+        if X_train is not None and real.any():
+            rows = np.flatnonzero(real)
+            self.model_.learn(X_train[rows], lab[rows], weights[rows], real[rows])
+        # B4: pseudolabel the unknown training rows
+        if X_train is not None and self._pseudo is not None and (lab == 0).any():
+            if isinstance(self.model_, KNN):  # kNN needs its pool before it can score
+                rows = np.flatnonzero(real)
+                self.examples_.add(X_train[rows], lab[rows], weights[rows], real[rows])
+            scores = self.model_.score(X_train)
+            rng = np.random.default_rng(self.seed)
+            idx, plab, pw = self._pseudo.select(scores, lab, rng)
+            lab[idx] = plab
+            weights[idx] = pw
+            self.examples_ = ExampleSet(self.max_examples, int(width))
+            self.model_.bind(int(width), feature_weights, self.examples_)
+        # B5: model and threshold from all labels
+        self.model_.start(q)
+        if X_train is not None:
+            rows = np.flatnonzero(lab != 0)
+            if rows.size:
+                self.model_.learn(X_train[rows], lab[rows], weights[rows], real[rows])
+                share = rows.size == m
+                sub = X_train if share else X_train[rows]
+                self.examples_.add(sub, lab[rows], weights[rows], real[rows], share=share)
+        self._fitted = True
+        self.fallback_threshold_ = math.inf
+        if X_train is not None and m and self.fallback_rate > 0:
+            scores = self.model_.score(X_train)
+            top = max(int(math.ceil(self.fallback_rate * m)), 1)
+            cut = float(np.partition(scores, m - top)[m - top])
+            if cut > 0:
+                self.fallback_threshold_ = cut
+        self._rethreshold()
+
+    # -- scoring ------------------------------------------------------------------------
+    def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
+        """Scores of the rows of ``X``."""
+        self._check_fitted()
+        return self.model_.score(X)
+
+    def decide(self, X: sp.csr_matrix) -> NDArray[np.bool_]:
+        """``score >= threshold_`` for each row of ``X``."""
+        return np.asarray(self.score(X) >= self.threshold_)
+
+    # -- feedback ----------------------------------------------------------------------
+    def learn_one(self, x: sp.csr_matrix, relevant: bool, weight: float = 1.0) -> None:
+        """Apply (or buffer, or ignore) one real judgment of a document vector."""
+        self._check_fitted()
+        x = sp.csr_matrix(x)
+        if x.shape != (1, self.n_features_):
+            raise FilterError(f"expected a 1 x {self.n_features_} vector, got {x.shape}")
+        if not (math.isfinite(weight) and weight > 0):
+            raise FilterError(f"weight must be a positive finite number, got {weight!r}")
+        if self.update == "never":
+            self.n_ignored_ += 1
+            return
+        self._pending.append((x, 1 if relevant else -1, float(weight)))
+        every = 1 if self.update == "every" else int(self.update)
+        if len(self._pending) >= every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Apply buffered judgments now and re-threshold."""
+        if not self._pending:
+            return
+        X = sp.vstack([p[0] for p in self._pending], format="csr")
+        lab = np.array([p[1] for p in self._pending], dtype=np.int8)
+        w = np.array([p[2] for p in self._pending])
+        real = np.ones(lab.size, dtype=bool)
+        self._pending = []
+        self.model_.learn(X, lab, w, real)
+        self.examples_.add(X, lab, w, real)
+        self.n_judged_ += int(lab.size)
+        self._rethreshold()
+
+    def _rethreshold(self) -> None:
+        if np.any(self.examples_.labels > 0):
+            scores = self.model_.loo_scores()
+            self.threshold_ = trot(scores, self.examples_.labels, self.examples_.weights,
+                                   measure=self.measure)
+        else:
+            self.threshold_ = self.fallback_threshold_
+        self.version_ += 1
+
+    def _check_fitted(self) -> None:
+        if not self._fitted:
+            raise FilterError(f"profile {self.name!r} is not trained yet: call fit first")
+
+    # -- state --------------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """A JSON-safe, versioned snapshot (orjson-serialisable; no pickle)."""
+        self._check_fitted()
+        pend = (sp.vstack([p[0] for p in self._pending], format="csr") if self._pending
+                else sp.csr_matrix((0, self.n_features_)))
+        return {
+            "kind": "profile",
+            "version": STATE_VERSION,
+            "params": self.get_params(),
+            "n_features": self.n_features_,
+            "threshold": None if math.isinf(self.threshold_) else self.threshold_,
+            "fallback_threshold": (None if math.isinf(self.fallback_threshold_)
+                                   else self.fallback_threshold_),
+            "model_version": self.version_,
+            "n_judged": self.n_judged_,
+            "n_ignored": self.n_ignored_,
+            "model": self.model_.state_dict(),
+            "examples": self.examples_.to_state(),
+            "pending": {"X": encode_csr(pend), "labels": [p[1] for p in self._pending],
+                        "weights": [p[2] for p in self._pending]},
+        }
+
+    @classmethod
+    def from_state(cls, state: Any, feature_weights: NDArray[np.float64] | None = None) -> Profile:
+        """Rebuild a profile from :meth:`to_state` output, validating it."""
+        s = check_version(state, "profile")
+        try:
+            params = dict(s["params"])
+            p = cls(params.pop("name"), **params)
+            n_features = int(s["n_features"])
+            if n_features < 1:
+                raise StateError(f"profile: n_features must be >= 1, got {n_features}")
+            p._bind(n_features, feature_weights)
+            p.examples_ = ExampleSet.from_state(s["examples"])
+            p.model_.bind(n_features, feature_weights, p.examples_)
+            p.model_.load_state_dict(s["model"])
+            thr = s["threshold"]
+            p.threshold_ = math.inf if thr is None else float(thr)
+            fb = s["fallback_threshold"]
+            p.fallback_threshold_ = math.inf if fb is None else float(fb)
+            if math.isnan(p.threshold_) or math.isnan(p.fallback_threshold_):
+                raise StateError("profile: threshold is NaN")
+            p.version_ = int(s["model_version"])
+            p.n_judged_ = int(s["n_judged"])
+            p.n_ignored_ = int(s["n_ignored"])
+            pend = decode_csr(s["pending"]["X"], name="pending")
+            labels = list(s["pending"]["labels"])
+            weights = list(s["pending"]["weights"])
+            if pend.shape[0] != len(labels) or len(labels) != len(weights):
+                raise StateError("profile: pending judgments are inconsistent")
+            p._pending = [(pend[i], int(labels[i]), float(weights[i])) for i in range(len(labels))]
+        except StateError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, FilterError) as exc:
+            raise StateError(f"profile: {exc}") from None
+        p._fitted = True
+        return p

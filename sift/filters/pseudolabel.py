@@ -1,0 +1,115 @@
+"""Pseudolabeling: label some unjudged examples from a scoring model's ranking.
+
+As the Adaptive Filtering Software describes it: sort all examples by score
+(rank 1 = highest); randomly pick ``round(pos_fraction * max_pos_rank)`` of the
+top ``max_pos_rank`` and label them relevant with weight ``pos_weight``; randomly
+pick ``round(neg_fraction * (n - min_neg_rank + 1))`` of the bottom
+``n - min_neg_rank + 1`` (ranks ``min_neg_rank..n``) and label them non-relevant
+with weight ``neg_weight``. Picked examples that already carry a real label keep
+it (they are picked, then skipped, so they use up part of the quota).
+
+Examples
+--------
+>>> import numpy as np
+>>> scores = np.arange(10, dtype=float)[::-1]          # example i has rank i + 1
+>>> labels = np.zeros(10, dtype=np.int8); labels[0] = 1  # a real positive
+>>> p = Pseudolabeler(max_pos_rank=4, pos_fraction=1.0, min_neg_rank=8, neg_fraction=1.0)
+>>> idx, lab, w = p.select(scores, labels, np.random.default_rng(0))
+>>> sorted(idx[lab > 0].tolist()), sorted(idx[lab < 0].tolist())
+([1, 2, 3], [7, 8, 9])
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from sift.filters.errors import ParameterError
+
+
+@dataclass(frozen=True)
+class Pseudolabeler:
+    """Parameters of pseudolabeling (the design's MaxPosRank ... NegWeight)."""
+
+    max_pos_rank: int = 0
+    pos_fraction: float = 0.0
+    pos_weight: float = 1.0
+    min_neg_rank: int = 1
+    neg_fraction: float = 0.0
+    neg_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_pos_rank, int) or self.max_pos_rank < 0:
+            raise ParameterError(f"max_pos_rank must be an integer >= 0, got {self.max_pos_rank!r}")
+        if not isinstance(self.min_neg_rank, int) or self.min_neg_rank < 1:
+            raise ParameterError(f"min_neg_rank must be an integer >= 1, got {self.min_neg_rank!r}")
+        for name in ("pos_fraction", "neg_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ParameterError(f"{name} must be in [0, 1], got {value!r}")
+        for name in ("pos_weight", "neg_weight"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value > 0):
+                raise ParameterError(f"{name} must be a positive number, got {value!r}")
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any] | None) -> Pseudolabeler:
+        params = dict(params or {})
+        unknown = set(params) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ParameterError(f"unknown pseudolabel parameters: {sorted(unknown)}")
+        return cls(**params)
+
+    def to_params(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def select(
+        self, scores: ArrayLike, labels: ArrayLike, rng: np.random.Generator
+    ) -> tuple[NDArray[np.int64], NDArray[np.int8], NDArray[np.float64]]:
+        """Pick examples to pseudolabel.
+
+        Parameters
+        ----------
+        scores
+            Model score of every example.
+        labels
+            Current labels: ``1`` relevant, ``-1`` non-relevant, ``0`` unlabelled.
+        rng
+            Seeded random generator.
+
+        Returns
+        -------
+        (indices, labels, weights)
+            New pseudolabels for previously unlabelled examples only.
+        """
+        s = np.asarray(scores, dtype=np.float64)
+        lab = np.asarray(labels)
+        n = s.size
+        order = np.argsort(-s, kind="stable")  # order[r] has rank r + 1
+        out_idx: list[NDArray[np.int64]] = []
+        out_lab: list[NDArray[np.int8]] = []
+        out_w: list[NDArray[np.float64]] = []
+        top = order[: min(self.max_pos_rank, n)]
+        n_pos = min(round(self.pos_fraction * self.max_pos_rank), top.size)
+        if n_pos > 0:
+            picked = rng.choice(top, size=n_pos, replace=False)
+            picked = picked[lab[picked] == 0]
+            out_idx.append(picked.astype(np.int64))
+            out_lab.append(np.ones(picked.size, dtype=np.int8))
+            out_w.append(np.full(picked.size, self.pos_weight))
+        bottom = order[self.min_neg_rank - 1 :] if self.min_neg_rank <= n else order[:0]
+        n_neg = min(round(self.neg_fraction * max(n - self.min_neg_rank + 1, 0)), bottom.size)
+        if n_neg > 0:
+            picked = rng.choice(bottom, size=n_neg, replace=False)
+            picked = picked[lab[picked] == 0]
+            if out_idx:
+                picked = np.setdiff1d(picked, out_idx[0], assume_unique=True)
+            out_idx.append(picked.astype(np.int64))
+            out_lab.append(np.full(picked.size, -1, dtype=np.int8))
+            out_w.append(np.full(picked.size, self.neg_weight))
+        if not out_idx:
+            return np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0, np.float64)
+        return np.concatenate(out_idx), np.concatenate(out_lab), np.concatenate(out_w)

@@ -1,0 +1,105 @@
+"""Exact, JSON-safe encoding of numpy arrays and sparse matrices.
+
+Arrays become ``{"dtype", "shape", "b64"}`` with the raw little-endian bytes in
+base64, so a round trip through orjson is bit-exact (no float formatting) and no
+pickle is ever involved. Decoding validates dtype, shape and (for floats)
+finiteness, raising :class:`~sift.filters.errors.StateError`.
+
+>>> import numpy as np
+>>> a = np.array([0.1, 1e-300, -2.5])
+>>> bool(np.array_equal(decode_array(encode_array(a)), a))
+True
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+
+from sift.filters.errors import StateError
+
+STATE_VERSION = 1
+
+_DTYPES = {"<f8": np.float64, "<f4": np.float32, "<i8": np.int64, "<i4": np.int32, "|i1": np.int8,
+           "|b1": np.bool_}
+
+
+def encode_array(a: NDArray[Any]) -> dict[str, Any]:
+    """Encode an array as a JSON-safe dict."""
+    arr = np.ascontiguousarray(a)
+    dt = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
+    arr = arr.astype(dt, copy=False)
+    key = dt.str
+    if key not in _DTYPES:
+        raise StateError(f"cannot encode arrays of dtype {arr.dtype}")
+    return {"dtype": key, "shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode("ascii")}
+
+
+def decode_array(obj: Any, *, name: str = "array", finite: bool = True) -> NDArray[Any]:
+    """Decode :func:`encode_array` output, validating it."""
+    if not isinstance(obj, dict) or set(obj) != {"dtype", "shape", "b64"}:
+        raise StateError(f"{name}: not an encoded array")
+    dtype = _DTYPES.get(obj["dtype"])
+    if dtype is None:
+        raise StateError(f"{name}: unsupported dtype {obj['dtype']!r}")
+    shape = obj["shape"]
+    if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+        raise StateError(f"{name}: bad shape {shape!r}")
+    try:
+        raw = base64.b64decode(obj["b64"], validate=True)
+    except (ValueError, TypeError):
+        raise StateError(f"{name}: bad base64 payload") from None
+    expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if len(raw) != expected:
+        raise StateError(f"{name}: {len(raw)} bytes for shape {shape} of {obj['dtype']}")
+    arr = np.frombuffer(raw, dtype=np.dtype(obj["dtype"])).reshape(shape).copy()
+    if finite and arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+        raise StateError(f"{name}: contains NaN or infinite values")
+    return arr
+
+
+def encode_csr(m: sp.csr_matrix) -> dict[str, Any]:
+    """Encode a CSR matrix (sorted indices, float64 data)."""
+    m = sp.csr_matrix(m)
+    m.sort_indices()
+    return {
+        "shape": list(m.shape),
+        "data": encode_array(m.data.astype(np.float64)),
+        "indices": encode_array(m.indices.astype(np.int32)),
+        "indptr": encode_array(m.indptr.astype(np.int64)),
+    }
+
+
+def decode_csr(obj: Any, *, name: str = "matrix") -> sp.csr_matrix:
+    """Decode :func:`encode_csr` output, validating the structure."""
+    if not isinstance(obj, dict):
+        raise StateError(f"{name}: not an encoded sparse matrix")
+    try:
+        shape = tuple(int(s) for s in obj["shape"])
+        data = decode_array(obj["data"], name=f"{name}.data")
+        indices = decode_array(obj["indices"], name=f"{name}.indices")
+        indptr = decode_array(obj["indptr"], name=f"{name}.indptr")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StateError(f"{name}: {exc}") from None
+    if len(shape) != 2 or indptr.shape != (shape[0] + 1,) or data.shape != indices.shape:
+        raise StateError(f"{name}: inconsistent sparse structure")
+    if indptr.size and (indptr[0] != 0 or indptr[-1] != data.size or np.any(np.diff(indptr) < 0)):
+        raise StateError(f"{name}: bad indptr")
+    if indices.size and (indices.min() < 0 or indices.max() >= shape[1]):
+        raise StateError(f"{name}: column index out of range")
+    return sp.csr_matrix((data, indices, indptr), shape=shape)
+
+
+def check_version(state: Any, kind: str) -> dict[str, Any]:
+    """Check that ``state`` is a dict of the given kind and the current version."""
+    if not isinstance(state, dict):
+        raise StateError(f"{kind} state must be an object, got {type(state).__name__}")
+    if state.get("kind") != kind:
+        raise StateError(f"expected {kind} state, got kind {state.get('kind')!r}")
+    if state.get("version") != STATE_VERSION:
+        raise StateError(f"{kind} state version {state.get('version')!r} is not {STATE_VERSION}")
+    return state
