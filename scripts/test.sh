@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The project's test command: sets up what it needs (idempotent), then runs pytest.
+#
+#   scripts/test.sh                 # pytest -q -m "not slow" (integration tests included)
+#   scripts/test.sh -m integration  # extra arguments go to pytest (a later -m wins)
+#
+# Set-up: .venv (python3 -m venv), `pip install -e '.[test]'` when pyproject.toml changed,
+# the Kafka jars (mvn, cached in .cache/kafka/libs). The integration tests start a local
+# broker through their session fixture unless SIFT_BROKER points at one.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PY="${PYTHON:-python3}"
+
+if [[ ! -x .venv/bin/python ]]; then
+  echo "test.sh: creating .venv with $("$PY" --version 2>&1)"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.sift-pyproject-sha256
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]] || ! .venv/bin/python -c 'import sift, pytest' 2>/dev/null; then
+  echo "test.sh: pip install -e '.[test]'"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test]'
+  echo "$want" > "$stamp"
+fi
+.venv/bin/python -m sift.devbroker fetch
+
+set +e
+.venv/bin/python -m pytest -q -m "not slow" "$@"
+rc=$?
+set -e
+if [[ $rc -eq 5 ]]; then
+  echo "test.sh: error: pytest collected no tests" >&2
+  exit 1
+fi
+exit $rc
