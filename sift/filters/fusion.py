@@ -1,0 +1,1127 @@
+"""Learning to rank from a few positives by fusing several dissimilarities.
+
+Implements the integer program of Helm et al., "Distance-based Positive and
+Unlabeled Learning for Ranking" (Pattern Recognition): given a query item
+``v*``, ``J`` dissimilarities ``d^j(v*, v)`` to every other item and a set ``S``
+of items known to be similar to ``v*``, find weights ``alpha_j >= 0`` summing to
+one such that, ranked by ``sum_j alpha_j d^j``, as few items outside ``S`` as
+possible come before the worst-ranked member of ``S``.
+
+The mixed-integer program (solved with :func:`scipy.optimize.milp`, i.e. HiGHS)
+uses one auxiliary variable ``t`` for the fused dissimilarity of the worst
+member of ``S``::
+
+    min  sum_v x_v
+    s.t. sum_j alpha_j d^j(s) <= t                      for s in S
+         t <= sum_j alpha_j d^j(v) + M_v x_v            for v in C
+         sum_j alpha_j = 1,  alpha >= 0,  x_v in {0, 1}
+
+which has ``|S| + |C|`` rows instead of the paper's ``|S| |C|``; it is
+equivalent because for fixed ``alpha`` the ``|S|`` constraints on ``v`` all hold
+iff the one with the largest left-hand side does, and ``t`` can always be set to
+that largest value. ``M_v = max_j (max_s d^j(s) - d^j(v))`` is the smallest
+valid big-M for ``v`` (the maximum of a convex function over the simplex sits at
+a vertex), tighter than the paper's global ``M``.
+
+Before solving, every column is rescaled to ``[0, 1]`` (this changes neither the
+set of reachable rankings nor the optimum; weights are mapped back), and
+
+* candidates that cannot outrank the worst member of ``S`` under any weights
+  (``d^j(v) >= max_s d^j(s)`` for every ``j``: exact, since ``f(v) - max_s f(s)``
+  is concave in ``alpha`` and so minimal at a vertex) are removed;
+* candidates that strictly dominate some member of ``S`` in every
+  dissimilarity outrank it, hence the worst member, under all weights: their
+  ``x_v`` is fixed to one;
+* members of ``S`` dominated by another member are dropped from the ``t`` rows.
+
+``J = 2`` is solved exactly by a sweep over the breakpoints of the upper
+envelope of the ``S`` lines. A time limit returns the best solution found (the
+better of HiGHS's incumbent and a sampled heuristic) with the MIP gap.
+
+Two other objectives named in the paper are available: the mean rank of ``S``
+and the mean reciprocal rank of ``S`` (ranks of a member of ``S`` are counted
+against the candidates only, i.e. ``1 + #{v in C ranked strictly before s}``;
+for the reciprocal rank the program optimises a version truncated at rank
+``mrr_cutoff``).
+
+Conventions: rows of ``D`` are items, columns are dissimilarities; a smaller
+fused value ranks earlier; a candidate tied with the worst member of ``S`` does
+*not* outrank it.
+
+This module is pure computation (numpy, scipy): no file or network I/O.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike, NDArray
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+
+from sift.errors import SiftError
+
+__all__ = [
+    "OBJECTIVES",
+    "DissimilarityFusion",
+    "FusionError",
+    "FusionResult",
+    "SingletonRanker",
+    "fused_ranks",
+    "heldout_mrr",
+    "objective_value",
+    "solve_weights",
+]
+
+Objective = Literal["maxrank", "meanrank", "mrr"]
+OBJECTIVES: tuple[str, ...] = ("maxrank", "meanrank", "mrr")
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.intp]
+
+_CHUNK_CELLS = 4_000_000  # cells of a dense temporary before we chunk
+
+
+class FusionError(SiftError, ValueError):
+    """Bad input to the fusion ranker; the message names the parameter and value."""
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """Validated input: normalised dissimilarities plus index sets."""
+
+    d: FloatArray  # (n, J') columns rescaled to [0, 1], constant columns dropped
+    cols: IntArray  # original index of each kept column
+    scale: FloatArray  # range of each kept column in the original units
+    n_cols: int  # J
+    positives: IntArray  # rows of S
+    candidates: IntArray  # rows of C
+
+
+def _as_matrix(dissimilarities: ArrayLike) -> FloatArray:
+    try:
+        d = np.asarray(dissimilarities, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise FusionError(f"dissimilarities must be a numeric (n, J) array: {exc}") from None
+    if d.ndim == 1:
+        d = d[:, None]
+    if d.ndim != 2:
+        raise FusionError(f"dissimilarities must be a 2-D (n, J) array, got shape {d.shape}")
+    if d.shape[1] == 0:
+        raise FusionError("dissimilarities has J = 0 columns; need at least one dissimilarity")
+    if d.shape[0] == 0:
+        raise FusionError("dissimilarities has no rows (n = 0)")
+    if not np.all(np.isfinite(d)):
+        bad = np.argwhere(~np.isfinite(d))[0]
+        raise FusionError(
+            f"dissimilarities must be finite, got {d[bad[0], bad[1]]} at row {bad[0]}, "
+            f"column {bad[1]}"
+        )
+    return d
+
+
+def _index_set(values: ArrayLike, n: int, name: str) -> IntArray:
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        arr = arr.reshape(-1)
+    if arr.size == 0:
+        raise FusionError(f"{name} is empty; need at least one known positive")
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.intp)
+        else:
+            raise FusionError(f"{name} must hold integer row indices, got {arr.tolist()[:5]}")
+    idx = arr.astype(np.intp)
+    out = idx[(idx < 0) | (idx >= n)]
+    if out.size:
+        raise FusionError(f"{name} holds row index {int(out[0])} outside [0, {n})")
+    if np.unique(idx).size != idx.size:
+        raise FusionError(f"{name} holds duplicate row indices: {idx.tolist()[:10]}")
+    return idx
+
+
+def _problem(dissimilarities: ArrayLike, positives: ArrayLike, query: int | None) -> _Problem:
+    d = _as_matrix(dissimilarities)
+    n, j = d.shape
+    pos = _index_set(positives, n, "positives")
+    keep = np.ones(n, dtype=bool)
+    if query is not None:
+        if isinstance(query, bool) or not isinstance(query, int | np.integer):
+            raise FusionError(f"query must be a row index, got {query!r}")
+        if not 0 <= int(query) < n:
+            raise FusionError(f"query = {query} is outside [0, {n})")
+        if int(query) in set(pos.tolist()):
+            raise FusionError(f"positives contains the query item itself (row {query})")
+        keep[int(query)] = False
+    keep[pos] = False
+    cand = np.flatnonzero(keep).astype(np.intp)
+    rows = np.concatenate([pos, cand])
+    lo = d[rows].min(axis=0)
+    hi = d[rows].max(axis=0)
+    rng = hi - lo
+    varying = np.flatnonzero(rng > 1e-12 * np.maximum(1.0, np.abs(hi))).astype(np.intp)
+    dn = np.zeros((n, varying.size), dtype=np.float64)
+    if varying.size:
+        dn[rows] = (d[np.ix_(rows, varying)] - lo[varying]) / rng[varying]
+    return _Problem(dn, varying, rng[varying], j, pos, cand)
+
+
+def _check_objective(objective: str) -> Objective:
+    if objective not in OBJECTIVES:
+        raise FusionError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    return objective  # type: ignore[return-value]
+
+
+def _check_weights(weights: ArrayLike, j: int, name: str = "weights") -> FloatArray:
+    w = np.asarray(weights, dtype=np.float64).reshape(-1)
+    if w.size != j:
+        raise FusionError(f"{name} must have J = {j} entries, got {w.size}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise FusionError(f"{name} must be finite, non-negative and not all zero, got {w.tolist()}")
+    return np.asarray(w / w.sum(), dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def _beats_counts(f_cand: FloatArray, f_pos: FloatArray) -> NDArray[np.int64]:
+    """For each positive (column of ``f_pos``), how many candidates score strictly lower.
+
+    ``f_cand`` is (m, K), ``f_pos`` is (p, K); returns (p, K).
+    """
+    m, k = f_cand.shape
+    out = np.zeros((f_pos.shape[0], k), dtype=np.int64)
+    srt = np.sort(f_cand, axis=0)
+    for col in range(k):
+        out[:, col] = np.searchsorted(srt[:, col], f_pos[:, col], side="left")
+    del m
+    return out
+
+
+def _objective_many(
+    d: FloatArray, pos: IntArray, cand: IntArray, alphas: FloatArray, objective: Objective
+) -> FloatArray:
+    """Exact objective for each column of ``alphas`` (J, K); smaller is better.
+
+    For ``mrr`` the negated mean reciprocal rank is returned so that smaller is
+    always better.
+    """
+    k = alphas.shape[1]
+    out = np.empty(k, dtype=np.float64)
+    step = max(1, _CHUNK_CELLS // max(1, d.shape[0]))
+    for start in range(0, k, step):
+        a = alphas[:, start : start + step]
+        f_pos = d[pos] @ a
+        f_cand = d[cand] @ a
+        if objective == "maxrank":
+            worst = f_pos.max(axis=0)
+            out[start : start + step] = (f_cand < worst).sum(axis=0)
+        else:
+            ranks = 1.0 + _beats_counts(f_cand, f_pos)
+            if objective == "meanrank":
+                out[start : start + step] = ranks.mean(axis=0)
+            else:
+                out[start : start + step] = -(1.0 / ranks).mean(axis=0)
+    return out
+
+
+def _report(objective: Objective, value: float) -> float:
+    return -value if objective == "mrr" else value
+
+
+def objective_value(
+    dissimilarities: ArrayLike,
+    positives: ArrayLike,
+    weights: ArrayLike,
+    *,
+    objective: str = "maxrank",
+    query: int | None = None,
+) -> float:
+    """The exact value of an objective for given weights.
+
+    Parameters
+    ----------
+    dissimilarities
+        (n, J) array: ``d^j(v*, v_i)`` for each item ``i``.
+    positives
+        Row indices of ``S``.
+    weights
+        ``J`` non-negative weights (normalised to sum to one).
+    objective
+        ``"maxrank"``: number of candidates ranked strictly before the worst
+        member of ``S``; ``"meanrank"``: mean rank of ``S`` against the
+        candidates; ``"mrr"``: mean reciprocal rank of ``S`` against the
+        candidates.
+    query
+        Row of ``v*`` if ``dissimilarities`` includes it (it is then ignored).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> D = [[0.2, 0.6], [0.6, 0.2], [0.1, 0.9], [0.9, 0.1], [0.5, 0.5]]
+    >>> objective_value(D, [0, 1], [1.0, 0.0])
+    2.0
+    >>> objective_value(D, [0, 1], [0.5, 0.5])
+    0.0
+    """
+    obj = _check_objective(objective)
+    d = _as_matrix(dissimilarities)
+    w = _check_weights(weights, d.shape[1])
+    prob = _problem(d, positives, query)
+    a = w[:, None]
+    return _report(obj, float(_objective_many(d, prob.positives, prob.candidates, a, obj)[0]))
+
+
+def fused_ranks(scores: ArrayLike, pool: ArrayLike | None = None) -> FloatArray:
+    """Mid-ranks (1 = best = smallest score) of each item of ``pool`` within ``pool``.
+
+    Ties share the mean of the positions they occupy.
+
+    Examples
+    --------
+    >>> fused_ranks([0.3, 0.1, 0.3, 0.7]).tolist()
+    [2.5, 1.0, 2.5, 4.0]
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    idx = np.arange(s.size) if pool is None else np.asarray(pool, dtype=np.intp)
+    v = s[idx]
+    srt = np.sort(v)
+    less = np.searchsorted(srt, v, side="left")
+    leq = np.searchsorted(srt, v, side="right")
+    return (less + (leq - less + 1) / 2.0).astype(np.float64)
+
+
+def heldout_mrr(
+    scores: ArrayLike,
+    heldout: ArrayLike,
+    *,
+    exclude: ArrayLike | None = None,
+) -> float:
+    """Mean reciprocal rank of the ``heldout`` items, ranked by ascending ``scores``.
+
+    Items in ``exclude`` (the query and the known positives ``S``) are removed
+    from the list first, as in the paper's evaluation of ``S* \\ S``. Ties get
+    mid-ranks.
+
+    Examples
+    --------
+    >>> heldout_mrr([0.0, 0.1, 0.2, 0.3, 0.4], [3], exclude=[0, 1])
+    0.5
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    held = np.asarray(heldout, dtype=np.intp).reshape(-1)
+    if held.size == 0:
+        raise FusionError("heldout is empty; nothing to evaluate")
+    if not np.all(np.isfinite(s)):
+        raise FusionError("scores must be finite")
+    keep = np.ones(s.size, dtype=bool)
+    if exclude is not None:
+        keep[np.asarray(exclude, dtype=np.intp)] = False
+    if not np.all(keep[held]):
+        raise FusionError("heldout and exclude overlap")
+    pool = np.flatnonzero(keep)
+    ranks = fused_ranks(s, pool)
+    pos_in_pool = np.searchsorted(pool, held)
+    return float(np.mean(1.0 / ranks[pos_in_pool]))
+
+
+# --------------------------------------------------------------------------- pruning
+
+
+@dataclass(frozen=True)
+class _Pruned:
+    active: IntArray  # candidates left for the solver
+    n_never: int  # candidates that can never outrank (removed)
+    n_fixed: int  # candidates that always outrank (x fixed to one)
+    pos_rows: IntArray  # S rows not dominated by another S row
+
+
+def _pareto_max(x: FloatArray) -> IntArray:
+    """Rows of ``x`` not weakly dominated (componentwise <=) by another row."""
+    n = x.shape[0]
+    keep = np.ones(n, dtype=bool)
+    for i in range(n):
+        others = np.delete(np.arange(n), i)
+        others = others[keep[others]]
+        if others.size == 0:
+            continue
+        dom = np.all(x[others] >= x[i], axis=1)
+        strict = np.any(x[others] > x[i], axis=1)
+        # dominated by a strictly larger row, or a duplicate with a lower index kept
+        if np.any(dom & strict) or np.any(dom & ~strict & (others < i)):
+            keep[i] = False
+    return np.flatnonzero(keep).astype(np.intp)
+
+
+def _prune_maxrank(d: FloatArray, pos: IntArray, cand: IntArray) -> _Pruned:
+    ps = pos[_pareto_max(d[pos])]
+    smax = d[ps].max(axis=0)
+    dc = d[cand]
+    never = np.all(dc >= smax, axis=1)
+    always = np.zeros(cand.size, dtype=bool)
+    step = max(1, _CHUNK_CELLS // max(1, ps.size * d.shape[1]))
+    for start in range(0, cand.size, step):
+        block = dc[start : start + step]
+        always[start : start + step] = np.any(
+            np.all(block[:, None, :] < d[ps][None, :, :], axis=2), axis=1
+        )
+    always &= ~never
+    active = cand[~never & ~always]
+    return _Pruned(active, int(never.sum()), int(always.sum()), ps)
+
+
+# --------------------------------------------------------------------------- J = 2 sweep
+
+
+def _envelope(d: FloatArray, ps: IntArray) -> tuple[FloatArray, FloatArray]:
+    """Breakpoints in [0, 1] of max_s (d1 + a (d0 - d1)) and its values there."""
+    b = d[ps, 1]
+    m = d[ps, 0] - d[ps, 1]
+    cand_pts = [np.array([0.0, 1.0])]
+    if ps.size > 1:
+        i, j = np.triu_indices(ps.size, 1)
+        dm = m[i] - m[j]
+        ok = np.abs(dm) > 1e-15
+        x = (b[j][ok] - b[i][ok]) / dm[ok]
+        cand_pts.append(x[(x > 0) & (x < 1)])
+    pts = np.unique(np.concatenate(cand_pts))
+    if pts.size > 2:
+        mids = (pts[:-1] + pts[1:]) / 2
+        arg = np.argmax(b[None, :] + mids[:, None] * m[None, :], axis=1)
+        change = np.flatnonzero(arg[1:] != arg[:-1]) + 1
+        pts = np.concatenate([[0.0], pts[change], [1.0]])
+    g = np.max(b[None, :] + pts[:, None] * m[None, :], axis=1)
+    return pts, g
+
+
+def _sweep_maxrank(d: FloatArray, ps: IntArray, active: IntArray) -> tuple[float, int]:
+    """Exact J = 2 solve; returns (alpha on column 0, count among ``active``)."""
+    if active.size == 0:
+        return 0.5, 0
+    pts, g = _envelope(d, ps)
+    lo = np.full(active.size, np.inf)
+    hi = np.full(active.size, -np.inf)
+    step = max(1, _CHUNK_CELLS // max(1, pts.size))
+    for start in range(0, active.size, step):
+        rows = active[start : start + step]
+        f = d[rows, 1][:, None] + pts[None, :] * (d[rows, 0] - d[rows, 1])[:, None]
+        h = g[None, :] - f  # <= 0 where the candidate does not outrank
+        ok = h <= 0
+        has = ok.any(axis=1)
+        first = np.argmax(ok, axis=1)
+        last = pts.size - 1 - np.argmax(ok[:, ::-1], axis=1)
+        r = np.arange(rows.size)
+        left = pts[first].copy()
+        inner = has & (first > 0)
+        if inner.any():
+            ii = r[inner]
+            f0 = first[inner]
+            h0, h1 = h[ii, f0 - 1], h[ii, f0]
+            left[inner] = pts[f0 - 1] + (pts[f0] - pts[f0 - 1]) * h0 / (h0 - h1)
+        right = pts[last].copy()
+        inner = has & (last < pts.size - 1)
+        if inner.any():
+            ii = r[inner]
+            l0 = last[inner]
+            h0, h1 = h[ii, l0], h[ii, l0 + 1]
+            right[inner] = pts[l0] + (pts[l0 + 1] - pts[l0]) * h0 / (h0 - h1)
+        lo[start : start + step] = np.where(has, left, np.inf)
+        hi[start : start + step] = np.where(has, right, -np.inf)
+    valid = np.isfinite(lo)
+    ls = np.sort(lo[valid])
+    rs = np.sort(hi[valid])
+    events = np.unique(np.concatenate([[0.0, 1.0], ls, rs]))
+    events = events[(events >= 0) & (events <= 1)]
+    mids = (events[:-1] + events[1:]) / 2 if events.size > 1 else events
+
+    def cover(x: FloatArray) -> NDArray[np.int64]:
+        return (np.searchsorted(ls, x, side="right") - np.searchsorted(rs, x, side="left")).astype(
+            np.int64
+        )
+
+    cm = cover(mids)
+    cp = cover(events)
+    best = int(max(cm.max(initial=0), cp.max(initial=0)))
+    if cm.size and cm.max() == best:
+        widths = np.where(cm == best, np.diff(events) if events.size > 1 else 0.0, -1.0)
+        a = float(mids[int(np.argmax(widths))])
+    else:
+        a = float(events[int(np.argmax(cp))])
+    return a, int(active.size - best)
+
+
+def _sweep_pairs(
+    d: FloatArray, pos: IntArray, cand: IntArray, objective: Objective
+) -> tuple[float, float]:
+    """Exact J = 2 solve of ``meanrank`` / ``mrr`` by evaluating every crossing."""
+    b_s, m_s = d[pos, 1], d[pos, 0] - d[pos, 1]
+    b_v, m_v = d[cand, 1], d[cand, 0] - d[cand, 1]
+    xs = [np.array([0.0, 1.0])]
+    for k in range(pos.size):
+        dm = m_v - m_s[k]
+        ok = np.abs(dm) > 1e-15
+        x = (b_s[k] - b_v[ok]) / dm[ok]
+        xs.append(x[(x > 0) & (x < 1)])
+    pts = np.unique(np.concatenate(xs))
+    grid = np.unique(np.concatenate([pts, (pts[:-1] + pts[1:]) / 2]))
+    alphas = np.vstack([grid, 1.0 - grid])
+    vals = _objective_many(d, pos, cand, alphas, objective)
+    best = float(vals.min())
+    # prefer the middle of the widest run of optimal grid points
+    ok = vals <= best
+    i = int(np.flatnonzero(ok)[0])
+    runs: list[tuple[float, int, int]] = []
+    start = None
+    for k, flag in enumerate([*ok.tolist(), False]):
+        if flag and start is None:
+            start = k
+        elif not flag and start is not None:
+            runs.append((float(grid[k - 1] - grid[start]), start, k - 1))
+            start = None
+    if runs:
+        _, s0, s1 = max(runs)
+        i = (s0 + s1) // 2
+    return float(grid[i]), best
+
+
+# --------------------------------------------------------------------------- heuristics
+
+
+def _candidate_alphas(
+    j: int, rng: np.random.Generator, k: int, starts: list[FloatArray]
+) -> FloatArray:
+    cols = [np.eye(j), np.full((j, 1), 1.0 / j)]
+    cols.extend(s.reshape(j, 1) for s in starts)
+    if k > 0:
+        cols.append(rng.dirichlet(np.full(j, 0.5), size=k).T)
+        cols.append(rng.dirichlet(np.full(j, 2.0), size=k).T)
+    return np.hstack(cols)
+
+
+def _heuristic(
+    d: FloatArray,
+    pos: IntArray,
+    cand: IntArray,
+    objective: Objective,
+    rng: np.random.Generator,
+    starts: list[FloatArray],
+    budget_cells: float = 2e8,
+) -> tuple[FloatArray, float]:
+    """Best of the simplex vertices, the centre, given starts and random samples,
+    then a few rounds of pairwise weight moves."""
+    j = d.shape[1]
+    k = int(min(128, max(0, budget_cells / max(1, d.shape[0] * j) / 2)))
+    alphas = _candidate_alphas(j, rng, k, starts)
+    vals = _objective_many(d, pos, cand, alphas, objective)
+    i = int(np.argmin(vals))
+    best_a, best_v = alphas[:, i].copy(), float(vals[i])
+    if j > 1:
+        for step in (0.5, 0.25, 0.1, 0.05, 0.02):
+            moves = []
+            for src in range(j):
+                if best_a[src] <= 0:
+                    continue
+                delta = min(step, best_a[src])
+                for dst in range(j):
+                    if dst != src:
+                        a = best_a.copy()
+                        a[src] -= delta
+                        a[dst] += delta
+                        moves.append(a)
+            if not moves:
+                continue
+            cand_a = np.array(moves).T
+            if cand_a.shape[1] > 4 * k + 64:
+                cand_a = cand_a[:, rng.choice(cand_a.shape[1], 4 * k + 64, replace=False)]
+            vals = _objective_many(d, pos, cand, cand_a, objective)
+            i = int(np.argmin(vals))
+            if vals[i] < best_v:
+                best_a, best_v = cand_a[:, i].copy(), float(vals[i])
+    return best_a, best_v
+
+
+# --------------------------------------------------------------------------- MILPs
+
+
+@dataclass
+class _MilpOut:
+    alpha: FloatArray | None
+    x: FloatArray | None
+    bound: float
+    optimal: bool
+    message: str
+
+
+def _run_milp(
+    c: FloatArray,
+    a: sp.csr_matrix,
+    lb: FloatArray,
+    ub: FloatArray,
+    bounds: Bounds,
+    integrality: FloatArray,
+    time_limit: float | None,
+    j: int,
+) -> _MilpOut:
+    options: dict[str, Any] = {"presolve": True}
+    if time_limit is not None:
+        options["time_limit"] = max(0.05, float(time_limit))
+    res = milp(
+        c,
+        integrality=integrality,
+        bounds=bounds,
+        constraints=LinearConstraint(a, lb, ub),
+        options=options,
+    )
+    bound = getattr(res, "mip_dual_bound", None)
+    bound_f = float(bound) if bound is not None and np.isfinite(bound) else -np.inf
+    if res.x is None:
+        return _MilpOut(None, None, bound_f, False, str(res.message))
+    x = np.asarray(res.x, dtype=np.float64)
+    alpha = np.clip(x[:j], 0.0, None)
+    alpha = alpha / alpha.sum() if alpha.sum() > 0 else np.full(j, 1.0 / j)
+    if res.status == 0:
+        bound_f = float(res.fun)
+    return _MilpOut(alpha, x, bound_f, res.status == 0, str(res.message))
+
+
+def _milp_maxrank(
+    d: FloatArray, ps: IntArray, active: IntArray, cutoff: float | None, time_limit: float | None
+) -> _MilpOut:
+    j, p, m = d.shape[1], ps.size, active.size
+    smax = d[ps].max(axis=0)
+    big_m = np.max(smax[None, :] - d[active], axis=1)
+    n_var = j + 1 + m
+    c = np.concatenate([np.zeros(j + 1), np.ones(m)])
+    # rows: sum alpha = 1 | S rows | candidate rows | cutoff
+    ds = d[ps]
+    rows_s = sp.hstack([sp.csr_matrix(ds), sp.csr_matrix(-np.ones((p, 1))), sp.csr_matrix((p, m))])
+    rows_v = sp.hstack(
+        [sp.csr_matrix(-d[active]), sp.csr_matrix(np.ones((m, 1))), sp.diags(-big_m, format="csr")]
+    )
+    row_sum = sp.csr_matrix(np.concatenate([np.ones(j), np.zeros(1 + m)])[None, :])
+    blocks = [row_sum, rows_s, rows_v]
+    lb = [np.ones(1), np.full(p, -np.inf), np.full(m, -np.inf)]
+    ub = [np.ones(1), np.zeros(p), np.zeros(m)]
+    if cutoff is not None and np.isfinite(cutoff):
+        blocks.append(sp.csr_matrix(np.concatenate([np.zeros(j + 1), np.ones(m)])[None, :]))
+        lb.append(np.full(1, -np.inf))
+        ub.append(np.full(1, float(cutoff)))
+    a = sp.vstack(blocks, format="csr")
+    lo = np.zeros(j + 1 + m)  # columns are rescaled to [0, 1], so is t
+    hi = np.ones(j + 1 + m)
+    integrality = np.concatenate([np.zeros(j + 1), np.ones(m)])
+    del n_var
+    return _run_milp(
+        c, a, np.concatenate(lb), np.concatenate(ub), Bounds(lo, hi), integrality, time_limit, j
+    )
+
+
+def _milp_pairs(
+    d: FloatArray,
+    pos: IntArray,
+    cand: IntArray,
+    objective: Objective,
+    cutoff_rank: int,
+    time_limit: float | None,
+) -> tuple[_MilpOut, int, FloatArray]:
+    """MILP for ``meanrank`` / ``mrr``: a binary per (s, v) pair that can go either way.
+
+    Returns the solve, the number of (s, v) pairs fixed as "v before s", and the
+    difference rows ``d_s - d_v`` of the free pairs (in variable order).
+    """
+    j, p = d.shape[1], pos.size
+    diff = d[pos][:, None, :] - d[cand][None, :, :]  # (p, m, J): f_s - f_v per vertex
+    hi_ = diff.max(axis=2)
+    lo_ = diff.min(axis=2)
+    fixed = (lo_ > 0).sum(axis=1)  # v strictly dominates s: always before s
+    mixed = (hi_ > 0) & ~(lo_ > 0)
+    s_idx, v_idx = np.nonzero(mixed)
+    n_y = s_idx.size
+    big = hi_[s_idx, v_idx]
+    rows: list[sp.spmatrix] = []
+    lbs: list[FloatArray] = []
+    ubs: list[FloatArray] = []
+    # y rows: (d_s - d_v) . alpha - M y <= 0
+    coef = diff[s_idx, v_idx, :]
+    n_w = 0
+    ks: FloatArray = np.zeros(0)
+    w_s: IntArray = np.zeros(0, dtype=np.intp)
+    if objective == "mrr":
+        kk = np.arange(1, cutoff_rank + 1, dtype=np.float64)
+        ck = 1.0 / kk - 1.0 / (kk + 1.0)
+        pairs = [(s, k) for s in range(p) for k in range(cutoff_rank) if fixed[s] <= k]
+        n_w = len(pairs)
+        w_s = np.array([s for s, _ in pairs], dtype=np.intp)
+        ks = np.array([k for _, k in pairs], dtype=np.float64)  # rank <= k + 1
+        c = np.concatenate([np.zeros(j + n_y), -ck[ks.astype(np.intp)]])
+    else:
+        c = np.concatenate([np.zeros(j), np.ones(n_y) / p, np.zeros(0)])
+    n_var = j + n_y + n_w
+    rows.append(sp.csr_matrix(np.concatenate([np.ones(j), np.zeros(n_y + n_w)])[None, :]))
+    lbs.append(np.ones(1))
+    ubs.append(np.ones(1))
+    if n_y:
+        left = sp.csr_matrix(coef)
+        ymat = sp.diags(-big, format="csr")
+        rows.append(sp.hstack([left, ymat, sp.csr_matrix((n_y, n_w))], format="csr"))
+        lbs.append(np.full(n_y, -np.inf))
+        ubs.append(np.zeros(n_y))
+    if n_w:
+        # sum_{v} y_{s v} + m_s w_{s k} <= k - fixed_s + m_s   (rank <= k + 1 when w = 1)
+        m_s = np.bincount(s_idx, minlength=p).astype(np.float64)
+        y_rows = sp.csr_matrix(
+            (np.ones(n_y), (s_idx, np.arange(n_y))), shape=(p, n_y)
+        )[w_s]
+        w_part = sp.diags(m_s[w_s], format="csr")
+        rows.append(sp.hstack([sp.csr_matrix((n_w, j)), y_rows, w_part], format="csr"))
+        lbs.append(np.full(n_w, -np.inf))
+        ubs.append(ks - fixed[w_s] + m_s[w_s])
+    a = sp.vstack(rows, format="csr")
+    lo = np.zeros(n_var)
+    hi = np.ones(n_var)
+    integrality = np.concatenate([np.zeros(j), np.ones(n_y + n_w)])
+    out = _run_milp(
+        c, a, np.concatenate(lbs), np.concatenate(ubs), Bounds(lo, hi), integrality, time_limit, j
+    )
+    return out, int(fixed.sum()), np.asarray(coef, dtype=np.float64)
+
+
+def _polish_pairs(diff: FloatArray, alpha: FloatArray) -> FloatArray:
+    """Max-margin weights keeping ``diff @ alpha <= 0`` for every row (s stays before v)."""
+    if diff.shape[0] == 0:
+        return alpha
+    j = diff.shape[1]
+    res = linprog(
+        np.concatenate([np.zeros(j), [-1.0]]),
+        A_ub=np.hstack([diff, np.ones((diff.shape[0], 1))]),
+        b_ub=np.zeros(diff.shape[0]),
+        A_eq=np.concatenate([np.ones(j), [0.0]])[None, :],
+        b_eq=[1.0],
+        bounds=[(0, 1)] * j + [(None, 1.0)],
+        method="highs",
+    )
+    if res.status != 0 or res.x is None or res.x[-1] < 0:
+        return alpha
+    out = np.clip(np.asarray(res.x[:j], dtype=np.float64), 0, None)
+    return np.asarray(out / out.sum(), dtype=np.float64)
+
+
+def _polish_maxrank(
+    d: FloatArray, ps: IntArray, keep_below: IntArray, alpha: FloatArray
+) -> FloatArray:
+    """Max-margin weights that keep every row of ``keep_below`` at or after the worst of S."""
+    if keep_below.size == 0:
+        return alpha
+    j, p, m = d.shape[1], ps.size, keep_below.size
+    # variables: alpha (j), t, delta; maximise delta
+    c = np.concatenate([np.zeros(j + 1), [-1.0]])
+    a_s = np.hstack([d[ps], -np.ones((p, 1)), np.zeros((p, 1))])
+    a_v = np.hstack([-d[keep_below], np.ones((m, 1)), np.ones((m, 1))])
+    res = linprog(
+        c,
+        A_ub=np.vstack([a_s, a_v]),
+        b_ub=np.zeros(p + m),
+        A_eq=np.concatenate([np.ones(j), [0.0, 0.0]])[None, :],
+        b_eq=[1.0],
+        bounds=[(0, 1)] * j + [(None, None), (None, 1.0)],
+        method="highs",
+    )
+    if res.status != 0 or res.x is None or res.x[-1] < 0:
+        return alpha
+    out = np.clip(np.asarray(res.x[:j], dtype=np.float64), 0, None)
+    return np.asarray(out / out.sum(), dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- public solver
+
+
+@dataclass(frozen=True)
+class FusionResult:
+    """What :func:`solve_weights` found.
+
+    Attributes
+    ----------
+    weights
+        ``J`` weights on the original dissimilarities, summing to one; rank by
+        ``dissimilarities @ weights``.
+    objective
+        Exact objective value at ``weights``: number of candidates before the
+        worst member of ``S`` (``maxrank``), mean rank of ``S`` (``meanrank``)
+        or mean reciprocal rank of ``S`` (``mrr``).
+    bound
+        Proven bound on the optimum (lower for ``maxrank``/``meanrank``; for
+        ``mrr`` an upper bound on the truncated MRR), or nan if unknown.
+    gap
+        Relative gap between ``objective`` and ``bound`` (0 when proven optimal).
+    optimal
+        Whether optimality is proven.
+    method
+        ``"sweep"`` (exact, J = 2), ``"milp"``, ``"heuristic"`` (time limit hit
+        with no better MILP incumbent) or ``"trivial"``.
+    seconds
+        Wall time of the solve.
+    n_candidates, n_removed, n_fixed, n_active
+        Candidates in all, removed as dominated, fixed as always outranking, and
+        passed to the solver.
+    """
+
+    weights: FloatArray
+    objective: float
+    bound: float
+    gap: float
+    optimal: bool
+    method: str
+    seconds: float
+    n_candidates: int
+    n_removed: int = 0
+    n_fixed: int = 0
+    n_active: int = 0
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _to_original(prob: _Problem, alpha_n: FloatArray) -> FloatArray:
+    w = np.zeros(prob.n_cols, dtype=np.float64)
+    if prob.cols.size == 0:
+        return np.full(prob.n_cols, 1.0 / prob.n_cols)
+    w[prob.cols] = alpha_n / prob.scale
+    total = w.sum()
+    return w / total if total > 0 else np.full(prob.n_cols, 1.0 / prob.n_cols)
+
+
+def _to_normalised(prob: _Problem, w: FloatArray) -> FloatArray:
+    a = w[prob.cols] * prob.scale
+    return a / a.sum() if a.sum() > 0 else np.full(prob.cols.size, 1.0 / max(1, prob.cols.size))
+
+
+def solve_weights(
+    dissimilarities: ArrayLike,
+    positives: ArrayLike,
+    *,
+    query: int | None = None,
+    objective: str = "maxrank",
+    time_limit: float | None = 60.0,
+    method: str = "auto",
+    start: ArrayLike | None = None,
+    mrr_cutoff: int = 50,
+    seed: int | None = 0,
+) -> FusionResult:
+    """Learn weights for a linear combination of dissimilarities from a few positives.
+
+    Parameters
+    ----------
+    dissimilarities
+        (n, J) array, ``d^j(v*, v_i)`` for every item ``i``; finite.
+    positives
+        Row indices of ``S``, the items known to be similar to ``v*``.
+    query
+        Row of ``v*`` itself, if ``dissimilarities`` has one (excluded).
+    objective
+        ``"maxrank"`` (the paper's problem (1)), ``"meanrank"`` or ``"mrr"``.
+    time_limit
+        Seconds for the whole solve (``None``: no limit). When it is hit the
+        best weights found are returned with the gap.
+    method
+        ``"auto"`` (sweep for J = 2; otherwise a sampled heuristic, then the
+        MILP, keeping the better), ``"milp"`` (the MILP alone,
+        after pruning) or ``"sweep"`` (J = 2 only).
+    start
+        Weights of a previous solution (e.g. before a new positive arrived),
+        used as a starting incumbent.
+    mrr_cutoff
+        Ranks beyond this contribute nothing to the ``mrr`` program.
+    seed
+        Seed of the random weights the heuristic tries.
+
+    Returns
+    -------
+    FusionResult
+
+    Examples
+    --------
+    Candidate 2 sits between the two positives only when both
+    dissimilarities are mixed:
+
+    >>> D = [[0.2, 0.6], [0.6, 0.2], [0.1, 0.9], [0.9, 0.1], [0.5, 0.5]]
+    >>> r = solve_weights(D, [0, 1])
+    >>> r.objective, r.method, r.weights.round(3).tolist()
+    (0.0, 'sweep', [0.5, 0.5])
+    >>> D3 = [row + [0.7] for row in D]
+    >>> D3[4][2] = 0.1
+    >>> r3 = solve_weights(D3, [0, 1], method="milp")
+    >>> r3.objective, r3.optimal
+    (0.0, True)
+    """
+    t0 = time.monotonic()
+    obj = _check_objective(objective)
+    if method not in ("auto", "milp", "sweep"):
+        raise FusionError(f"method must be auto, milp or sweep, got {method!r}")
+    if time_limit is not None and (not np.isfinite(time_limit) or time_limit <= 0):
+        raise FusionError(f"time_limit must be a positive number of seconds, got {time_limit}")
+    if isinstance(mrr_cutoff, bool) or not isinstance(mrr_cutoff, int) or mrr_cutoff < 1:
+        raise FusionError(f"mrr_cutoff must be a positive integer, got {mrr_cutoff!r}")
+    prob = _problem(dissimilarities, positives, query)
+    d, pos, cand = prob.d, prob.positives, prob.candidates
+    j = prob.cols.size
+    if method == "sweep" and j != 2:
+        raise FusionError(f"method='sweep' needs exactly 2 varying dissimilarities, got {j}")
+    starts: list[FloatArray] = []
+    if start is not None:
+        starts.append(_to_normalised(prob, _check_weights(start, prob.n_cols, "start")))
+    rng = np.random.default_rng(seed)
+
+    def finish(
+        alpha_n: FloatArray, meth: str, bound: float, optimal: bool, **kw: Any
+    ) -> FusionResult:
+        w = _to_original(prob, alpha_n)
+        val = float(_objective_many(d, pos, cand, alpha_n[:, None], obj)[0]) if j else 0.0
+        val_r = _report(obj, val)
+        if optimal:
+            gap = 0.0
+        elif not np.isfinite(bound):
+            gap = float("nan")
+        else:
+            gap = abs(val - bound) / max(abs(val), 1e-12) if val != bound else 0.0
+        return FusionResult(
+            weights=w,
+            objective=val_r,
+            bound=_report(obj, bound) if np.isfinite(bound) else float("nan"),
+            gap=gap,
+            optimal=optimal,
+            method=meth,
+            seconds=time.monotonic() - t0,
+            n_candidates=int(cand.size),
+            **kw,
+        )
+
+    if j <= 1 or cand.size == 0:
+        alpha = np.ones(j) if j == 1 else np.zeros(0)
+        val = float(_objective_many(d, pos, cand, alpha[:, None], obj)[0]) if j else 0.0
+        if j == 0:
+            cnt = 0.0 if obj == "maxrank" else 1.0
+            val = cnt if obj != "mrr" else -1.0
+        return finish(alpha if j else np.zeros(0), "trivial", val, True)
+
+    def remaining() -> float | None:
+        return None if time_limit is None else time_limit - (time.monotonic() - t0)
+
+    if obj == "maxrank":
+        pr = _prune_maxrank(d, pos, cand)
+        kw: dict[str, Any] = {
+            "n_removed": pr.n_never,
+            "n_fixed": pr.n_fixed,
+            "n_active": int(pr.active.size),
+        }
+        if pr.active.size == 0:
+            # every remaining candidate is decided: any weights are optimal
+            a = _polish_maxrank(d, pr.pos_rows, cand[np.all(d[cand] >= d[pr.pos_rows].max(0), 1)],
+                                np.full(j, 1.0 / j))
+            return finish(a, "trivial", float(pr.n_fixed), True, **kw)
+        if j == 2 and method in ("auto", "sweep"):
+            a0, cnt = _sweep_maxrank(d, pr.pos_rows, pr.active)
+            return finish(np.array([a0, 1.0 - a0]), "sweep", float(pr.n_fixed + cnt), True, **kw)
+        # the heuristic only needs the undecided candidates
+        if method == "auto":
+            h_a, h_v = _heuristic(d, pr.pos_rows, pr.active, obj, rng, starts)
+        else:  # plain MILP: the heuristic only serves as a fallback incumbent
+            h_a = starts[0] if starts else np.full(j, 1.0 / j)
+            h_v = float(_objective_many(d, pr.pos_rows, pr.active, h_a[:, None], obj)[0])
+        if h_v <= 0:
+            return finish(h_a, "heuristic", float(pr.n_fixed), True, **kw)
+        left = remaining()
+        if left is not None and left <= 0.05:
+            return finish(h_a, "heuristic", float(pr.n_fixed), False, **kw)
+        # An objective cutoff at the heuristic's value was tried and weakened
+        # HiGHS's bound on large instances, so the heuristic is only a fallback.
+        out = _milp_maxrank(d, pr.pos_rows, pr.active, None, left)
+        bound = pr.n_fixed + out.bound if np.isfinite(out.bound) else -np.inf
+        if out.alpha is None or out.x is None:
+            return finish(h_a, "heuristic", max(bound, float(pr.n_fixed)), False,
+                          message=out.message, **kw)
+        x = out.x[j + 1 :]
+        below = pr.active[x < 0.5]
+        a_pol = _polish_maxrank(d, pr.pos_rows, below, out.alpha)
+        trio = np.column_stack([a_pol, out.alpha, h_a])
+        vals = _objective_many(d, pr.pos_rows, pr.active, trio, obj)
+        best = int(np.argmin(vals))
+        alpha_best = [a_pol, out.alpha, h_a][best]
+        meth = "heuristic" if best == 2 else "milp"
+        # HiGHS's feasibility tolerance can let a near-tie count as not outranking;
+        # optimality is claimed only if the exact count matches the proven bound.
+        opt = out.optimal and float(vals[best]) <= out.bound + 1e-9
+        return finish(alpha_best, meth, bound, opt, message=out.message, **kw)
+
+    # meanrank / mrr
+    if j == 2 and method in ("auto", "sweep"):
+        a0, _ = _sweep_pairs(d, pos, cand, obj)
+        alpha = np.array([a0, 1.0 - a0])
+        val = float(_objective_many(d, pos, cand, alpha[:, None], obj)[0])
+        return finish(alpha, "sweep", val, True, n_active=int(cand.size))
+    if method == "auto":
+        h_a, _ = _heuristic(d, pos, cand, obj, rng, starts)
+    else:
+        h_a = starts[0] if starts else np.full(j, 1.0 / j)
+    left = remaining()
+    if left is not None and left <= 0.05:
+        return finish(h_a, "heuristic", -np.inf, False, n_active=int(cand.size))
+    out, n_fixed_pairs, diff = _milp_pairs(d, pos, cand, obj, mrr_cutoff, left)
+    if out.alpha is None or out.x is None:
+        return finish(h_a, "heuristic", -np.inf, False, message=out.message)
+    y = out.x[j : j + diff.shape[0]]
+    a_pol = _polish_pairs(diff[y < 0.5], out.alpha)
+    trio = [a_pol, out.alpha, h_a]
+    vals = _objective_many(d, pos, cand, np.column_stack(trio), obj)
+    best = int(np.argmin(vals))
+    if obj == "meanrank":
+        bound = 1.0 + (out.bound + n_fixed_pairs / pos.size) if np.isfinite(out.bound) else -np.inf
+        opt = out.optimal and float(vals[best]) <= bound + 1e-9
+    else:
+        # the program optimises a truncated MRR; its bound is on that
+        bound = out.bound / pos.size - 1.0 / (mrr_cutoff + 1) if np.isfinite(out.bound) else -np.inf
+        opt = out.optimal and mrr_cutoff >= cand.size
+    return finish(trio[best], "heuristic" if best == 2 else "milp", bound, opt,
+                  message=out.message, n_active=int(cand.size))
+
+
+# --------------------------------------------------------------------------- estimators
+
+
+class DissimilarityFusion:
+    """Rank by a learned convex combination of dissimilarities (the ILP ranker).
+
+    Parameters
+    ----------
+    objective
+        ``"maxrank"``, ``"meanrank"`` or ``"mrr"`` (see :func:`solve_weights`).
+    time_limit
+        Seconds per fit, or ``None``.
+    method
+        ``"auto"``, ``"milp"`` or ``"sweep"``.
+    seed
+        Seed of the heuristic.
+
+    Attributes
+    ----------
+    weights_ : ndarray of shape (J,)
+        Learned weights.
+    result_ : FusionResult
+        Full solver report.
+
+    Examples
+    --------
+    >>> D = [[0.2, 0.6], [0.6, 0.2], [0.1, 0.9], [0.9, 0.1], [0.5, 0.5]]
+    >>> f = DissimilarityFusion().fit(D, [0, 1])
+    >>> f.weights_.tolist()
+    [0.5, 0.5]
+    >>> f.rank(D).tolist()  # S first (tied), then the three candidates (tied)
+    [1.5, 1.5, 4.0, 4.0, 4.0]
+    """
+
+    def __init__(
+        self,
+        objective: str = "maxrank",
+        time_limit: float | None = 60.0,
+        method: str = "auto",
+        seed: int | None = 0,
+    ) -> None:
+        self.objective = objective
+        self.time_limit = time_limit
+        self.method = method
+        self.seed = seed
+
+    def fit(
+        self,
+        dissimilarities: ArrayLike,
+        positives: ArrayLike,
+        *,
+        query: int | None = None,
+        start: ArrayLike | None = None,
+    ) -> DissimilarityFusion:
+        """Learn the weights from the positives ``S``."""
+        self.result_ = solve_weights(
+            dissimilarities,
+            positives,
+            query=query,
+            objective=self.objective,
+            time_limit=self.time_limit,
+            method=self.method,
+            start=start,
+            seed=self.seed,
+        )
+        self.weights_ = self.result_.weights
+        return self
+
+    def score(self, dissimilarities: ArrayLike) -> FloatArray:
+        """Fused dissimilarity of each row (smaller ranks earlier)."""
+        d = _as_matrix(dissimilarities)
+        return np.asarray(d @ _check_weights(self.weights_, d.shape[1]), dtype=np.float64)
+
+    def rank(self, dissimilarities: ArrayLike) -> FloatArray:
+        """Mid-ranks of each row under the fused dissimilarity."""
+        return fused_ranks(self.score(dissimilarities))
+
+
+class SingletonRanker:
+    """The paper's Singleton baseline: the one dissimilarity with the best objective.
+
+    Ties between dissimilarities are broken uniformly at random with ``seed``.
+
+    Parameters
+    ----------
+    objective
+        ``"maxrank"``, ``"meanrank"`` or ``"mrr"``.
+    seed
+        Seed of the tie-break.
+
+    Attributes
+    ----------
+    column_ : int
+        Index of the chosen dissimilarity.
+    weights_ : ndarray of shape (J,)
+        One-hot weights.
+    objective_ : float
+        Objective value of the chosen dissimilarity.
+    tied_ : list of int
+        All dissimilarities that tied for best.
+
+    Examples
+    --------
+    >>> D = [[0.2, 0.6], [0.6, 0.2], [0.1, 0.9], [0.9, 0.1], [0.5, 0.5]]
+    >>> s = SingletonRanker(seed=0).fit(D, [0, 1])
+    >>> s.objective_, s.tied_
+    (2.0, [0, 1])
+    """
+
+    def __init__(self, objective: str = "maxrank", seed: int | None = 0) -> None:
+        self.objective = objective
+        self.seed = seed
+
+    def fit(
+        self, dissimilarities: ArrayLike, positives: ArrayLike, *, query: int | None = None
+    ) -> SingletonRanker:
+        """Pick the dissimilarity that alone best ranks ``S``."""
+        obj = _check_objective(self.objective)
+        d = _as_matrix(dissimilarities)
+        prob = _problem(d, positives, query)
+        vals = _objective_many(d, prob.positives, prob.candidates, np.eye(d.shape[1]), obj)
+        tied = np.flatnonzero(vals <= vals.min())
+        rng = np.random.default_rng(self.seed)
+        self.column_ = int(tied[int(rng.integers(tied.size))]) if tied.size > 1 else int(tied[0])
+        self.tied_ = [int(t) for t in tied]
+        self.objective_ = _report(obj, float(vals[self.column_]))
+        self.weights_ = np.zeros(d.shape[1])
+        self.weights_[self.column_] = 1.0
+        return self
+
+    def score(self, dissimilarities: ArrayLike) -> FloatArray:
+        """The chosen dissimilarity of each row."""
+        d = _as_matrix(dissimilarities)
+        return np.asarray(d[:, self.column_], dtype=np.float64)

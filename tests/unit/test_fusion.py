@@ -1,0 +1,299 @@
+"""Tests of the dissimilarity-fusion integer program (sift.filters.fusion)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from sift.errors import SiftError
+from sift.filters import fusion as fu
+from sift.filters.fusion import (
+    DissimilarityFusion,
+    FusionError,
+    SingletonRanker,
+    fused_ranks,
+    heldout_mrr,
+    objective_value,
+    solve_weights,
+)
+
+
+def _instance(seed: int, n: int, p: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal(n)
+    d = z[:, None] + rng.uniform(0.3, 1.5, j) * rng.standard_normal((n, j))
+    pos = rng.choice(np.argsort(z)[: max(p + 2, n // 4)], p, replace=False)
+    return d - d.min(axis=0), pos
+
+
+def _grid(j: int, steps: int) -> np.ndarray:
+    pts = [c for c in itertools.product(range(steps + 1), repeat=j) if sum(c) == steps]
+    return np.array(pts, dtype=float).T / steps
+
+
+def _grid_min(d: np.ndarray, pos: np.ndarray, objective: str, steps: int) -> float:
+    prob = fu._problem(d, pos, None)
+    vals = fu._objective_many(d, prob.positives, prob.candidates, _grid(d.shape[1], steps),
+                              objective)  # type: ignore[arg-type]
+    return fu._report(objective, float(vals.min()))  # type: ignore[arg-type]
+
+
+def _paper_milp(d: np.ndarray, pos: np.ndarray) -> float:
+    """The paper's |S| x |C| big-M program, verbatim, on the raw data."""
+    n, j = d.shape
+    cand = np.setdiff1d(np.arange(n), pos)
+    m = cand.size
+    big = float(np.abs(d).max())
+    rows = []
+    for s in pos:
+        for k, v in enumerate(cand):
+            row = np.zeros(j + m)
+            row[:j] = d[s] - d[v]
+            row[j + k] = -big
+            rows.append(row)
+    a = np.vstack([np.concatenate([np.ones(j), np.zeros(m)])[None, :], np.array(rows)])
+    lb = np.concatenate([[1.0], np.full(len(rows), -np.inf)])
+    ub = np.concatenate([[1.0], np.zeros(len(rows))])
+    res = milp(np.concatenate([np.zeros(j), np.ones(m)]),
+               integrality=np.concatenate([np.zeros(j), np.ones(m)]),
+               bounds=Bounds(np.zeros(j + m), np.ones(j + m)),
+               constraints=LinearConstraint(sp.csr_matrix(a), lb, ub))
+    assert res.status == 0
+    return float(res.fun)
+
+
+# --------------------------------------------------------------------------- hand-computed
+
+
+def test_hand_computed_two_positives_need_a_mixture() -> None:
+    # S = rows 0, 1. Alone, each dissimilarity lets two candidates in; the mix none.
+    d = [[0.2, 0.6], [0.6, 0.2], [0.1, 0.9], [0.9, 0.1], [0.5, 0.5]]
+    assert objective_value(d, [0, 1], [1, 0]) == 2.0
+    assert objective_value(d, [0, 1], [0, 1]) == 2.0
+    assert objective_value(d, [0, 1], [1, 1]) == 0.0
+    for method in ("auto", "milp", "sweep"):
+        r = solve_weights(d, [0, 1], method=method)
+        assert r.objective == 0.0 and r.optimal
+        assert objective_value(d, [0, 1], r.weights) == 0.0
+
+
+def test_hand_computed_three_dissimilarities() -> None:
+    # f(s) = 0.6 for every weight; candidate 3 stays behind iff a3 >= 0.6, candidate 4
+    # iff a1 >= 0.6, candidate 5 iff 0.1 + 0.8 a2 >= 0.6, i.e. a2 >= 0.625: at most one
+    # of the three can be kept behind, so the optimum is 2.
+    d = np.array([
+        [0.6, 0.6, 0.6],  # s (the worst)
+        [0.5, 0.5, 0.5],  # s, dominated by the other: drops out of the t rows
+        [0.9, 0.9, 0.9],  # never outranks (dominated): removed
+        [0.0, 0.0, 1.0],
+        [1.0, 0.0, 0.0],
+        [0.1, 0.9, 0.1],
+    ])
+    r = solve_weights(d, [0, 1], method="milp")
+    assert r.objective == 2.0 and r.optimal
+    assert r.n_removed == 1 and r.n_active == 3
+    assert _grid_min(d, np.array([0, 1]), "maxrank", 40) == 2.0
+    assert objective_value(d, [0, 1], [1, 1, 1]) == 3.0
+    assert objective_value(d, [0, 1], [0, 1, 0]) == 2.0
+
+
+def test_ties_do_not_outrank() -> None:
+    d = [[0.5], [0.5], [0.4]]
+    assert objective_value(d, [0], [1.0]) == 1.0
+    assert objective_value(d, [0, 1], [1.0]) == 1.0
+    assert objective_value(d, [1], [1.0]) == 1.0
+    assert objective_value([[0.5], [0.5], [0.6]], [0], [1.0]) == 0.0
+
+
+def test_query_row_is_excluded() -> None:
+    d = np.array([[0.0, 0.0], [0.2, 0.6], [0.6, 0.2], [0.5, 0.5], [0.1, 0.9]])
+    r = solve_weights(d, [1, 2], query=0)
+    assert r.n_candidates == 2
+    assert r.objective == 0.0
+
+
+# --------------------------------------------------------------------------- MILP vs brute force
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_milp_matches_weight_grid(seed: int) -> None:
+    d, pos = _instance(seed, 25, 3, 3)
+    r = solve_weights(d, pos, method="milp", time_limit=None)
+    assert r.optimal
+    # the grid is a subset of the simplex: the optimum is no worse than its best point,
+    # and the returned weights achieve the reported value exactly
+    assert r.objective <= _grid_min(d, pos, "maxrank", 60)
+    assert objective_value(d, pos, r.weights) == r.objective
+    # a fine grid finds the optimum on these small instances
+    assert r.objective == _grid_min(d, pos, "maxrank", 120)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_auxiliary_variable_form_equals_paper_form(seed: int) -> None:
+    d, pos = _instance(100 + seed, 14, 3, 3)
+    r = solve_weights(d, pos, method="milp", time_limit=None)
+    assert r.objective == pytest.approx(_paper_milp(d, pos))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(6, 40), p=st.integers(1, 6))
+def test_sweep_equals_milp_for_two_dissimilarities(seed: int, n: int, p: int) -> None:
+    d, pos = _instance(seed, n, min(p, n - 2), 2)
+    sw = solve_weights(d, pos, method="sweep")
+    mi = solve_weights(d, pos, method="milp", time_limit=None)
+    assert sw.optimal and sw.method in ("sweep", "trivial")
+    assert sw.objective == mi.objective
+    assert objective_value(d, pos, sw.weights) == sw.objective
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), j=st.integers(2, 4))
+def test_pruning_never_changes_the_optimum(seed: int, j: int) -> None:
+    d, pos = _instance(seed, 30, 3, j)
+    prob = fu._problem(d, pos, None)
+    # unpruned: every candidate and every positive in the program
+    full = fu._milp_maxrank(prob.d, prob.positives, prob.candidates, None, None)
+    assert full.optimal and full.x is not None
+    pruned = solve_weights(d, pos, method="milp", time_limit=None)
+    assert pruned.optimal
+    assert pruned.objective == pytest.approx(full.bound)
+    assert pruned.n_removed + pruned.n_fixed + pruned.n_active == pruned.n_candidates
+
+
+def test_pruning_classifies_correctly() -> None:
+    d = np.array([
+        [0.5, 0.5],  # s
+        [0.4, 0.6],  # s
+        [0.9, 0.8],  # dominated by worst: never outranks
+        [0.3, 0.4],  # strictly below row 0: always outranks
+        [0.2, 0.9],  # depends on weights
+    ])
+    pr = fu._prune_maxrank(d, np.array([0, 1]), np.array([2, 3, 4]))
+    assert (pr.n_never, pr.n_fixed, pr.active.tolist()) == (1, 1, [4])
+
+
+@pytest.mark.parametrize("objective", ["meanrank", "mrr"])
+@pytest.mark.parametrize("seed", range(3))
+def test_other_objectives_sweep_milp_grid_agree(objective: str, seed: int) -> None:
+    d, pos = _instance(200 + seed, 18, 3, 2)
+    sw = solve_weights(d, pos, objective=objective, method="sweep")
+    mi = solve_weights(d, pos, objective=objective, method="milp", time_limit=None)
+    grid = _grid_min(d, pos, objective, 400)
+    assert sw.objective == pytest.approx(mi.objective)
+    if objective == "meanrank":
+        assert sw.objective <= grid + 1e-12
+    else:
+        assert sw.objective >= grid - 1e-12
+
+
+def test_mrr_objective_three_dissimilarities_beats_grid_or_ties() -> None:
+    d, pos = _instance(7, 16, 2, 3)
+    r = solve_weights(d, pos, objective="mrr", method="milp", time_limit=None)
+    assert r.objective >= _grid_min(d, pos, "mrr", 40) - 1e-12
+    assert 0 < r.objective <= 1
+
+
+def test_time_limit_returns_incumbent_and_gap() -> None:
+    d, pos = _instance(3, 4000, 8, 8)
+    r = solve_weights(d, pos, time_limit=0.3)
+    assert np.isfinite(r.objective)
+    assert r.weights.shape == (8,) and r.weights.sum() == pytest.approx(1.0)
+    assert objective_value(d, pos, r.weights) == r.objective
+    if not r.optimal:
+        assert np.isnan(r.gap) or 0 <= r.gap <= 1
+
+
+def test_start_weights_are_used() -> None:
+    d, pos = _instance(4, 200, 3, 4)
+    best = solve_weights(d, pos, method="milp", time_limit=None)
+    again = solve_weights(d, pos, method="milp", start=best.weights, time_limit=None)
+    assert again.objective == best.objective
+
+
+def test_scale_invariance() -> None:
+    d, pos = _instance(5, 60, 3, 3)
+    a = solve_weights(d, pos, method="milp", time_limit=None)
+    b = solve_weights(d * np.array([1.0, 100.0, 0.01]) + 7.0, pos, method="milp", time_limit=None)
+    assert a.objective == b.objective
+
+
+def test_constant_column_is_ignored() -> None:
+    d, pos = _instance(6, 40, 3, 2)
+    d3 = np.column_stack([d, np.full(40, 3.0)])
+    assert solve_weights(d3, pos).objective == solve_weights(d, pos).objective
+
+
+# --------------------------------------------------------------------------- Singleton
+
+
+def test_singleton_picks_the_best_column() -> None:
+    d, pos = _instance(8, 50, 3, 4)
+    s = SingletonRanker().fit(d, pos)
+    vals = [objective_value(d, pos, np.eye(4)[k]) for k in range(4)]
+    assert s.objective_ == min(vals)
+    assert s.column_ in s.tied_
+    assert solve_weights(d, pos, method="milp", time_limit=None).objective <= s.objective_
+
+
+def test_singleton_tie_break_is_seeded() -> None:
+    d = np.tile(np.linspace(0, 1, 10)[:, None], (1, 5))  # five identical columns
+    picks = {SingletonRanker(seed=s).fit(d, [0, 1]).column_ for s in range(40)}
+    assert len(picks) > 1
+    assert SingletonRanker(seed=3).fit(d, [0, 1]).column_ == SingletonRanker(seed=3).fit(
+        d, [0, 1]).column_
+    assert SingletonRanker(seed=3).fit(d, [0, 1]).tied_ == [0, 1, 2, 3, 4]
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def test_heldout_mrr_and_ranks() -> None:
+    scores = [0.0, 0.1, 0.2, 0.3, 0.4, 0.4]
+    assert heldout_mrr(scores, [2], exclude=[0, 1]) == 1.0
+    assert heldout_mrr(scores, [4], exclude=[0, 1]) == pytest.approx(1 / 3.5)
+    assert heldout_mrr(scores, [2, 3]) == pytest.approx((1 / 3 + 1 / 4) / 2)
+    assert fused_ranks([3, 1, 2]).tolist() == [3.0, 1.0, 2.0]
+
+
+def test_estimator_scores_rank_positives_first() -> None:
+    d, pos = _instance(9, 80, 4, 3)
+    f = DissimilarityFusion(time_limit=None).fit(d, pos)
+    assert f.weights_.shape == (3,)
+    assert f.time_limit is None and f.objective == "maxrank"
+    ranks = f.rank(d)
+    cand = np.setdiff1d(np.arange(80), pos)
+    worst = f.score(d)[pos].max()
+    assert int((f.score(d)[cand] < worst).sum()) == f.result_.objective
+    assert ranks.shape == (80,)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"dissimilarities": [[0.1, 0.2]] * 4, "positives": []}, "positives is empty"),
+        ({"dissimilarities": [[0.1, 0.2]] * 4, "positives": [1], "query": 1}, "query item"),
+        ({"dissimilarities": [[0.1, np.nan]] * 4, "positives": [1]}, "finite"),
+        ({"dissimilarities": [[0.1, np.inf]] * 4, "positives": [1]}, "finite"),
+        ({"dissimilarities": np.zeros((4, 0)), "positives": [1]}, "J = 0"),
+        ({"dissimilarities": [[0.1, 0.2]] * 4, "positives": [9]}, "index 9"),
+        ({"dissimilarities": [[0.1, 0.2]] * 4, "positives": [1, 1]}, "duplicate"),
+        ({"dissimilarities": [[0.1, 0.2]] * 4, "positives": [1], "objective": "auc"}, "'auc'"),
+        ({"dissimilarities": [[0.1, 0.2]] * 4, "positives": [1], "time_limit": -1}, "-1"),
+        ({"dissimilarities": [[0.1, 0.2, 0.3]] * 4, "positives": [1], "method": "sweep"},
+         "exactly 2"),
+    ],
+)
+def test_bad_input_is_one_line_error(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(FusionError, match=match) as info:
+        solve_weights(**kwargs)  # type: ignore[arg-type]
+    assert isinstance(info.value, SiftError)
+    assert "\n" not in str(info.value)
