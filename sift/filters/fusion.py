@@ -977,8 +977,8 @@ def solve_weights(
         return finish(h_a, "heuristic", -np.inf, False, message=out.message)
     y = out.x[j : j + diff.shape[0]]
     a_pol = _polish_pairs(diff[y < 0.5], out.alpha)
-    trio = [a_pol, out.alpha, h_a]
-    vals = _objective_many(d, pos, cand, np.column_stack(trio), obj)
+    trio2: list[FloatArray] = [a_pol, out.alpha, h_a]
+    vals = _objective_many(d, pos, cand, np.column_stack(trio2), obj)
     best = int(np.argmin(vals))
     if obj == "meanrank":
         bound = 1.0 + (out.bound + n_fixed_pairs / pos.size) if np.isfinite(out.bound) else -np.inf
@@ -987,7 +987,7 @@ def solve_weights(
         # the program optimises a truncated MRR; its bound is on that
         bound = out.bound / pos.size - 1.0 / (mrr_cutoff + 1) if np.isfinite(out.bound) else -np.inf
         opt = out.optimal and mrr_cutoff >= cand.size
-    return finish(trio[best], "heuristic" if best == 2 else "milp", bound, opt,
+    return finish(trio2[best], "heuristic" if best == 2 else "milp", bound, opt,
                   message=out.message, n_active=int(cand.size))
 
 
