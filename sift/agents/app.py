@@ -1,0 +1,258 @@
+"""The Faust application: topics, the profile table and four thin agents.
+
+Each agent decodes Faust events into :class:`~sift.agents.service.InputMessage`,
+calls one :class:`~sift.agents.service.Service` method and emits the result.
+
+============================  =====================================================
+agent                         consumes -> emits
+============================  =====================================================
+``route_documents``           documents -> shard-documents (one copy per partition),
+                              dead letters
+``score_documents``           shard-documents partition ``p`` -> decisions, using the
+                              profiles of shard ``p``
+``apply_specs``               profiles -> table ``profile_to_state``, dead letters
+``apply_judgments``           judgments -> table ``profile_to_state``, dead letters
+============================  =====================================================
+
+The table, the judgments, the profiles and the shard topics have the same
+number of partitions and are keyed (or explicitly partitioned) by
+``shard_of(profile)``, so Faust's assignor gives partition ``p`` of all of them
+to the same worker, and a rebalance moves a shard's state with its streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import ssl
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import faust
+import orjson
+from faust.types import EventT
+
+from sift.agents.service import InputMessage, Service, ServiceError, TrainingSet, default_corpus
+from sift.settings import Settings
+from sift.topics.codecs import encode
+from sift.topics.deadletter import DeadLetter
+
+log = logging.getLogger("sift.worker")
+
+#: Upper bound of one profile record (the changelog topic's max.message.bytes).
+MAX_STATE_BYTES = 16 * 1024 * 1024
+SHARD_TOPIC = "shard-documents"
+TABLE = "profile_to_state"
+
+
+def faust_credentials(settings: Settings) -> Any:
+    """Faust credentials from the SASL/SSL settings (``None`` for PLAINTEXT)."""
+    proto = settings.security_protocol.upper()
+    if proto == "PLAINTEXT":
+        return None
+    context: ssl.SSLContext | None = None
+    if proto in ("SSL", "SASL_SSL"):
+        context = ssl.create_default_context(cafile=settings.ssl_cafile or None)
+        if settings.ssl_certfile:
+            context.load_cert_chain(settings.ssl_certfile, settings.ssl_keyfile or None)
+    if proto == "SSL":
+        return faust.SSLCredentials(context)
+    if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
+        mech = (settings.sasl_mechanism or "PLAIN").upper()
+        if mech == "GSSAPI":
+            return faust.GSSAPICredentials(ssl_context=context)
+        return faust.SASLCredentials(username=settings.sasl_username,
+                                     password=settings.sasl_password,
+                                     mechanism=mech, ssl_context=context)
+    raise ServiceError(f"SIFT_SECURITY_PROTOCOL must be PLAINTEXT, SSL, SASL_PLAINTEXT or "
+                       f"SASL_SSL, got {settings.security_protocol!r}")
+
+
+WIRE_TOPICS = ("documents", "judgments", "profiles", "decisions", "dead-letters")
+#: Topics whose partition p must belong to profile shard p.
+SHARDED_TOPICS = ("judgments", "profiles")
+
+
+def prepare_topics(settings: Settings) -> None:
+    """Create the wire topics (Faust declares only internal ones) and check the sharded ones.
+
+    Raises ServiceError when the judgments or profiles topic exists with a number of
+    partitions other than ``settings.partitions``: judgments would miss their profile.
+    """
+    from sift.kafkaclient import ensure_topics, partition_counts
+
+    names = [settings.topic(t) for t in WIRE_TOPICS]
+    ensure_topics(settings, names, settings.partitions)
+    counts = partition_counts(settings, [settings.topic(t) for t in SHARDED_TOPICS])
+    for name, n in counts.items():
+        if n != settings.partitions:
+            raise ServiceError(f"topic {name} has {n} partitions but SIFT_PARTITIONS is "
+                               f"{settings.partitions}; they must be equal")
+
+
+def to_message(event: EventT) -> InputMessage:
+    m = event.message
+    value = m.value if isinstance(m.value, bytes | None) else bytes(m.value)
+    return InputMessage(value, m.topic, m.partition, m.offset, m.key)
+
+
+@dataclass
+class Worker:
+    """The app and what its agents use (handy for tests and the CLI)."""
+
+    app: faust.App
+    service: Service
+    settings: Settings
+    topics: dict[str, faust.TopicT]
+    table: Any
+
+    def stats(self) -> dict[str, Any]:
+        out = self.service.counters()
+        out["app_id"] = self.settings.app_id
+        out["pid"] = os.getpid()
+        out["ts"] = time.time()
+        return out
+
+    def write_stats(self) -> None:
+        path = Path(self.settings.data_dir) / "stats.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(orjson.dumps(self.stats(), option=orjson.OPT_INDENT_2))
+        tmp.replace(path)
+
+
+def create_app(settings: Settings, *, training: TrainingSet | None = None,
+               service: Service | None = None, web: bool = False) -> Worker:
+    """Build the Faust app of one worker.
+
+    Parameters
+    ----------
+    settings
+        The frozen settings (broker, prefix, partitions, limits, security).
+    training
+        Vectorizer and training matrix; loaded from ``settings.idf_corpus`` (or the
+        bundled Reuters training file) when not given.
+    service
+        A ready :class:`Service` (tests); built from ``training`` when not given.
+    web
+        Run Faust's web server on ``settings.web_host:web_port`` (``/sift/stats``).
+    """
+    P = settings.partitions
+    if service is None:
+        if training is None:
+            training = TrainingSet.load(settings.idf_corpus or default_corpus())
+        service = Service(
+            training, n_shards=P, recent_documents=settings.recent_documents,
+            max_document_bytes=settings.max_document_bytes,
+            max_batch_documents=settings.max_batch_documents,
+            judgments_topic=settings.topic("judgments"), profiles_topic=settings.topic("profiles"))
+    app = faust.App(
+        settings.app_id,
+        broker=settings.broker,
+        broker_credentials=faust_credentials(settings),
+        store="memory://",
+        datadir=settings.data_dir,
+        topic_partitions=P,
+        topic_replication_factor=1,
+        table_standby_replicas=0,
+        processing_guarantee=settings.processing_guarantee,
+        producer_max_request_size=MAX_STATE_BYTES,
+        consumer_max_fetch_size=MAX_STATE_BYTES,
+        stream_buffer_maxsize=max(4 * settings.batch_size, 4096),
+        broker_commit_every=10_000,
+        broker_commit_interval=1.0,
+        web_enabled=web,
+        web_host=settings.web_host,
+        web_port=settings.web_port,
+        key_serializer="raw",
+        value_serializer="raw",
+        logging_config=None,
+    )
+
+    def topic(name: str, **kw: Any) -> faust.TopicT:
+        return app.topic(settings.topic(name), key_type=bytes, value_type=bytes,
+                         key_serializer="raw", value_serializer="raw", partitions=P, **kw)
+
+    documents_topic = topic("documents")
+    judgments_topic = topic("judgments")
+    profiles_topic = topic("profiles")
+    decisions_topic = topic("decisions")
+    dead_letters_topic = topic("dead-letters")
+    shard_topic = topic(SHARD_TOPIC, retention=3600.0, internal=True)
+    profile_to_state = app.Table(
+        TABLE, partitions=P,
+        schema=faust.Schema(key_type=str, value_type=bytes, key_serializer="raw",
+                            value_serializer="raw"), use_partitioner=True,
+        extra_topic_configs={"max.message.bytes": str(MAX_STATE_BYTES)},
+    )
+    worker = Worker(app, service, settings,
+                    {"documents": documents_topic, "judgments": judgments_topic,
+                     "profiles": profiles_topic, "decisions": decisions_topic,
+                     "dead-letters": dead_letters_topic, SHARD_TOPIC: shard_topic},
+                    profile_to_state)
+
+    async def emit_dead(letters: Sequence[DeadLetter]) -> None:
+        for dl in letters:
+            log.warning("dead letter %s from %s[%d]@%d: %s", dl.reason, dl.topic, dl.partition,
+                        dl.offset, dl.message)
+            await dead_letters_topic.send(key=dl.reason.encode(), value=orjson.dumps(dl.to_obj()))
+
+    @app.agent(documents_topic)
+    async def route_documents(stream: faust.StreamT) -> None:
+        async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout):
+            result = service.route([to_message(e) for e in events])
+            await emit_dead(result.dead_letters)
+            for payload in result.payloads:
+                for p in range(P):
+                    await shard_topic.send(value=payload, partition=p)
+
+    @app.agent(shard_topic)
+    async def score_documents(stream: faust.StreamT) -> None:
+        async for event in stream.events():
+            for d in service.score(event.message.partition, event.value, profile_to_state):
+                await decisions_topic.send(key=d.profile.encode(), value=encode(d))
+
+    @app.agent(profiles_topic)
+    async def apply_specs(stream: faust.StreamT) -> None:
+        async for events in stream.take_events(64, within=settings.batch_timeout):
+            result = service.apply_specs([to_message(e) for e in events], profile_to_state)
+            await emit_forwards(result)
+
+    @app.agent(judgments_topic)
+    async def apply_judgments(stream: faust.StreamT) -> None:
+        async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout):
+            result = service.apply_judgments([to_message(e) for e in events], profile_to_state)
+            await emit_forwards(result)
+
+    async def emit_forwards(result: Any) -> None:
+        await emit_dead(result.dead_letters)
+        for f in result.forwards:
+            await app.topic(f.topic, key_serializer="raw", value_serializer="raw").send(
+                key=f.key, value=f.value, partition=f.partition)
+
+    @app.timer(interval=1.0)
+    async def write_stats() -> None:
+        await asyncio.get_running_loop().run_in_executor(None, worker.write_stats)
+
+    @app.timer(interval=10.0)
+    async def log_progress() -> None:
+        s = service.stats
+        log.info("documents %d, decisions %d, judgments %d (+%d duplicate), dead letters %d, "
+                 "profiles here %d", s["documents"], s["decisions"], s["judgments"],
+                 s["judgments_duplicate"], s["dead_letters"],
+                 sum(len(b) for b in service._banks.values()))
+
+    @app.on_before_shutdown.connect
+    async def _final_stats(app: faust.App, **kwargs: Any) -> None:
+        worker.write_stats()
+
+    if web:
+        @app.page("/sift/stats")
+        async def stats_page(web: Any, request: Any) -> Any:
+            return web.json(worker.stats())
+
+    return worker

@@ -1,0 +1,615 @@
+"""The streaming service in plain Python: everything the Faust agents do, without Kafka.
+
+The agents in :mod:`sift.agents.app` only decode Faust events into
+:class:`InputMessage`, call one method of :class:`Service` and emit what it
+returns, so every rule below is testable without a broker.
+
+Data flow (``P`` = number of partitions = number of profile shards):
+
+1. ``route``: a message of the documents topic (one document or a batch) is
+   decoded, checked and vectorized once; the vectors go out as
+   :func:`encode_vector_batch` payloads, one copy per shard, to the internal
+   shard topic.
+2. ``score``: the owner of shard ``p`` scores a payload against the profiles of
+   shard ``p`` (one stacked sparse product per model family, see
+   :class:`~sift.filters.bank.ProfileBank`), keeps the vectors in a bounded
+   :class:`DocumentStore` for later judgments, and returns the decisions.
+3. ``apply_specs`` / ``apply_judgments``: profile specs and judgments are keyed
+   by profile, so they arrive on partition ``shard_of(profile, P)`` (Kafka's
+   default murmur2 partitioner), the partition whose owner holds the
+   profile's state. The state lives in a mapping (a Faust table in the
+   service) and is written back after every change.
+
+A profile's shard is ``murmur2(utf8(name)) & 0x7fffffff % P``, exactly what
+Kafka's default partitioner (Java, kafka-python, aiokafka, librdkafka's
+``murmur2_random``) does with the key, so any producer that keys a judgment
+by profile name reaches the right worker. A message on the wrong partition
+(a producer with another partitioner) is forwarded to the right one.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Iterator, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import scipy.sparse as sp
+from aiokafka.partitioner import murmur2
+
+from sift.errors import SiftError
+from sift.filters.bank import ProfileBank
+from sift.filters.errors import FilterError
+from sift.filters.profile import Profile
+from sift.filters.state import decode_csr, encode_csr
+from sift.filters.vectorize import Vectorizer
+from sift.replay import query_from_name
+from sift.topics.codecs import decode_judgment, decode_profile_spec, loads
+from sift.topics.deadletter import DeadLetter
+from sift.topics.errors import RecordError
+from sift.topics.records import Decision, Document, Judgment, ProfileSpec
+
+RECORD_FORMAT = 1
+#: Idempotency keys remembered per profile (oldest forgotten first).
+MAX_JUDGED_KEYS = 200_000
+#: Largest internal vector-batch payload before it is split.
+CHUNK_BYTES = 400_000
+
+
+class ServiceError(SiftError):
+    """The service cannot start (bad training corpus, bad state)."""
+
+
+def shard_of(key: str, n_shards: int) -> int:
+    """The partition Kafka's default partitioner gives ``key``: murmur2, positive, modulo.
+
+    >>> shard_of("earn", 4) == shard_of("earn", 4)
+    True
+    >>> 0 <= shard_of("wheat", 4) < 4
+    True
+    """
+    return (murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % n_shards
+
+
+@dataclass(frozen=True)
+class InputMessage:
+    """One consumed Kafka message: bytes and where they came from."""
+
+    value: bytes | None
+    topic: str = ""
+    partition: int = 0
+    offset: int = -1
+    key: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Forward:
+    """A message that arrived on the wrong partition, to re-send to ``partition``."""
+
+    topic: str
+    partition: int
+    key: bytes
+    value: bytes
+
+
+def dead_letter(msg: InputMessage, err: RecordError, original: bytes | None = None) -> DeadLetter:
+    """A dead letter for ``msg`` (``original`` overrides the bytes kept, e.g. one batch item)."""
+    raw = msg.value if original is None else original
+    return DeadLetter(err.reason, str(err), msg.topic, msg.partition, msg.offset, raw or b"",
+                      time.time())
+
+
+# ----------------------------------------------------------------------------- vectors
+def encode_vector_batch(ids: Sequence[str], X: sp.csr_matrix) -> bytes:
+    """Internal payload: document ids and their vectors (bit-exact, orjson, no pickle)."""
+    return orjson.dumps({"ids": list(ids), "X": encode_csr(X), "ts": time.time()})
+
+
+def decode_vector_batch(data: bytes) -> tuple[list[str], sp.csr_matrix]:
+    """Inverse of :func:`encode_vector_batch`."""
+    obj = orjson.loads(data)
+    ids = obj["ids"]
+    X = decode_csr(obj["X"], name="vector batch")
+    if not isinstance(ids, list) or len(ids) != X.shape[0]:
+        raise RecordError("bad_vector_batch", "vector batch ids and rows disagree")
+    return [str(i) for i in ids], X
+
+
+def split_rows(X: sp.csr_matrix, max_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, int]]:
+    """Row ranges ``[a, b)`` whose encoded size stays near ``max_bytes`` (12 bytes a non-zero)."""
+    n = X.shape[0]
+    per_row = np.diff(X.indptr) * 16 + 64  # base64 of 8+4 bytes, plus the id
+    start = 0
+    while start < n:
+        total = 0
+        stop = start
+        while stop < n and (stop == start or total + per_row[stop] <= max_bytes):
+            total += int(per_row[stop])
+            stop += 1
+        yield start, stop
+        start = stop
+
+
+class DocumentStore:
+    """The recent documents' vectors, for judgments that arrive after scoring.
+
+    Bounded: holds the last ``capacity`` distinct document ids (first in, first
+    out). Every shard sees every document, so one store per worker serves the
+    judgments of all the shards it owns.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(int(capacity), 0)
+        self._rows: OrderedDict[str, sp.csr_matrix] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._rows
+
+    def put(self, ids: Sequence[str], X: sp.csr_matrix) -> None:
+        if self.capacity == 0:
+            return
+        rows = self._rows
+        for i, doc_id in enumerate(ids):
+            if doc_id in rows:
+                continue
+            rows[doc_id] = X[i]
+        while len(rows) > self.capacity:
+            rows.popitem(last=False)
+
+    def get(self, doc_id: str) -> sp.csr_matrix | None:
+        return self._rows.get(doc_id)
+
+
+# ----------------------------------------------------------------------------- profiles
+@dataclass
+class ProfileEntry:
+    """A profile as the service keeps it: its spec, the trained profile, judgment keys seen."""
+
+    spec: ProfileSpec
+    profile: Profile
+    judged: dict[str, None] = field(default_factory=dict)
+
+    def remember(self, key: str) -> None:
+        self.judged[key] = None
+        while len(self.judged) > MAX_JUDGED_KEYS:
+            del self.judged[next(iter(self.judged))]
+
+
+def encode_profile_record(entry: ProfileEntry) -> bytes:
+    """Table value: zlib-compressed orjson of the spec, the core's state and the judgment keys."""
+    obj = {"format": RECORD_FORMAT, "spec": entry.spec.to_obj(), "state": entry.profile.to_state(),
+           "judged": list(entry.judged)}
+    return zlib.compress(orjson.dumps(obj), 1)
+
+
+def decode_profile_record(data: bytes, feature_weights: np.ndarray | None) -> ProfileEntry:
+    """Inverse of :func:`encode_profile_record`; raises ServiceError on a bad record."""
+    try:
+        obj = orjson.loads(zlib.decompress(data))
+        if obj.get("format") != RECORD_FORMAT:
+            raise ServiceError(f"profile record format {obj.get('format')!r} is not "
+                               f"{RECORD_FORMAT}")
+        spec = ProfileSpec.from_obj(obj["spec"])
+        profile = Profile.from_state(obj["state"], feature_weights)
+        judged = dict.fromkeys(str(k) for k in obj.get("judged", ()))
+    except ServiceError:
+        raise
+    except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, AttributeError,
+            SiftError) as exc:
+        raise ServiceError(f"bad profile record: {exc}") from None
+    return ProfileEntry(spec, profile, judged)
+
+
+# ----------------------------------------------------------------------------- training set
+@dataclass
+class TrainingSet:
+    """The corpus that gives the IDF and the training matrix profiles start from."""
+
+    vectorizer: Vectorizer
+    X: sp.csr_matrix | None
+    ids: dict[str, int]
+    path: str = ""
+
+    @classmethod
+    def load(cls, path: str | Path | None, **vectorizer: Any) -> TrainingSet:
+        """Fit the vectorizer on a JSONL corpus; with no corpus, no IDF (``idf="none"``)."""
+        from sift.topics.codecs import read_jsonl
+
+        if not path:
+            return cls(Vectorizer(**{**vectorizer, "idf": "none"}), None, {}, "")
+        try:
+            docs = list(read_jsonl(path, Document.from_obj, skip_bad=True))
+        except RecordError as exc:
+            raise ServiceError(f"training corpus: {exc}") from None
+        if not docs:
+            raise ServiceError(f"training corpus {path}: no documents")
+        vec = Vectorizer(**vectorizer)
+        texts = [d.text for d in docs]
+        vec.fit(texts)
+        return cls(vec, vec.transform(texts), {d.id: i for i, d in enumerate(docs)}, str(path))
+
+
+def default_corpus() -> str:
+    """The bundled Reuters-21578 training file, when this is a source checkout."""
+    p = Path(__file__).resolve().parents[2] / "data" / "reuters21578" / "train.jsonl.gz"
+    return str(p) if p.is_file() else ""
+
+
+# ----------------------------------------------------------------------------- the service
+@dataclass
+class RouteResult:
+    payloads: list[bytes]
+    dead_letters: list[DeadLetter]
+    n_documents: int
+
+
+@dataclass
+class UpdateResult:
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    forwards: list[Forward] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+
+
+class Service:
+    """Routing, scoring and learning for one worker.
+
+    Parameters
+    ----------
+    training
+        Vectorizer (IDF) and training matrix, identical on every worker.
+    n_shards
+        Number of partitions of the shard, judgments and profiles topics.
+    recent_documents
+        Capacity of the :class:`DocumentStore`.
+    max_document_bytes
+        Larger documents are dead-lettered (``too_large``).
+    max_batch_documents
+        Larger batch messages are dead-lettered whole (``batch_too_large``).
+    coalesce_judgments
+        Apply the judgments of one consumed batch that concern one profile
+        together (one re-threshold) under the ``"every"`` policy. The final
+        model and threshold are those of applying them one by one; only the
+        intermediate thresholds, which no document sees, are skipped.
+    """
+
+    def __init__(
+        self,
+        training: TrainingSet,
+        *,
+        n_shards: int = 4,
+        recent_documents: int = 100_000,
+        max_document_bytes: int = 1_000_000,
+        max_batch_documents: int = 1000,
+        coalesce_judgments: bool = True,
+        judgments_topic: str = "judgments",
+        profiles_topic: str = "profiles",
+    ) -> None:
+        if n_shards < 1:
+            raise ServiceError(f"n_shards must be >= 1, got {n_shards}")
+        self.training = training
+        self.vectorizer = training.vectorizer
+        self.weights = training.vectorizer.feature_weights()
+        self.n_shards = n_shards
+        self.store = DocumentStore(recent_documents)
+        self.max_document_bytes = max_document_bytes
+        self.max_batch_documents = max_batch_documents
+        self.coalesce_judgments = coalesce_judgments
+        self.judgments_topic = judgments_topic
+        self.profiles_topic = profiles_topic
+        self.stats: Counter[str] = Counter()
+        self.scored: Counter[str] = Counter()  # documents scored, per profile
+        self._shard_cache: dict[str, int] = {}
+        self._raw: dict[str, bytes] = {}
+        self._entries: dict[str, ProfileEntry] = {}
+        self._banks: dict[int, ProfileBank] = {}
+
+    # -- helpers ------------------------------------------------------------------------------
+    def shard(self, name: str) -> int:
+        s = self._shard_cache.get(name)
+        if s is None:
+            s = self._shard_cache[name] = shard_of(name, self.n_shards)
+        return s
+
+    def _dead(self, out: list[DeadLetter], msg: InputMessage, err: RecordError,
+              original: bytes | None = None) -> None:
+        self.stats["dead_letters"] += 1
+        self.stats[f"dead_letters.{err.reason}"] += 1
+        out.append(dead_letter(msg, err, original))
+
+    # -- 1. documents -> vectors, fanned out to every shard -----------------------------------
+    def _check_size(self, doc: Document) -> None:
+        chars = len(doc.text) + len(doc.title)
+        if chars * 4 > self.max_document_bytes:
+            size = len(doc.text.encode("utf-8")) + len(doc.title.encode("utf-8"))
+            if size > self.max_document_bytes:
+                raise RecordError("too_large", f"document {doc.id!r} has {size} bytes of text, "
+                                  f"over the limit of {self.max_document_bytes}")
+
+    def decode_documents(self, msg: InputMessage, dead: list[DeadLetter]) -> list[Document]:
+        """Documents of one message; every bad one becomes a dead letter."""
+        value = msg.value
+        if value is None:
+            self._dead(dead, msg, RecordError("empty", "message has no value"))
+            return []
+        try:
+            obj = loads(value)
+        except RecordError as exc:
+            self._dead(dead, msg, exc)
+            return []
+        if isinstance(obj, dict) and "documents" in obj and "id" not in obj:
+            items = obj["documents"]
+            if not isinstance(items, list):
+                self._dead(dead, msg, RecordError("bad_batch", "field 'documents' must be a list"))
+                return []
+            if len(items) > self.max_batch_documents:
+                self._dead(dead, msg, RecordError(
+                    "batch_too_large",
+                    f"batch of {len(items)} documents exceeds {self.max_batch_documents}"))
+                return []
+            docs = []
+            for i, item in enumerate(items):
+                try:
+                    doc = Document.from_obj(item)
+                    self._check_size(doc)
+                    docs.append(doc)
+                except RecordError as exc:
+                    err = RecordError(exc.reason, f"batch item {i}: {exc}")
+                    self._dead(dead, msg, err, orjson.dumps(item))
+            return docs
+        if len(value) > self.max_document_bytes:
+            self._dead(dead, msg, RecordError(
+                "too_large", f"message of {len(value)} bytes is over the limit of "
+                f"{self.max_document_bytes}"))
+            return []
+        try:
+            doc = Document.from_obj(obj)
+            self._check_size(doc)
+        except RecordError as exc:
+            self._dead(dead, msg, exc)
+            return []
+        return [doc]
+
+    def route(self, messages: Iterable[InputMessage]) -> RouteResult:
+        """Decode and vectorize a batch of document messages (once), for every shard."""
+        dead: list[DeadLetter] = []
+        docs: list[Document] = []
+        for msg in messages:
+            docs.extend(self.decode_documents(msg, dead))
+        if not docs:
+            return RouteResult([], dead, 0)
+        X = self.vectorizer.transform([d.text for d in docs])
+        ids = [d.id for d in docs]
+        payloads = [encode_vector_batch(ids[a:b], X[a:b]) for a, b in split_rows(X)]
+        self.stats["documents"] += len(docs)
+        return RouteResult(payloads, dead, len(docs))
+
+    # -- 2. scoring one shard ------------------------------------------------------------------
+    def sync_shard(self, shard: int, table: MutableMapping[str, bytes]) -> ProfileBank:
+        """The bank of shard ``shard``, brought up to date with the table (cheap when unchanged)."""
+        bank = self._banks.setdefault(shard, ProfileBank())
+        present = [k for k in list(table.keys()) if self.shard(k) == shard]
+        keep = set(present)
+        for name in bank.names:
+            if name not in keep:
+                bank.remove(name)
+                self._raw.pop(name, None)
+                self._entries.pop(name, None)
+        for name in present:
+            raw = table.get(name)
+            if raw is None:
+                continue
+            if self._raw.get(name) is raw and name in bank:
+                continue
+            try:
+                entry = decode_profile_record(raw, self.weights)
+            except ServiceError:
+                self.stats["bad_state"] += 1
+                continue
+            bank.add(entry.profile)
+            self._raw[name] = raw
+            self._entries[name] = entry
+        return bank
+
+    def score(self, shard: int, payload: bytes,
+              table: MutableMapping[str, bytes]) -> list[Decision]:
+        """Score one vector batch against the profiles of ``shard``; the deliveries as decisions."""
+        ids, X = decode_vector_batch(payload)
+        self.store.put(ids, X)
+        bank = self.sync_shard(shard, table)
+        if not len(bank) or not ids:
+            return []
+        hits = bank.decide(X)
+        now = time.time()
+        for name in bank.names:
+            self.scored[name] += len(ids)
+        self.stats["scored"] += len(ids) * len(bank)
+        self.stats["decisions"] += len(hits)
+        return [Decision(ids[h.row], h.profile, h.score, h.threshold, h.model_version, now)
+                for h in hits]
+
+    # -- 3. profiles ---------------------------------------------------------------------------
+    def entry(self, name: str, table: MutableMapping[str, bytes]) -> ProfileEntry | None:
+        """The profile ``name`` from the table (decoded once per table value)."""
+        raw = table.get(name)
+        if raw is None:
+            return None
+        if self._raw.get(name) is raw and name in self._entries:
+            return self._entries[name]
+        try:
+            entry = decode_profile_record(raw, self.weights)
+        except ServiceError:
+            self.stats["bad_state"] += 1
+            return None
+        self._put(name, raw, entry)
+        return entry
+
+    def _put(self, name: str, raw: bytes, entry: ProfileEntry) -> None:
+        self._raw[name] = raw
+        self._entries[name] = entry
+        bank = self._banks.setdefault(self.shard(name), ProfileBank())
+        bank.add(entry.profile)
+
+    def _write(self, name: str, entry: ProfileEntry, table: MutableMapping[str, bytes]) -> None:
+        raw = encode_profile_record(entry)
+        table[name] = raw
+        self._put(name, raw, entry)
+        self.stats["state_bytes_max"] = max(self.stats["state_bytes_max"], len(raw))
+
+    def _drop(self, name: str, table: MutableMapping[str, bytes]) -> None:
+        if name in table:
+            del table[name]
+        self._raw.pop(name, None)
+        self._entries.pop(name, None)
+        bank = self._banks.get(self.shard(name))
+        if bank is not None:
+            bank.remove(name)
+
+    def build_profile(self, spec: ProfileSpec) -> Profile:
+        """Train a new profile from a spec: query, positives (ids or texts), training set."""
+        tr = self.training
+        rows: list[int] = []
+        extra: list[sp.csr_matrix] = []
+        texts: list[str] = []
+        for pos in spec.positives:
+            if pos in tr.ids:
+                rows.append(tr.ids[pos])
+            elif (x := self.store.get(pos)) is not None:
+                extra.append(x)
+            else:
+                texts.append(pos)
+        if texts:
+            extra.append(self.vectorizer.transform(texts))
+        X = tr.X
+        if extra:
+            more = sp.vstack(extra, format="csr")
+            base = 0 if X is None else X.shape[0]
+            X = more if X is None else sp.vstack([X, more], format="csr")
+            rows.extend(range(base, base + more.shape[0]))
+        query = spec.query or query_from_name(spec.profile)
+        profile = Profile(spec.profile, query=query, model=spec.model, model_params=spec.params,
+                          measure=spec.measure, update=spec.update)
+        qv = self.vectorizer.transform([query]) if query.strip() else None
+        profile.fit(qv, X, positives=rows, feature_weights=self.weights,
+                    n_features=self.vectorizer.n_features)
+        return profile
+
+    def apply_specs(self, messages: Iterable[InputMessage],
+                    table: MutableMapping[str, bytes]) -> UpdateResult:
+        """Create, replace or delete profiles; state written back to ``table``."""
+        out = UpdateResult()
+        for msg in messages:
+            try:
+                spec = decode_profile_spec(msg.value or b"")
+            except RecordError as exc:
+                self._dead(out.dead_letters, msg, exc)
+                continue
+            if self.shard(spec.profile) != msg.partition:
+                self.stats["forwarded"] += 1
+                out.forwards.append(Forward(self.profiles_topic, self.shard(spec.profile),
+                                            spec.profile.encode(), msg.value or b""))
+                continue
+            if spec.delete:
+                if spec.profile not in table:
+                    self._dead(out.dead_letters, msg, RecordError(
+                        "unknown_profile",
+                        f"cannot delete profile {spec.profile!r}: no such profile"))
+                    continue
+                self._drop(spec.profile, table)
+                self.stats["profiles_deleted"] += 1
+                out.changed.append(spec.profile)
+                continue
+            try:
+                profile = self.build_profile(spec)
+            except (FilterError, ValueError, TypeError) as exc:
+                self._dead(out.dead_letters, msg, RecordError("bad_params", f"profile "
+                                                              f"{spec.profile!r}: {exc}"))
+                continue
+            self._write(spec.profile, ProfileEntry(spec, profile), table)
+            self.stats["profiles_created"] += 1
+            out.changed.append(spec.profile)
+        return out
+
+    # -- 4. judgments --------------------------------------------------------------------------
+    def apply_judgments(self, messages: Iterable[InputMessage],
+                        table: MutableMapping[str, bytes]) -> UpdateResult:
+        """Apply judgments under each profile's update policy; write changed profiles back."""
+        out = UpdateResult()
+        batches: dict[str, list[tuple[Judgment, sp.csr_matrix]]] = {}
+        seen: set[tuple[str, str]] = set()
+        for msg in messages:
+            try:
+                j = decode_judgment(msg.value or b"")
+            except RecordError as exc:
+                self._dead(out.dead_letters, msg, exc)
+                continue
+            if self.shard(j.profile) != msg.partition:
+                self.stats["forwarded"] += 1
+                out.forwards.append(Forward(self.judgments_topic, self.shard(j.profile),
+                                            j.profile.encode(), msg.value or b""))
+                continue
+            entry = self.entry(j.profile, table)
+            if entry is None:
+                self._dead(out.dead_letters, msg, RecordError(
+                    "unknown_profile", f"judgment for unknown profile {j.profile!r}"))
+                continue
+            if j.key in entry.judged or (j.profile, j.key) in seen:
+                self.stats["judgments_duplicate"] += 1
+                continue
+            x = self.store.get(j.doc_id)
+            if x is None and j.text:
+                x = self.vectorizer.transform([j.text])
+            if x is None:
+                self._dead(out.dead_letters, msg, RecordError(
+                    "unknown_document",
+                    f"judgment of document {j.doc_id!r}: the document was not seen or is no "
+                    f"longer kept (the last {self.store.capacity} are); send the judgment with "
+                    f"its 'text'"))
+                continue
+            seen.add((j.profile, j.key))
+            batches.setdefault(j.profile, []).append((j, x))
+        for name, items in batches.items():
+            entry = self._entries[name]
+            learn_batch(entry.profile, [(x, j.relevant) for j, x in items],
+                        coalesce=self.coalesce_judgments)
+            for j, _ in items:
+                entry.remember(j.key)
+            self._write(name, entry, table)
+            self.stats["judgments"] += len(items)
+            out.changed.append(name)
+        return out
+
+    def counters(self) -> dict[str, Any]:
+        """A JSON-safe snapshot of the counters."""
+        return {"stats": dict(self.stats), "scored": dict(self.scored),
+                "documents_kept": len(self.store),
+                "profiles": sorted(n for b in self._banks.values() for n in b.names)}
+
+
+def learn_batch(profile: Profile, items: Sequence[tuple[sp.csr_matrix, bool]], *,
+                coalesce: bool = True) -> None:
+    """Apply judgments to one profile; under ``"every"`` optionally with one re-threshold.
+
+    Thin adapter over :meth:`Profile.learn_one`: with ``coalesce``, the policy
+    is set to ``len(items)`` for the duration, so the model learns every
+    judgment and the threshold is re-trained once at the end (the core's
+    ``flush``), which gives the same final model and threshold as one by one.
+    """
+    if coalesce and profile.update == "every" and len(items) > 1:
+        profile.update = len(items)
+        try:
+            for x, rel in items:
+                profile.learn_one(x, rel)
+        finally:
+            profile.update = "every"
+            profile.flush()
+        return
+    for x, rel in items:
+        profile.learn_one(x, rel)

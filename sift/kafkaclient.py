@@ -1,0 +1,124 @@
+"""kafka-python clients configured from :class:`~sift.settings.Settings` (security included).
+
+Every producer, consumer and admin client the command line creates comes from
+here, so the SASL/SSL settings reach all of them, as they reach the Faust app
+(:func:`sift.agents.app.faust_credentials`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from sift.errors import SiftError
+from sift.settings import Settings
+
+
+class KafkaClientError(SiftError):
+    """The broker cannot be reached or refused a request."""
+
+
+def bootstrap(settings: Settings) -> list[str]:
+    """``kafka://h1:9092;kafka://h2:9092`` -> ``["h1:9092", "h2:9092"]``."""
+    parts = [p.strip() for p in settings.broker.replace(";", ",").split(",") if p.strip()]
+    return [p.split("://", 1)[-1].rstrip("/") for p in parts]
+
+
+def client_config(settings: Settings) -> dict[str, Any]:
+    """Connection and security options for any kafka-python client."""
+    cfg: dict[str, Any] = {"bootstrap_servers": bootstrap(settings),
+                           "security_protocol": settings.security_protocol.upper()}
+    if settings.sasl_mechanism:
+        cfg["sasl_mechanism"] = settings.sasl_mechanism.upper()
+    if settings.sasl_username:
+        cfg["sasl_plain_username"] = settings.sasl_username
+        cfg["sasl_plain_password"] = settings.sasl_password
+    if settings.security_protocol.upper().startswith("SASL") and not settings.sasl_mechanism:
+        cfg["sasl_mechanism"] = "PLAIN"
+    for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+        value = getattr(settings, key)
+        if value:
+            cfg[key] = value
+    return cfg
+
+
+def producer(settings: Settings, **overrides: Any) -> Any:
+    """A KafkaProducer sending raw bytes (keys and values)."""
+    from kafka.errors import KafkaError
+
+    from kafka import KafkaProducer
+
+    cfg = {**client_config(settings), "linger_ms": 5, "batch_size": 256 * 1024,
+           "max_request_size": 8 * 1024 * 1024, "acks": 1, **overrides}
+    try:
+        return KafkaProducer(**cfg)
+    except (KafkaError, OSError, ValueError) as exc:
+        raise KafkaClientError(f"cannot connect to {settings.broker}: {exc}") from None
+
+
+def consumer(settings: Settings, *topics: str, **overrides: Any) -> Any:
+    """A KafkaConsumer of raw bytes (no group unless ``group_id`` is given)."""
+    from kafka.errors import KafkaError
+
+    from kafka import KafkaConsumer
+
+    cfg = {**client_config(settings), "auto_offset_reset": "earliest",
+           "enable_auto_commit": False, "group_id": None, **overrides}
+    try:
+        return KafkaConsumer(*topics, **cfg)
+    except (KafkaError, OSError, ValueError) as exc:
+        raise KafkaClientError(f"cannot connect to {settings.broker}: {exc}") from None
+
+
+def admin(settings: Settings, timeout: float = 30.0) -> Any:
+    from kafka.errors import KafkaError
+
+    from kafka import KafkaAdminClient
+
+    try:
+        return KafkaAdminClient(**client_config(settings), request_timeout_ms=int(timeout * 1000),
+                                client_id="sift-cli")
+    except (KafkaError, OSError, ValueError) as exc:
+        raise KafkaClientError(f"cannot connect to {settings.broker}: {exc}") from None
+
+
+def ensure_topics(settings: Settings, names: Iterable[str], partitions: int | None = None,
+                  timeout: float = 30.0) -> None:
+    """Create the topics that do not exist yet (``partitions`` defaults to the setting)."""
+    from kafka.admin import NewTopic
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+    n = partitions or settings.partitions
+    wanted = list(names)
+    client = admin(settings, timeout)
+    try:
+        existing = set(client.list_topics())
+        new = [NewTopic(t, n, 1) for t in wanted if t not in existing]
+        if new:
+            with contextlib.suppress(TopicAlreadyExistsError):
+                client.create_topics(new, timeout_ms=int(timeout * 1000))
+        deadline = time.monotonic() + timeout
+        while set(wanted) - set(client.list_topics()):
+            if time.monotonic() > deadline:
+                raise KafkaClientError(f"topics {wanted} not created within {timeout:.0f}s")
+            time.sleep(0.1)
+    except KafkaError as exc:
+        raise KafkaClientError(f"cannot create topics on {settings.broker}: {exc}") from None
+    finally:
+        client.close()
+
+
+def partition_counts(settings: Settings, names: Iterable[str]) -> dict[str, int]:
+    """Number of partitions of each existing topic among ``names``."""
+    from kafka.errors import KafkaError
+
+    client = admin(settings)
+    try:
+        return {t["name"]: len(t.get("partitions") or [])
+                for t in client.describe_topics(list(names)) if not t.get("error_code")}
+    except KafkaError as exc:
+        raise KafkaClientError(f"cannot describe topics on {settings.broker}: {exc}") from None
+    finally:
+        client.close()
