@@ -1,0 +1,205 @@
+"""The streaming service's rules, without Kafka."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pytest
+from kafka.partitioner.default import murmur2 as kp_murmur2
+
+from sift.agents.service import (
+    DocumentStore,
+    InputMessage,
+    Service,
+    TrainingSet,
+    decode_profile_record,
+    decode_vector_batch,
+    encode_profile_record,
+    learn_batch,
+    shard_of,
+)
+from sift.filters.vectorize import Vectorizer
+
+TRAIN = [
+    ("t1", "wheat exports rose sharply this season"), ("t2", "wheat crop harvest in kansas"),
+    ("t3", "crude oil prices fell on opec news"), ("t4", "oil output from the gulf"),
+    ("t5", "gold mine production up"), ("t6", "gold bullion prices steady"),
+    ("t7", "wheat tender by egypt"), ("t8", "crude oil stocks and refinery output"),
+]
+N_SHARDS = 4
+
+
+@pytest.fixture
+def training() -> TrainingSet:
+    vec = Vectorizer(n_features=2**12).fit(t for _, t in TRAIN)
+    return TrainingSet(vec, vec.transform([t for _, t in TRAIN]), {i: k for k, (i, _) in
+                                                                 enumerate(TRAIN)})
+
+
+@pytest.fixture
+def service(training: TrainingSet) -> Service:
+    return Service(training, n_shards=N_SHARDS, recent_documents=50, max_document_bytes=2000,
+                   max_batch_documents=10)
+
+
+def msg(obj: object, partition: int = 0, offset: int = 0, topic: str = "documents") -> InputMessage:
+    value = obj if isinstance(obj, bytes) else orjson.dumps(obj)
+    return InputMessage(value, topic, partition, offset)
+
+
+def spec_msg(service: Service, **spec: object) -> InputMessage:
+    return msg(spec, partition=service.shard(str(spec["profile"])), topic="profiles")
+
+
+def judgment_msg(service: Service, **j: object) -> InputMessage:
+    return msg(j, partition=service.shard(str(j["profile"])), topic="judgments")
+
+
+def add_wheat(service: Service, table: dict[str, bytes]) -> None:
+    service.apply_specs([spec_msg(service, profile="wheat", query="wheat", positives=["t1"])],
+                        table)
+
+
+def score_all(service: Service, table: dict[str, bytes], docs: list[dict[str, str]]) -> list:
+    routed = service.route([msg(d, offset=i) for i, d in enumerate(docs)])
+    out = []
+    for payload in routed.payloads:
+        for p in range(N_SHARDS):
+            out.extend(service.score(p, payload, table))
+    return out
+
+
+def test_shard_matches_kafka_default_partitioner() -> None:
+    for key in ["wheat", "earn", "money-fx", "ü-profile", "x" * 300]:
+        expected = (kp_murmur2(key.encode()) & 0x7FFFFFFF) % 7
+        assert shard_of(key, 7) == expected
+
+
+def test_bad_documents_are_dead_lettered_and_nothing_else_is_lost(service: Service) -> None:
+    good = {"id": "d1", "text": "wheat"}
+    messages = [
+        msg(b"{not json", offset=0), msg(b"\xff\xfe\x00", offset=1),
+        msg({"text": "no id"}, offset=2),
+        msg({"id": "d0"}, offset=3), msg({"id": 5.5, "text": "x"}, offset=4),
+        msg({"id": "big", "text": "w" * 3000}, offset=5), msg(good, offset=6),
+        msg({"documents": [{"id": "d2", "text": "oil"}, {"id": "d3"},
+                           {"id": "d4", "text": "gold"}]}, offset=7),
+        msg({"documents": [{"id": f"x{i}", "text": "a"} for i in range(11)]}, offset=8),
+        msg({"documents": "nope"}, offset=9), msg([1, 2], offset=10),
+    ]
+    result = service.route(messages)
+    reasons = [(d.reason, d.offset) for d in result.dead_letters]
+    assert reasons == [("bad_json", 0), ("not_utf8", 1), ("missing_id", 2), ("missing_text", 3),
+                       ("bad_id", 4), ("too_large", 5), ("missing_text", 7),
+                       ("batch_too_large", 8), ("bad_batch", 9), ("not_an_object", 10)]
+    assert result.dead_letters[1].original == b"\xff\xfe\x00"
+    assert orjson.loads(result.dead_letters[6].original) == {"id": "d3"}
+    ids = [i for p in result.payloads for i in decode_vector_batch(p)[0]]
+    assert ids == ["d1", "d2", "d4"]
+    assert service.stats["dead_letters"] == 10
+
+
+def test_profiles_score_documents_once_per_shard(service: Service) -> None:
+    table: dict[str, bytes] = {}
+    res = service.apply_specs([spec_msg(service, profile="wheat", query="wheat",
+                                        positives=["t1", "t2"]),
+                               spec_msg(service, profile="oil", query="crude oil", model="knn",
+                                        positives=["t3", "t8"]),
+                               spec_msg(service, profile="gold", query="gold",
+                                        positives=["a text about gold bullion"])], table)
+    assert not res.dead_letters and sorted(table) == ["gold", "oil", "wheat"]
+    decisions = score_all(service, table, [{"id": "n1", "text": "wheat exports to egypt"},
+                                           {"id": "n2", "text": "opec crude oil output"}])
+    got = {(d.doc_id, d.profile) for d in decisions}
+    assert ("n1", "wheat") in got and ("n2", "oil") in got and ("n1", "oil") not in got
+    assert dict(service.scored) == {"wheat": 2, "oil": 2, "gold": 2}
+    assert "n1" in service.store
+
+
+def test_judgments_are_idempotent_and_late_ones_work(service: Service) -> None:
+    table: dict[str, bytes] = {}
+    add_wheat(service, table)
+    score_all(service, table, [{"id": f"n{i}", "text": f"wheat news {i}"} for i in range(5)])
+    first = service.apply_judgments([judgment_msg(service, id="j1", doc_id="n0", profile="wheat",
+                                                  relevant=True)], table)
+    assert first.changed == ["wheat"]
+    raw = table["wheat"]
+    # same id again, and the same (doc, profile) without id twice in one batch
+    again = service.apply_judgments([
+        judgment_msg(service, id="j1", doc_id="n0", profile="wheat", relevant=True),
+        judgment_msg(service, doc_id="n1", profile="wheat", relevant=False),
+        judgment_msg(service, doc_id="n1", profile="wheat", relevant=False)], table)
+    assert service.stats["judgments_duplicate"] == 2 and again.changed == ["wheat"]
+    entry = decode_profile_record(table["wheat"], service.weights)
+    assert entry.profile.n_judged_ == 2 and table["wheat"] is not raw
+    # a late judgment (many documents later) still finds its vector
+    score_all(service, table, [{"id": f"m{i}", "text": f"oil {i}"} for i in range(30)])
+    late = service.apply_judgments([judgment_msg(service, id="j9", doc_id="n4", profile="wheat",
+                                                 relevant=True)], table)
+    assert late.changed == ["wheat"] and not late.dead_letters
+
+
+def test_judgment_dead_letters_and_forwarding(service: Service) -> None:
+    table: dict[str, bytes] = {}
+    service.apply_specs([spec_msg(service, profile="wheat", query="wheat")], table)
+    wrong = (service.shard("wheat") + 1) % N_SHARDS
+    res = service.apply_judgments([
+        judgment_msg(service, doc_id="zz", profile="nope", relevant=True),
+        judgment_msg(service, doc_id="never-seen", profile="wheat", relevant=True),
+        judgment_msg(service, doc_id="bad", profile="wheat", relevant="yes"),
+        msg({"doc_id": "d", "profile": "wheat", "relevant": True}, partition=wrong),
+        judgment_msg(service, doc_id="with-text", profile="wheat", relevant=True,
+                     text="wheat shipments"),
+    ], table)
+    assert [d.reason for d in res.dead_letters] == ["unknown_profile", "unknown_document",
+                                                    "bad_relevant"]
+    assert "no longer kept" in res.dead_letters[1].message
+    assert [(f.partition, f.key) for f in res.forwards] == [(service.shard("wheat"), b"wheat")]
+    assert res.changed == ["wheat"]
+
+
+def test_delete_and_replace_profiles(service: Service) -> None:
+    table: dict[str, bytes] = {}
+    service.apply_specs([spec_msg(service, profile="wheat", query="wheat")], table)
+    res = service.apply_specs([spec_msg(service, profile="wheat", delete=True),
+                               spec_msg(service, profile="ghost", delete=True),
+                               spec_msg(service, profile="x", query="x", model="nope"),
+                               spec_msg(service, profile="y", query="y",
+                                        params={"no_such_param": 1})], table)
+    assert [d.reason for d in res.dead_letters] == ["unknown_profile", "bad_model", "bad_params"]
+    assert table == {}
+    assert score_all(service, table, [{"id": "n1", "text": "wheat"}]) == []
+
+
+def test_profile_record_round_trip_is_exact(service: Service) -> None:
+    table: dict[str, bytes] = {}
+    add_wheat(service, table)
+    entry = service.entry("wheat", table)
+    assert entry is not None
+    X = service.vectorizer.transform([t for _, t in TRAIN])
+    copy = decode_profile_record(encode_profile_record(entry), service.weights)
+    assert np.array_equal(copy.profile.score(X), entry.profile.score(X))
+    assert copy.profile.threshold_ == entry.profile.threshold_
+
+
+def test_coalesced_judgments_end_where_one_by_one_ends(service: Service) -> None:
+    table: dict[str, bytes] = {}
+    add_wheat(service, table)
+    entry = service.entry("wheat", table)
+    assert entry is not None
+    a = decode_profile_record(table["wheat"], service.weights).profile
+    b = decode_profile_record(table["wheat"], service.weights).profile
+    X = service.vectorizer.transform([t for _, t in TRAIN])
+    items = [(X[i], i % 3 != 2) for i in range(X.shape[0])]
+    learn_batch(a, items, coalesce=True)
+    learn_batch(b, items, coalesce=False)
+    assert a.update == "every"
+    assert a.threshold_ == b.threshold_ and a.n_judged_ == b.n_judged_
+    assert np.array_equal(a.score(X), b.score(X))
+
+
+def test_document_store_is_bounded() -> None:
+    vec = Vectorizer(n_features=64, idf="none")
+    store = DocumentStore(3)
+    store.put([f"d{i}" for i in range(5)], vec.transform([f"w{i}" for i in range(5)]))
+    assert len(store) == 3 and store.get("d0") is None and store.get("d4") is not None
