@@ -9,7 +9,7 @@ costs time proportional to the document's non-zeros, whatever the history.
 >>> acc.add(0, np.array([7, 3]), np.array([1.0, 2.0]))
 >>> acc.add(1, np.array([3]), np.array([5.0]))
 >>> acc.features.tolist(), acc.sums.tolist()
-([7, 3], [[1.0, 2.0], [0.0, 5.0]])
+([3, 7], [[2.0, 1.0], [5.0, 0.0]])
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ class SparseAccumulator:
 
     def __init__(self, n_sums: int, capacity: int = 256) -> None:
         self.n_sums = n_sums
-        self._slot: dict[int, int] = {}
         self._feat = np.zeros(capacity, dtype=np.int64)
         self._sums = np.zeros((n_sums, capacity), dtype=np.float64)
         self.size = 0
+        # features sorted, with their slots, for vectorized look-ups
+        self._sorted_feat = np.zeros(0, dtype=np.int64)
+        self._sorted_slot = np.zeros(0, dtype=np.int64)
 
     @property
     def features(self) -> NDArray[np.int64]:
@@ -43,21 +45,35 @@ class SparseAccumulator:
         """The sums, shape ``(n_sums, size)`` (a view)."""
         return self._sums[:, : self.size]
 
+    def find(self, indices: NDArray[np.integer[Any]]) -> NDArray[np.int64]:
+        """Slots of global columns, ``-1`` for columns without a slot."""
+        idx = np.asarray(indices, dtype=np.int64)
+        if self._sorted_feat.size == 0:
+            return np.full(idx.size, -1, dtype=np.int64)
+        pos = np.searchsorted(self._sorted_feat, idx)
+        np.minimum(pos, self._sorted_feat.size - 1, out=pos)
+        found = self._sorted_feat[pos] == idx
+        return np.where(found, self._sorted_slot[pos], -1)
+
     def slots(self, indices: NDArray[np.integer[Any]]) -> NDArray[np.int64]:
         """Slots of global columns, creating slots for new ones."""
-        table = self._slot
-        out = np.empty(indices.size, dtype=np.int64)
-        for i, col in enumerate(indices.tolist()):
-            s = table.get(col)
-            if s is None:
-                s = self.size
-                if s >= self._feat.size:
-                    self._grow()
-                table[col] = s
-                self._feat[s] = col
-                self.size += 1
-            out[i] = s
-        return out
+        idx = np.asarray(indices, dtype=np.int64)
+        uniq, inv = np.unique(idx, return_inverse=True)
+        slot_u = self.find(uniq)
+        new = slot_u < 0
+        n_new = int(new.sum())
+        if n_new:
+            while self.size + n_new > self._feat.size:
+                self._grow()
+            new_slots = np.arange(self.size, self.size + n_new, dtype=np.int64)
+            self._feat[self.size : self.size + n_new] = uniq[new]
+            slot_u[new] = new_slots
+            self.size += n_new
+            feat = self._feat[: self.size]
+            order = np.argsort(feat, kind="stable")
+            self._sorted_feat = feat[order]
+            self._sorted_slot = order.astype(np.int64)
+        return slot_u[inv]
 
     def _grow(self) -> None:
         cap = max(2 * self._feat.size, 16)
@@ -79,15 +95,17 @@ class SparseAccumulator:
 
     @classmethod
     def from_state(cls, state: dict[str, Any], n_sums: int) -> SparseAccumulator:
-        feat = decode_array(state["features"], name="accumulator.features")
-        sums = decode_array(state["sums"], name="accumulator.sums")
+        feat = decode_array(state["features"], name="accumulator.features", dtype=np.int64, ndim=1)
+        sums = decode_array(state["sums"], name="accumulator.sums", dtype=np.float64, ndim=2)
         if sums.shape != (n_sums, feat.size):
             raise StateError(f"accumulator: sums of shape {sums.shape} for {feat.size} features")
-        if np.unique(feat).size != feat.size:
-            raise StateError("accumulator: duplicate features")
+        if np.unique(feat).size != feat.size or (feat.size and feat.min() < 0):
+            raise StateError("accumulator: duplicate or negative features")
         acc = cls(n_sums, capacity=max(feat.size, 16))
         acc._feat[: feat.size] = feat
         acc._sums[:, : feat.size] = sums
         acc.size = int(feat.size)
-        acc._slot = {int(c): i for i, c in enumerate(feat.tolist())}
+        order = np.argsort(feat, kind="stable")
+        acc._sorted_feat = feat[order]
+        acc._sorted_slot = order.astype(np.int64)
         return acc

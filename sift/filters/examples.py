@@ -133,10 +133,10 @@ class ExampleSet:
         try:
             ex = cls(state["capacity"], int(state["n_features"]))
             ex.X = decode_csr(state["X"], name="examples.X")
-            ex.labels = decode_array(state["labels"], name="examples.labels")
-            ex.weights = decode_array(state["weights"], name="examples.weights")
-            ex.real = decode_array(state["real"], name="examples.real")
-            ex.seq = decode_array(state["seq"], name="examples.seq")
+            ex.labels = decode_array(state["labels"], name="examples.labels", dtype=np.int8, ndim=1)
+            ex.weights = decode_array(state["weights"], name="examples.weights", dtype=np.float64, ndim=1)
+            ex.real = decode_array(state["real"], name="examples.real", dtype=np.bool_, ndim=1)
+            ex.seq = decode_array(state["seq"], name="examples.seq", dtype=np.int64, ndim=1)
             ex.next_seq = int(state["next_seq"])
             ex.n_evicted = int(state["n_evicted"])
         except (KeyError, TypeError, ValueError, ParameterError) as exc:
@@ -146,4 +146,8 @@ class ExampleSet:
             raise StateError("examples: arrays disagree in length")
         if ex.X.shape[1] != ex.n_features:
             raise StateError("examples: matrix width differs from n_features")
+        if np.any((ex.labels != 1) & (ex.labels != -1)):
+            raise StateError("examples: labels must be 1 or -1")
+        if np.any(ex.weights <= 0):
+            raise StateError("examples: weights must be positive")
         return ex

@@ -41,6 +41,7 @@ from numpy.typing import NDArray
 from sift.filters.accumulator import SparseAccumulator
 from sift.filters.base import ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
+from sift.filters.sparse import dense_or_sparse, matmul_dense, restrict, rowwise_sq_norms
 from sift.filters.vectorize import normalize_rows
 
 _Q, _P, _N = 0, 1, 2
@@ -65,7 +66,7 @@ class Kantor(ScoringModel):
             raise ParameterError(f"a must be in (0, 1], got {a!r}")
         self.acc_ = SparseAccumulator(3)
         self.k_ = 0
-        self._vecs: tuple[sp.csr_matrix, sp.csr_matrix, float, float] | None = None
+        self._vecs: tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], float, float] | None = None
         self.bind(0, None, None)
 
     def get_params(self) -> dict[str, Any]:
@@ -102,23 +103,18 @@ class Kantor(ScoringModel):
         up = (self.a**self.k_) * s[_Q] + s[_P]
         return np.asarray(up, dtype=np.float64), np.asarray(s[_N], dtype=np.float64)
 
-    def vectors(self) -> tuple[sp.csr_matrix, sp.csr_matrix, float, float]:
-        """``(P, N, |U_p|, |U_n|)``: unit vectors as 1 x F rows and the norms of the sums."""
+    def vectors(self) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], float, float]:
+        """``(columns, P, N, |U_p|, |U_n|)``: the unit vectors over the sorted columns the
+        model uses, and the norms of the unnormalised sums."""
         if self._vecs is None:
             feat = self.acc_.features
             up, un = self._unnormalised()
             norm_p = float(np.linalg.norm(up))
             norm_n = float(np.linalg.norm(un))
             order = np.argsort(feat)
-            cols = feat[order]
-
-            def row(v: NDArray[np.float64], norm: float) -> sp.csr_matrix:
-                vals = v[order] / norm if norm > 0 else np.zeros(cols.size)
-                keep = vals != 0
-                return sp.csr_matrix((vals[keep], cols[keep], [0, int(keep.sum())]),
-                                     shape=(1, self.n_features_))
-
-            self._vecs = (row(up, norm_p), row(un, norm_n), norm_p, norm_n)
+            p = up[order] / norm_p if norm_p > 0 else np.zeros(feat.size)
+            n = un[order] / norm_n if norm_n > 0 else np.zeros(feat.size)
+            self._vecs = (feat[order].copy(), p, n, norm_p, norm_n)
         return self._vecs
 
     @staticmethod
@@ -129,26 +125,23 @@ class Kantor(ScoringModel):
         return np.asarray(np.sqrt((1.0 - dn) / np.maximum(1.0 - dp, EPS)), dtype=np.float64)
 
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
-        P, N, _, _ = self.vectors()
-        D = normalize_rows(X)
-        dp = np.asarray((D @ P.T).toarray()).ravel()
-        dn = np.asarray((D @ N.T).toarray()).ravel()
-        return self.formula(dp, dn)
+        cols, P, N, _, _ = self.vectors()
+        D = restrict(normalize_rows(X), cols)
+        return self.formula(np.asarray(D @ P), np.asarray(D @ N))
 
     def loo_scores(self) -> NDArray[np.float64]:
         ex = self._examples()
         if len(ex) == 0:
             return np.zeros(0)
-        P, N, norm_p, norm_n = self.vectors()
-        D = normalize_rows(ex.X)
+        cols, P, N, norm_p, norm_n = self.vectors()
+        D = restrict(normalize_rows(ex.X), cols)
         # unnormalised dot products d.U = (d.P) |U|
-        du_p = np.asarray((D @ P.T).toarray()).ravel() * norm_p
-        du_n = np.asarray((D @ N.T).toarray()).ravel() * norm_n
-        # the example's own contribution w * x, with x the stored (unnormalised) row
-        x_norm = np.sqrt(np.asarray(ex.X.multiply(ex.X).sum(axis=1)).ravel())
-        w = ex.weights
-        own = w * x_norm  # d . (w x) = w |x| for d = x / |x|
-        own_sq = (w * x_norm) ** 2  # |w x|^2
+        du_p = np.asarray(D @ P) * norm_p
+        du_n = np.asarray(D @ N) * norm_n
+        # the example's own contribution w x, with x the stored row: d.(w x) = w |x|
+        x_norm = np.sqrt(rowwise_sq_norms(ex.X))
+        own = ex.weights * x_norm
+        own_sq = own**2
         pos = ex.labels > 0
 
         def cos(du: NDArray[np.float64], norm: float, mine: NDArray[np.bool_]) -> NDArray[np.float64]:
@@ -178,20 +171,23 @@ class Kantor(ScoringModel):
 
 
 class KantorStack(Stack):
-    """Kantor models stacked: two sparse products (with every P and every N) score them all."""
+    """Kantor models stacked over the union of their columns: two products (with every
+    P and every N) score a batch against all of them."""
 
     def __init__(self, models: Sequence[ScoringModel]) -> None:
         super().__init__(models)
         vecs = [m.vectors() for m in models if isinstance(m, Kantor)]
         if len(vecs) != len(self.models):
             raise ParameterError("KantorStack takes Kantor models only")
-        self.P = sp.vstack([v[0] for v in vecs], format="csr").T.tocsr() if vecs else None
-        self.N = sp.vstack([v[1] for v in vecs], format="csr").T.tocsr() if vecs else None
+        all_cols = np.concatenate([v[0] for v in vecs]) if vecs else np.zeros(0, np.int64)
+        self.cols = np.unique(all_cols)
+        pos = np.searchsorted(self.cols, all_cols)
+        which = np.repeat(np.arange(len(vecs)), [v[0].size for v in vecs])
+        p_vals = np.concatenate([v[1] for v in vecs]) if vecs else np.zeros(0)
+        n_vals = np.concatenate([v[2] for v in vecs]) if vecs else np.zeros(0)
+        self.P = dense_or_sparse(self.cols.size, len(vecs), pos, which, p_vals)
+        self.N = dense_or_sparse(self.cols.size, len(vecs), pos, which, n_vals)
 
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
-        if self.P is None or self.N is None:
-            return np.zeros((X.shape[0], 0))
-        D = normalize_rows(X)
-        dp = np.asarray((D @ self.P).toarray())
-        dn = np.asarray((D @ self.N).toarray())
-        return Kantor.formula(dp, dn)
+        D = restrict(normalize_rows(X), self.cols)
+        return Kantor.formula(matmul_dense(D, self.P), matmul_dense(D, self.N))

@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 
 from sift.filters.base import ScoringModel, Stack
 from sift.filters.errors import ParameterError
+from sift.filters.sparse import restrict
 
 _CHUNK = 1024
 
@@ -50,6 +51,29 @@ def top_k(S: NDArray[np.float64], k: int) -> tuple[NDArray[np.int64], NDArray[np
         return idx, S.copy()
     idx = np.argpartition(-S, k - 1, axis=1)[:, :k]
     return idx.astype(np.int64), np.take_along_axis(S, idx, axis=1)
+
+
+class _PoolIndex:
+    """The pool restricted to its own columns, transposed once for products."""
+
+    def __init__(self, pool: sp.csr_matrix) -> None:
+        self.cols = np.unique(pool.indices).astype(np.int64)
+        self.local = restrict(pool, self.cols)
+        self.PT = self.local.T.tocsr()
+
+
+_POOL_INDEX: list[tuple[weakref.ref[sp.csr_matrix], int, _PoolIndex]] = []
+
+
+def pool_index(pool: sp.csr_matrix) -> _PoolIndex:
+    """Cached :class:`_PoolIndex` of a pool matrix (by identity; a few kept)."""
+    for ref, nnz, idx in _POOL_INDEX:
+        if ref() is pool and nnz == pool.nnz:
+            return idx
+    idx = _PoolIndex(pool)
+    _POOL_INDEX.insert(0, (weakref.ref(pool), pool.nnz, idx))
+    del _POOL_INDEX[8:]
+    return idx
 
 
 def neighbours(
@@ -65,10 +89,11 @@ def neighbours(
     sim_out = np.zeros((n, kk), dtype=np.float64)
     if kk == 0:
         return idx_out, sim_out
-    PT = pool.T.tocsr()
+    index = pool_index(pool)
+    XL = index.local if exclude_self else restrict(X, index.cols)
     for start in range(0, n, _CHUNK):
         stop = min(start + _CHUNK, n)
-        S = np.asarray((X[start:stop] @ PT).toarray(), dtype=np.float64)
+        S = np.asarray((XL[start:stop] @ index.PT).toarray(), dtype=np.float64)
         if exclude_self:
             rows = np.arange(stop - start)
             S[rows, rows + start] = -np.inf

@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 from sift.filters.accumulator import SparseAccumulator
 from sift.filters.base import ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
+from sift.filters.sparse import dense_or_sparse, matmul_dense, restrict
 
 _Q, _P, _N = 0, 1, 2
 
@@ -155,30 +156,22 @@ class Rocchio(ScoringModel):
             self._coef = (feat[idx].copy(), q[idx].copy(), g[idx].copy())
         return self._coef
 
-    def coef_row(self) -> sp.csr_matrix:
-        cols, vals, _ = self.coef()
-        return sp.csr_matrix((vals, cols, [0, cols.size]), shape=(1, self.n_features_))
-
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
-        return np.asarray((X @ self.coef_row().T).toarray()).ravel()
+        cols, vals, _ = self.coef()
+        return np.asarray(restrict(X, cols) @ vals, dtype=np.float64)
 
     def loo_scores(self) -> NDArray[np.float64]:
         ex = self._examples()
         if len(ex) == 0:
             return np.zeros(0)
         cols, _, g = self.coef()
-        slots = self.acc_.slots(cols) if cols.size else np.zeros(0, np.int64)
+        slots = self.acc_.find(cols)
         s = self.acc_.sums
-        # columns: g*q, g*P, g*N, g  (F x 4 sparse)
-        vals = np.stack([g * s[_Q][slots], g * s[_P][slots], g * s[_N][slots], g], axis=1)
-        V = sp.csr_matrix(
-            (vals.ravel(), (np.repeat(cols, 4), np.tile(np.arange(4), cols.size))),
-            shape=(self.n_features_, 4),
-        )
-        J = ex.X
-        prods = np.asarray((J @ V[:, :3]).toarray())
-        self_sq = np.asarray((J.multiply(J) @ V[:, 3]).toarray()).ravel()
-        a, b, c = prods[:, 0], prods[:, 1], prods[:, 2]
+        # per selected column: g*q, g*P, g*N
+        V = np.stack([g * s[_Q][slots], g * s[_P][slots], g * s[_N][slots]], axis=1)
+        J = restrict(ex.X, cols)
+        a, b, c = np.asarray(J @ V).T
+        self_sq = np.asarray(J.multiply(J) @ g).ravel()
         w = ex.weights
         pos = ex.labels > 0
         out = self.alpha * a
@@ -211,19 +204,20 @@ class Rocchio(ScoringModel):
 
 
 class LinearStack(Stack):
-    """Rocchio models stacked into one sparse matrix: one product scores them all."""
+    """Rocchio models stacked into one matrix over the union of their columns:
+    one sparse product scores a batch against all of them."""
 
     def __init__(self, models: Sequence[ScoringModel]) -> None:
         super().__init__(models)
         rows = [m.coef() for m in models if isinstance(m, Rocchio)]
         if len(rows) != len(self.models):
             raise ParameterError("LinearStack takes Rocchio models only")
-        n_features = self.models[0].n_features_ if self.models else 1
-        lengths = np.array([r[0].size for r in rows], dtype=np.int64)
-        indptr = np.concatenate([[0], np.cumsum(lengths)])
-        indices = np.concatenate([r[0] for r in rows]) if rows else np.zeros(0, np.int64)
-        data = np.concatenate([r[1] for r in rows]) if rows else np.zeros(0)
-        self.W = sp.csr_matrix((data, indices, indptr), shape=(len(rows), n_features)).T.tocsr()
+        all_cols = np.concatenate([r[0] for r in rows]) if rows else np.zeros(0, np.int64)
+        self.cols = np.unique(all_cols)
+        pos = np.searchsorted(self.cols, all_cols)
+        which = np.repeat(np.arange(len(rows)), [r[0].size for r in rows])
+        vals = np.concatenate([r[1] for r in rows]) if rows else np.zeros(0)
+        self.W = dense_or_sparse(self.cols.size, len(rows), pos, which, vals)
 
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
-        return np.asarray((X @ self.W).toarray(), dtype=np.float64)
+        return matmul_dense(restrict(X, self.cols), self.W)

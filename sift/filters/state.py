@@ -39,12 +39,14 @@ def encode_array(a: NDArray[Any]) -> dict[str, Any]:
     return {"dtype": key, "shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode("ascii")}
 
 
-def decode_array(obj: Any, *, name: str = "array", finite: bool = True) -> NDArray[Any]:
-    """Decode :func:`encode_array` output, validating it."""
+def decode_array(
+    obj: Any, *, name: str = "array", finite: bool = True, dtype: Any = None, ndim: int | None = None
+) -> NDArray[Any]:
+    """Decode :func:`encode_array` output, validating it (and its dtype and rank if given)."""
     if not isinstance(obj, dict) or set(obj) != {"dtype", "shape", "b64"}:
         raise StateError(f"{name}: not an encoded array")
-    dtype = _DTYPES.get(obj["dtype"])
-    if dtype is None:
+    stored = _DTYPES.get(obj["dtype"])
+    if stored is None:
         raise StateError(f"{name}: unsupported dtype {obj['dtype']!r}")
     shape = obj["shape"]
     if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
@@ -53,12 +55,16 @@ def decode_array(obj: Any, *, name: str = "array", finite: bool = True) -> NDArr
         raw = base64.b64decode(obj["b64"], validate=True)
     except (ValueError, TypeError):
         raise StateError(f"{name}: bad base64 payload") from None
-    expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(stored).itemsize
     if len(raw) != expected:
         raise StateError(f"{name}: {len(raw)} bytes for shape {shape} of {obj['dtype']}")
     arr = np.frombuffer(raw, dtype=np.dtype(obj["dtype"])).reshape(shape).copy()
     if finite and arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
         raise StateError(f"{name}: contains NaN or infinite values")
+    if dtype is not None and arr.dtype != np.dtype(dtype):
+        raise StateError(f"{name}: expected dtype {np.dtype(dtype)}, got {arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        raise StateError(f"{name}: expected {ndim} dimensions, got {arr.ndim}")
     return arr
 
 
@@ -80,9 +86,9 @@ def decode_csr(obj: Any, *, name: str = "matrix") -> sp.csr_matrix:
         raise StateError(f"{name}: not an encoded sparse matrix")
     try:
         shape = tuple(int(s) for s in obj["shape"])
-        data = decode_array(obj["data"], name=f"{name}.data")
-        indices = decode_array(obj["indices"], name=f"{name}.indices")
-        indptr = decode_array(obj["indptr"], name=f"{name}.indptr")
+        data = decode_array(obj["data"], name=f"{name}.data", dtype=np.float64, ndim=1)
+        indices = decode_array(obj["indices"], name=f"{name}.indices", dtype=np.int32, ndim=1)
+        indptr = decode_array(obj["indptr"], name=f"{name}.indptr", dtype=np.int64, ndim=1)
     except (KeyError, TypeError, ValueError) as exc:
         raise StateError(f"{name}: {exc}") from None
     if len(shape) != 2 or indptr.shape != (shape[0] + 1,) or data.shape != indices.shape:

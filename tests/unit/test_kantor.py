@@ -1,0 +1,85 @@
+"""Kantor's P/N score: the formula and its edge cases."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sift.filters.examples import ExampleSet
+from sift.filters.kantor import Kantor
+
+
+def _model(query: list[float] | None, a: float = 0.99) -> Kantor:
+    m = Kantor(a=a)
+    n = 3
+    ex = ExampleSet(None, n)
+    m.bind(n, None, ex)
+    m.start(None if query is None else sp.csr_matrix([query]))
+    return m
+
+
+def _learn(m: Kantor, rows: list[list[float]], labels: list[int], real: bool = True) -> None:
+    X = sp.csr_matrix(rows)
+    lab = np.array(labels, dtype=np.int8)
+    w = np.ones(len(rows))
+    r = np.full(len(rows), real)
+    m.learn(X, lab, w, r)
+    assert m.examples_ is not None
+    m.examples_.add(X, lab, w, r)
+
+
+def test_formula_hand_computed() -> None:
+    m = _model([1.0, 0.0, 0.0])
+    _learn(m, [[0.0, 1.0, 0.0]], [-1])
+    # k = 1: P = normalize(0.99 * q) = e1; N = e2
+    d = np.array([[0.6, 0.8, 0.0]])
+    expected = math.sqrt((1 - 0.8) / (1 - 0.6))
+    assert m.score(sp.csr_matrix(d))[0] == pytest.approx(expected)
+
+
+def test_query_decays_with_truly_judged_count() -> None:
+    m = _model([1.0, 0.0, 0.0], a=0.5)
+    _learn(m, [[0.0, 1.0, 0.0]], [1])
+    # k = 1: U_p = 0.5 e1 + e2, P = (0.5, 1)/sqrt(1.25)
+    P = np.array([0.5, 1.0, 0.0]) / math.sqrt(1.25)
+    d = np.array([1.0, 0.0, 0.0])
+    assert m.score(sp.csr_matrix([d]))[0] == pytest.approx(math.sqrt(1 / (1 - d @ P)))
+    # pseudolabels do not count in k
+    m2 = _model([1.0, 0.0, 0.0], a=0.5)
+    _learn(m2, [[0.0, 1.0, 0.0]], [1], real=False)
+    assert m2.k_ == 0
+
+
+def test_no_negatives_numerator_is_one() -> None:
+    m = _model([0.0, 1.0, 0.0])
+    s = m.score(sp.csr_matrix([[0.0, 0.6, 0.8]]))
+    assert s[0] == pytest.approx(math.sqrt(1 / 0.4))
+
+
+def test_document_equal_to_profile_is_finite() -> None:
+    m = _model([0.0, 1.0, 0.0])
+    s = m.score(sp.csr_matrix([[0.0, 2.0, 0.0]]))
+    assert np.isfinite(s[0]) and s[0] > 1e5
+
+
+def test_no_query_no_positive_and_empty_document() -> None:
+    m = _model(None)
+    s = m.score(sp.csr_matrix([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]))
+    assert np.all(np.isfinite(s))
+    assert s.tolist() == [1.0, 1.0]
+
+
+def test_leave_one_out_matches_retraining() -> None:
+    rng = np.random.default_rng(0)
+    rows = rng.uniform(0, 1, (6, 3)).tolist()
+    labels = [1, 1, -1, 1, -1, -1]
+    m = _model([1.0, 0.2, 0.0])
+    _learn(m, rows, labels)
+    loo = m.loo_scores()
+    for i in range(6):
+        other = _model([1.0, 0.2, 0.0])
+        keep = [j for j in range(6) if j != i]
+        _learn(other, [rows[j] for j in keep], [labels[j] for j in keep])
+        other.k_ = m.k_  # leaving one out must not change the query decay
+        assert loo[i] == pytest.approx(other.score(sp.csr_matrix([rows[i]]))[0], rel=1e-9)

@@ -1,0 +1,193 @@
+"""Profiles: initial training, update policies, fallback threshold, state round trips."""
+
+import math
+
+import numpy as np
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sift.filters.bank import ProfileBank
+from sift.filters.errors import FilterError, ParameterError, StateError
+from sift.filters.profile import Profile
+from sift.filters.vectorize import Vectorizer
+
+TRAIN = [
+    "wheat exports rose sharply this week",
+    "wheat crop forecast raised by usda",
+    "crude oil prices fell on opec output",
+    "gold mine output up in south africa",
+    "oil tanker attacked in the gulf",
+    "corn and wheat futures higher",
+    "bank raises interest rates",
+    "opec oil ministers meet",
+] * 3
+
+
+@pytest.fixture(scope="module")
+def vec() -> Vectorizer:
+    return Vectorizer(n_features=2**14).fit(TRAIN)
+
+
+def _fit(vec: Vectorizer, model: str = "rocchio", **kw) -> Profile:  # type: ignore[no-untyped-def]
+    p = Profile("wheat", query="wheat", model=model, pseudolabel=kw.pop("pseudolabel", {}), **kw)
+    X = vec.transform(TRAIN)
+    pos = [i for i, t in enumerate(TRAIN) if "wheat" in t][:3]
+    p.fit(vec.transform(["wheat"]), X, positives=pos, feature_weights=vec.feature_weights())
+    return p
+
+
+@pytest.mark.parametrize("model", ["rocchio", "kantor", "knn"])
+def test_initial_training_delivers_relevant(vec: Vectorizer, model: str) -> None:
+    p = _fit(vec, model)
+    assert math.isfinite(p.threshold_)
+    d = p.decide(vec.transform(["wheat prices", "opec oil output"]))
+    assert d.tolist() == [True, False]
+
+
+def test_update_every_changes_model_and_threshold(vec: Vectorizer) -> None:
+    p = _fit(vec)
+    v0 = p.version_
+    p.learn_one(vec.transform(["opec oil output"]), relevant=False)
+    assert p.version_ == v0 + 1 and p.n_judged_ == 1 and len(p.examples_) == 4
+
+
+def test_update_never_ignores_judgments(vec: Vectorizer) -> None:
+    p = _fit(vec, update="never")
+    state = orjson.dumps(p.to_state())
+    p.learn_one(vec.transform(["wheat"]), relevant=True)
+    assert p.n_ignored_ == 1 and p.n_judged_ == 0
+    assert orjson.loads(orjson.dumps(p.to_state()))["model"] == orjson.loads(state)["model"]
+
+
+def test_update_every_n_buffers(vec: Vectorizer) -> None:
+    p = _fit(vec, update=3)
+    v0 = p.version_
+    p.learn_one(vec.transform(["wheat a"]), relevant=True)
+    p.learn_one(vec.transform(["oil b"]), relevant=False)
+    assert p.version_ == v0 and p.n_pending_ == 2
+    p.learn_one(vec.transform(["wheat c"]), relevant=True)
+    assert p.version_ == v0 + 1 and p.n_pending_ == 0 and p.n_judged_ == 3
+
+
+def test_pseudolabels_added_and_capped(vec: Vectorizer) -> None:
+    p = _fit(vec, pseudolabel={"min_neg_rank": 5, "neg_fraction": 0.5}, max_examples=8)
+    assert len(p.examples_) == 8
+    assert int(p.examples_.real.sum()) == 3
+    # real judgments evict pseudolabels first
+    for _ in range(5):
+        p.learn_one(vec.transform(["opec output"]), relevant=False)
+    assert len(p.examples_) == 8 and int(p.examples_.real.sum()) == 8
+
+
+def test_query_only_profile_uses_fallback_rate(vec: Vectorizer) -> None:
+    p = Profile("oil", query="oil", pseudolabel={}, fallback_rate=0.25)
+    X = vec.transform(TRAIN)
+    p.fit(vec.transform(["oil"]), X)
+    assert math.isfinite(p.threshold_)
+    assert 0 < p.decide(X).mean() <= 0.5
+    p.learn_one(vec.transform(["oil prices"]), relevant=True)  # now TROT takes over
+    assert p.examples_.labels.tolist() == [1]
+
+
+def test_errors_name_the_parameter(vec: Vectorizer) -> None:
+    with pytest.raises(ParameterError, match="update must be"):
+        Profile("x", update="sometimes")
+    with pytest.raises(ParameterError, match="model must be one of"):
+        Profile("x", model="bm25")
+    with pytest.raises(ParameterError, match="model_params for 'rocchio'"):
+        Profile("x", model_params={"delta": 1})
+    p = Profile("x")
+    with pytest.raises(FilterError, match="not trained"):
+        p.score(vec.transform(["x"]))
+    p = _fit(vec)
+    with pytest.raises(FilterError, match="expected a 1 x"):
+        p.learn_one(vec.transform(["a", "b"]), relevant=True)
+
+
+@pytest.mark.parametrize("model", ["rocchio", "kantor", "knn"])
+def test_state_rejects_corruption(vec: Vectorizer, model: str) -> None:
+    p = _fit(vec, model)
+    state = orjson.loads(orjson.dumps(p.to_state()))
+    state["examples"]["labels"]["b64"] = "!!!"
+    with pytest.raises(StateError):
+        Profile.from_state(state)
+    state = orjson.loads(orjson.dumps(p.to_state()))
+    state["version"] = 0
+    with pytest.raises(StateError, match="version"):
+        Profile.from_state(state)
+    state = orjson.loads(orjson.dumps(p.to_state()))
+    state["examples"]["weights"] = state["examples"]["labels"]
+    with pytest.raises(StateError):
+        Profile.from_state(state)
+
+
+_judgments = st.lists(st.tuples(st.sampled_from(TRAIN + ["zinc smelter", "wheat"]), st.booleans()),
+                      min_size=0, max_size=8)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(model=st.sampled_from(["rocchio", "kantor", "knn"]), judgments=_judgments,
+       update=st.sampled_from(["every", 2, "never"]))
+def test_state_round_trip_is_exact(vec: Vectorizer, model: str, judgments, update) -> None:  # type: ignore[no-untyped-def]
+    p = _fit(vec, model, update=update)
+    for text, rel in judgments:
+        p.learn_one(vec.transform([text]), relevant=rel)
+    blob = orjson.dumps(p.to_state())
+    q = Profile.from_state(orjson.loads(blob), vec.feature_weights())
+    assert orjson.dumps(q.to_state()) == blob
+    X = vec.transform(TRAIN + ["wheat harvest", "zinc"])
+    assert np.array_equal(p.score(X), q.score(X))
+    assert p.threshold_ == q.threshold_
+    # and they keep learning identically
+    for r in (p, q):
+        r.learn_one(vec.transform(["wheat tender"]), relevant=True)
+    assert np.array_equal(p.score(X), q.score(X)) and p.threshold_ == q.threshold_
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(model=st.sampled_from(["rocchio", "kantor", "knn"]), judgments=_judgments)
+def test_learning_does_not_mutate_inputs(vec: Vectorizer, model: str, judgments) -> None:  # type: ignore[no-untyped-def]
+    p = _fit(vec, model)
+    for text, rel in judgments:
+        x = vec.transform([text])
+        before = (x.data.copy(), x.indices.copy(), x.indptr.copy())
+        p.learn_one(x, relevant=rel)
+        assert np.array_equal(x.data, before[0]) and np.array_equal(x.indices, before[1])
+        X = vec.transform(TRAIN)
+        snapshot = X.data.copy()
+        p.score(X)
+        assert np.array_equal(X.data, snapshot)
+
+
+def test_seeded_runs_are_reproducible(vec: Vectorizer) -> None:
+    kw = {"pseudolabel": {"max_pos_rank": 6, "pos_fraction": 0.5, "min_neg_rank": 4, "neg_fraction": 0.5}}
+    a = orjson.dumps(_fit(vec, seed=3, **kw).to_state())
+    b = orjson.dumps(_fit(vec, seed=3, **kw).to_state())
+    assert a == b
+
+
+@pytest.mark.parametrize("model", ["rocchio", "kantor", "knn"])
+def test_bank_stacked_scores_equal_single_scores(vec: Vectorizer, model: str) -> None:
+    bank = ProfileBank()
+    X_train = vec.transform(TRAIN)
+    for name, words in (("wheat", "wheat"), ("oil", "oil opec"), ("gold", "gold")):
+        p = Profile(name, query=words, model=model, pseudolabel={})
+        pos = [i for i, t in enumerate(TRAIN) if name in t][:2]
+        p.fit(vec.transform([words]), X_train, positives=pos)
+        bank.add(p)
+    X = vec.transform(TRAIN + ["wheat and oil", "gold and wheat", ""])
+    S = bank.score(X)
+    for j, p in enumerate(bank):
+        assert S[:, j] == pytest.approx(p.score(X))
+    # after a judgment the stack is rebuilt
+    bank["oil"].learn_one(vec.transform(["opec meeting"]), relevant=True)
+    S2 = bank.score(X)
+    assert S2[:, 1] == pytest.approx(bank["oil"].score(X))
+    hits = bank.decide(X)
+    assert all(h.score >= h.threshold for h in hits)
+    assert {(h.row, h.profile) for h in hits} == {
+        (int(r), bank.names[c]) for r, c in zip(*np.nonzero(bank.thresholds() <= S2), strict=True)
+    }
+    assert bank.remove("gold") is not None and bank.score(X).shape == (X.shape[0], 2)

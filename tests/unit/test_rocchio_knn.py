@@ -1,0 +1,124 @@
+"""Rocchio and kNN on small hand-computed cases."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sift.filters.errors import ParameterError
+from sift.filters.examples import ExampleSet
+from sift.filters.knn import KNN
+from sift.filters.rocchio import Rocchio
+
+
+def _bound(model, n: int = 4) -> ExampleSet:  # type: ignore[no-untyped-def]
+    ex = ExampleSet(None, n)
+    model.bind(n, np.array([1.0, 2.0, 3.0, 4.0]), ex)
+    return ex
+
+
+def _learn(model, ex, rows, labels, weights=None):  # type: ignore[no-untyped-def]
+    X = sp.csr_matrix(rows, dtype=float)
+    lab = np.array(labels, dtype=np.int8)
+    w = np.ones(len(rows)) if weights is None else np.array(weights, dtype=float)
+    model.learn(X, lab, w, np.ones(len(rows), bool))
+    ex.add(X, lab, w, np.ones(len(rows), bool))
+
+
+def test_rocchio_weighted_means_hand_computed() -> None:
+    m = Rocchio(alpha=1.0, beta=2.0, gamma=1.0, nonnegative=False)
+    ex = _bound(m)
+    m.start(sp.csr_matrix([[1.0, 0, 0, 0]]))
+    _learn(m, ex, [[0, 1.0, 0, 0], [0, 0, 1.0, 0], [0, 0, 0, 1.0]], [1, 1, -1], weights=[3.0, 1.0, 2.0])
+    # mean_pos = (3 e2 + e3) / 4; mean_neg = e4
+    cols, vals, _ = m.coef()
+    dense = np.zeros(4)
+    dense[cols] = vals
+    assert dense.tolist() == pytest.approx([1.0, 1.5, 0.5, -1.0])
+
+
+def test_rocchio_feature_selection_and_corpus_weight() -> None:
+    m = Rocchio(alpha=1.0, beta=1.0, gamma=1.0, corpus_weight="idf", top_k=2)
+    ex = _bound(m)
+    m.start(sp.csr_matrix([[1.0, 0, 0, 0]]))
+    _learn(m, ex, [[0, 1.0, 1.0, 0], [0, 0, 0, 1.0]], [1, -1])
+    cols, vals, _ = m.coef()
+    # raw Q = (1, 1, 1, -1) * idf (1, 2, 3, 4) = (1, 2, 3, -4); negatives zeroed; top 2 kept
+    assert cols.tolist() == [1, 2]
+    assert vals.tolist() == pytest.approx([2.0, 3.0])
+
+
+def test_rocchio_all_zero_without_query_and_positives() -> None:
+    m = Rocchio()
+    ex = _bound(m)
+    m.start(None)
+    _learn(m, ex, [[0, 0, 1.0, 0]], [-1])
+    assert m.score(sp.csr_matrix(np.eye(4))).tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_rocchio_leave_one_out_matches_retraining() -> None:
+    rng = np.random.default_rng(1)
+    rows = rng.uniform(0, 1, (7, 4)).round(2).tolist()
+    labels = [1, 1, -1, 1, -1, -1, 1]
+    m = Rocchio(alpha=0.7, beta=1.5, gamma=0.4, nonnegative=False)
+    ex = _bound(m)
+    q = sp.csr_matrix([[0.5, 0.1, 0.0, 0.3]])
+    m.start(q)
+    _learn(m, ex, rows, labels)
+    loo = m.loo_scores()
+    for i in range(len(rows)):
+        other = Rocchio(alpha=0.7, beta=1.5, gamma=0.4, nonnegative=False)
+        ex2 = _bound(other)
+        other.start(q)
+        keep = [j for j in range(len(rows)) if j != i]
+        _learn(other, ex2, [rows[j] for j in keep], [labels[j] for j in keep])
+        assert loo[i] == pytest.approx(other.score(sp.csr_matrix([rows[i]]))[0], rel=1e-9, abs=1e-12)
+
+
+def test_rocchio_parameter_errors_name_the_value() -> None:
+    with pytest.raises(ParameterError, match="beta must be a finite number >= 0, got -1"):
+        Rocchio(beta=-1)
+    with pytest.raises(ParameterError, match="top_k"):
+        Rocchio(top_k=0)
+    with pytest.raises(ParameterError, match="corpus_weight"):
+        Rocchio(corpus_weight="bm25")
+
+
+def test_knn_similarity_weighted_vote() -> None:
+    m = KNN(k=2)
+    ex = ExampleSet(None, 2)
+    m.bind(2, None, ex)
+    ex.add(sp.csr_matrix([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]), [1, -1, 1], [1.0, 1.0, 2.0], [True] * 3)
+    s = m.score(sp.csr_matrix([[1.0, 0.0], [0.0, 1.0]]))
+    # doc e1: neighbours e1 (1.0, +1, w1) and (0.6,0.8) (0.6, +1, w2) -> 1 + 1.2
+    # doc e2: neighbours e2 (1.0, -1) and (0.6,0.8) (0.8, +1, w2) -> 1.6
+    assert s.tolist() == pytest.approx([2.2, 1.6])
+    signed = KNN(k=2, vote="signed")
+    signed.bind(2, None, ex)
+    assert signed.score(sp.csr_matrix([[0.0, 1.0]]))[0] == pytest.approx(-1.0 + 1.6)
+
+
+def test_knn_leave_one_out_excludes_self() -> None:
+    m = KNN(k=1)
+    ex = ExampleSet(None, 2)
+    m.bind(2, None, ex)
+    ex.add(sp.csr_matrix([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]]), [1, 1, -1], [1.0] * 3, [True] * 3)
+    # each example's nearest other: row0 -> row1 (0.8, +), row1 -> row0 (0.8, +), row2 -> row1 (0.6, +)
+    assert m.loo_scores().tolist() == pytest.approx([0.8, 0.8, 0.6])
+
+
+def test_knn_matches_brute_force_top_k() -> None:
+    # a pool larger than k: product + argpartition agree with a full sort
+    rng = np.random.default_rng(0)
+    pool = sp.random(500, 50, density=0.1, random_state=1, format="csr")
+    m = KNN(k=5)
+    ex = ExampleSet(None, 50)
+    m.bind(50, None, ex)
+    ex.add(pool, rng.choice([-1, 1], 500), np.ones(500), np.ones(500, bool))
+    X = sp.random(20, 50, density=0.1, random_state=2, format="csr")
+    S = (X @ pool.T).toarray()
+    expect = []
+    lw = np.where(ex.labels > 0, 1.0, 0.0)
+    for row in S:
+        top = np.argsort(-row, kind="stable")[:5]
+        expect.append(float((row[top] * lw[top]).sum()))
+    assert m.score(X) == pytest.approx(expect)
