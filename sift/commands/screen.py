@@ -1,0 +1,285 @@
+"""``sift screen``: simulate a technology-assisted review on a labelled file.
+
+The review (continuous active learning with power-law sampling and an estimate of
+the number of relevant records) is driven with the file's gold labels until its
+stopping rule fires; see docs/screening.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from sift.commands._common import Progress, write_json
+from sift.filters.screening.cal import DEFAULTS
+from sift.filters.screening.errors import ScreeningError
+from sift.filters.screening.simulation import TARGETS, SimulationResult, simulate
+from sift.topics.codecs import read_jsonl
+from sift.topics.errors import RecordError
+
+
+@dataclass(frozen=True)
+class LabelledRecord:
+    id: str
+    title: str
+    abstract: str
+    label: int
+
+    @property
+    def text(self) -> str:
+        return f"{self.title} {self.abstract}".strip()
+
+
+def _parse(obj: Any) -> LabelledRecord:
+    if not isinstance(obj, dict):
+        raise RecordError("bad_record", "record is not a JSON object")
+    if "label" not in obj:
+        raise RecordError("no_label", "record has no 'label' field")
+    label = obj["label"]
+    if isinstance(label, bool) or label not in (0, 1):
+        raise RecordError("bad_label", f"'label' must be 0 or 1, got {label!r}")
+    rid = obj.get("id")
+    if not isinstance(rid, str | int) or isinstance(rid, bool) or rid == "":
+        raise RecordError("bad_id", f"'id' must be a non-empty string or integer, got {rid!r}")
+    title = obj.get("title") or ""
+    abstract = obj.get("abstract") or ""
+    if not isinstance(title, str) or not isinstance(abstract, str):
+        raise RecordError("bad_text", "'title' and 'abstract' must be strings")
+    return LabelledRecord(str(rid), title, abstract, int(label))
+
+
+def load_records(path: str | Path) -> list[LabelledRecord]:
+    """Read a screening file; raise ScreeningError when it cannot be simulated."""
+    p = Path(path)
+    try:
+        records = list(read_jsonl(p, _parse))
+    except RecordError as exc:
+        raise ScreeningError(str(exc)) from None
+    if not records:
+        raise ScreeningError(f"{p}: no records")
+    ids = [r.id for r in records]
+    if len(set(ids)) != len(ids):
+        raise ScreeningError(f"{p}: record ids are not unique")
+    n_rel = sum(r.label for r in records)
+    if n_rel == 0 or n_rel == len(records):
+        raise ScreeningError(
+            f"{p}: labels hold a single class ({n_rel} relevant of {len(records)}); "
+            "a review needs both relevant and non-relevant records"
+        )
+    return records
+
+
+def default_topic(path: str | Path) -> str | None:
+    """The review title from ``reviews.json`` beside ``path``, keyed by the file's stem."""
+    p = Path(path)
+    stem = p.name.split(".")[0]
+    reviews = p.parent / "reviews.json"
+    if not reviews.exists():
+        return None
+    try:
+        table = orjson.loads(reviews.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise ScreeningError(f"{reviews}: not JSON: {exc}") from None
+    topic = table.get(stem) if isinstance(table, dict) else None
+    return topic if isinstance(topic, str) and topic.strip() else None
+
+
+
+EPILOG = """example:
+  sift screen --data data/screening/Donners_2021.jsonl.gz --target-recall 0.95 \\
+      --estimator bound --seed 0 --out runs/donners
+  sift screen --all data/screening --seeds 10
+"""
+
+
+def _params(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "draws": args.draws, "n_top": args.n_top, "n_negatives": args.negatives,
+        "exponent": args.exponent, "target_recall": args.target_recall,
+        "estimator": args.estimator,
+    }
+
+
+def run_file(
+    path: Path, *, seed: int, params: dict[str, Any], topic: str | None = None,
+    run_to_end: bool = True,
+) -> tuple[SimulationResult, str | None]:
+    """Simulate one review of ``path`` (topic from reviews.json unless given)."""
+    records = load_records(path)
+    topic = topic if topic is not None else default_topic(path)
+    target = float(params.get("target_recall", 0.95))
+    rule = f"{params.get('estimator', 'bound')}@{target}"
+    result = simulate(
+        [r.id for r in records], [r.text for r in records], [r.label for r in records],
+        topic=topic, seed=seed, params=params, main_rule=rule, run_to_end=run_to_end,
+        targets=tuple(sorted({*TARGETS, target})),
+    )
+    return result, topic
+
+
+def metrics(result: SimulationResult, rule: str) -> dict[str, Any]:
+    """The metrics.json content of one run."""
+    stop = result.point(rule)
+    ranking = result.ranking_metrics()
+    knee = result.point("knee")
+    return {
+        "rule": rule,
+        "recall_at_stop": stop["recall"],
+        "cost_at_stop": stop["cost"],
+        "r_hat": stop["r_hat"],
+        "r_hat_var": stop.get("r_hat_var", float("nan")),
+        "stopped": stop["fired"],
+        **ranking,
+        "n_records": result.n_total,
+        "n_relevant": result.n_relevant,
+        "baselines": {
+            "knee": {"recall": knee["recall"], "cost": knee["cost"], "fired": knee["fired"]},
+            "fixed_budget": {
+                f"{int(b * 100)}pct": ranking[f"recall_at_{int(b * 100)}pct"]
+                for b in (0.10, 0.25, 0.50)
+            },
+            "other_rules": {k: result.point(k) for k in sorted(result.stops) if k != rule},
+        },
+        "screening_order": result.ids,
+        "ordering": result.ordering,
+        "threshold": result.threshold,
+    }
+
+
+def plot_run(result: SimulationResult, path: Path, title: str, rule: str) -> bool:
+    """Recall versus fraction screened, with the stop point marked; False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("sift screen: matplotlib is not installed; skipping the plot", file=sys.stderr)
+        return False
+    n, r = result.n_total, result.n_relevant
+    x = np.arange(0, len(result.labels) + 1) / n
+    y = np.concatenate([[0.0], np.cumsum(result.labels)]) / r
+    fig, ax = plt.subplots(figsize=(5, 3.6), dpi=100)
+    ax.plot(x, y, color="C0", lw=1.5, label="sift (CAL + power-law sampling)")
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls=":", label="random order")
+    for key, marker, color in ((rule, "o", "C3"), ("knee", "s", "C2")):
+        s = result.stops.get(key)
+        if s is not None:
+            ax.plot(s.screened / n, s.found / r, marker=marker, color=color, ms=7,
+                    label=f"stop {key}: recall {s.found / r:.2f}, cost {s.screened / n:.2f}")
+    ax.axhline(0.95, color="grey", lw=0.6, ls="--")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("fraction of records screened")
+    ax.set_ylabel("recall")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def _run_one(args: argparse.Namespace) -> int:
+    path = Path(args.data)
+    params = _params(args)
+    rule = f"{args.estimator}@{float(args.target_recall)}"
+    result, _ = run_file(path, seed=args.seed, params=params, topic=args.topic)
+    m = metrics(result, rule)
+    m["seed"] = args.seed
+    m["params"] = params
+    out = Path(args.out)
+    write_json(out / "metrics.json", m)
+    name = path.name.split(".")[0]
+    plot_run(result, out / "recall.png", f"{name}, seed {args.seed}", rule)
+    print(
+        f"{name}: stopped ({rule}) after {m['cost_at_stop']:.1%} screened at recall "
+        f"{m['recall_at_stop']:.3f} (R-hat {m['r_hat']:.1f}); WSS@95 {m['wss95']:.3f}; "
+        f"wrote {out / 'metrics.json'}"
+    )
+    return 0
+
+
+def _run_all(args: argparse.Namespace) -> int:
+    folder = Path(args.all)
+    files = sorted(folder.glob("*.jsonl.gz")) + sorted(folder.glob("*.jsonl"))
+    if not files:
+        raise ScreeningError(f"{folder}: no *.jsonl.gz or *.jsonl files")
+    params = _params(args)
+    rule = f"{args.estimator}@{float(args.target_recall)}"
+    rows: dict[str, list[dict[str, Any]]] = {}
+    bar = Progress(len(files) * args.seeds, "screen")
+    try:
+        for f in files:
+            for seed in range(args.seeds):
+                result, _ = run_file(f, seed=seed, params=params)
+                m = metrics(result, rule)
+                rows.setdefault(f.name.split(".")[0], []).append(m)
+                bar.update()
+    finally:
+        bar.close()
+    print(f"rule {rule}, {args.seeds} seeds; recall and cost at stop: mean (worst)")
+    print(f"{'dataset':26s} {'recall':>14s} {'cost':>14s} {'met':>5s} {'WSS@95':>7s}")
+    for name, ms in rows.items():
+        rec = [m["recall_at_stop"] for m in ms]
+        cost = [m["cost_at_stop"] for m in ms]
+        met = np.mean([x >= float(args.target_recall) - 1e-12 for x in rec])
+        print(f"{name:26s} {np.mean(rec):6.3f} ({min(rec):5.3f}) {np.mean(cost):6.3f} "
+              f"({max(cost):5.3f}) {met:5.0%} {np.mean([m['wss95'] for m in ms]):7.3f}")
+    if args.out:
+        write_json(Path(args.out) / "summary.json", {
+            name: [{k: v for k, v in m.items() if k not in ("screening_order", "ordering")}
+                   for m in ms] for name, ms in rows.items()
+        })
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    if not 0.0 < args.target_recall <= 1.0:
+        raise ScreeningError(f"--target-recall must be in (0, 1], got {args.target_recall}")
+    if args.seeds < 1:
+        raise ScreeningError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.all:
+        return _run_all(args)
+    if not args.data:
+        raise ScreeningError("give --data FILE (or --all FOLDER)")
+    if not args.out:
+        raise ScreeningError("give --out DIR for metrics.json and the plot")
+    return _run_one(args)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``sift screen``."""
+    p = subparsers.add_parser(
+        "screen",
+        help="simulate a technology-assisted review on a labelled file",
+        description="Simulate a review (CAL with power-law sampling and an estimate of R) "
+        "on a labelled JSONL file ({id, title, abstract, label}) until the stopping "
+        "rule fires; write metrics.json and a recall plot.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--data", metavar="FILE", help="labelled .jsonl(.gz) file")
+    src.add_argument("--all", metavar="FOLDER", help="run every file of FOLDER, print a table")
+    p.add_argument("--topic", help="topic text (default: the title in reviews.json beside FILE)")
+    p.add_argument("--target-recall", type=float, default=0.95)
+    p.add_argument("--estimator", choices=("ht", "hh", "bound"), default="bound")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per file with --all")
+    p.add_argument("--out", metavar="DIR", help="output folder")
+    p.add_argument("--draws", type=int, default=DEFAULTS["draws"], help="b: draws per batch")
+    p.add_argument("--n-top", type=int, default=DEFAULTS["n_top"],
+                   help="best-ranked documents judged with certainty per batch")
+    p.add_argument("--negatives", type=int, default=DEFAULTS["n_negatives"],
+                   help="k: random temporary negatives per batch")
+    p.add_argument("--exponent", type=float, default=DEFAULTS["exponent"],
+                   help="power-law exponent of the sampling distribution")
+    p.set_defaults(func=_run)

@@ -1,0 +1,534 @@
+"""Continuous active learning with power-law sampling: the :class:`Review` object.
+
+One review is one topic and a collection of documents that may grow. Each batch:
+
+1. the training set is the pseudo document (the topic text, relevant), every judged
+   document, and ``k`` unjudged documents drawn uniformly and *temporarily* labelled
+   non-relevant;
+2. a logistic regression on TF-IDF features ranks every document;
+3. the ``n_top`` best-ranked unjudged documents are taken with certainty (a take-all
+   stratum that keeps the screening order close to greedy CAL), and ``b`` draws are made
+   with replacement from a power law of the rank over all other documents (judged ones
+   included, so every document keeps a positive probability and the inclusion
+   probabilities stay well defined);
+4. the reviewer judges the unique new documents, best-ranked first.
+
+See :mod:`sift.filters.screening.estimators` for the estimators of R.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+
+from sift.filters.screening.errors import ScreeningError
+from sift.filters.screening.estimators import (
+    Estimate,
+    batch_miss_log,
+    hansen_hurwitz,
+    horvitz_thompson,
+    inclusion_from_log_miss,
+    pairwise_inclusion,
+    power_law,
+)
+from sift.filters.screening.stopping import bound_rule, target_rule
+
+STATE_VERSION = 1
+EstimatorName = Literal["ht", "hh", "bound"]
+_ESTIMATORS = ("ht", "hh", "bound")
+
+
+def _enc(a: NDArray[Any]) -> dict[str, Any]:
+    arr = np.ascontiguousarray(a)
+    return {
+        "dtype": arr.dtype.str,
+        "shape": list(arr.shape),
+        "b64": base64.b64encode(arr.tobytes()).decode("ascii"),
+    }
+
+
+def _dec(obj: Any, name: str) -> NDArray[Any]:
+    if not isinstance(obj, dict) or set(obj) != {"dtype", "shape", "b64"}:
+        raise ScreeningError(f"state field {name!r} is not an encoded array")
+    if obj["dtype"] not in ("<f8", "<i8", "|b1"):
+        raise ScreeningError(f"state field {name!r} has unsupported dtype {obj['dtype']!r}")
+    raw = base64.b64decode(obj["b64"], validate=True)
+    dt = np.dtype(obj["dtype"])
+    shape = tuple(int(s) for s in obj["shape"])
+    if len(raw) != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
+        raise ScreeningError(f"state field {name!r}: payload does not match shape {shape}")
+    return np.frombuffer(raw, dtype=dt).reshape(shape).copy()
+
+
+class Review:
+    """An incremental technology-assisted review of one topic.
+
+    Parameters
+    ----------
+    topic
+        The review's topic text (e.g. its title), used as a pseudo relevant document.
+    draws
+        ``b``: draws with replacement per batch from the power-law distribution.
+    n_top
+        Best-ranked unjudged documents taken with certainty per batch (0 disables).
+    growth
+        The take-all stratum grows to ``ceil(growth * judged)`` when that is larger
+        than ``n_top`` (batches grow as the review proceeds, as in BMI).
+    n_negatives
+        ``k``: unjudged documents sampled uniformly per batch as temporary negatives.
+    exponent
+        Power-law exponent of the sampling distribution (the paper used 0.8).
+    target_recall
+        Recall the stopping rule aims at.
+    estimator
+        ``"ht"`` (Horvitz-Thompson, stop when found >= target * R-hat), ``"hh"``
+        (Hansen-Hurwitz, same rule) or ``"bound"`` (stop when a lower confidence
+        bound on recall, from the Hansen-Hurwitz estimate and its variance, reaches
+        the target).
+    confidence
+        One-sided confidence level of the bound rule.
+    hh_window
+        Number of latest batches whose Hansen-Hurwitz estimates are averaged (>= 1).
+    min_batches
+        Batches required (since the collection last grew) before the rule may stop.
+    C
+        Inverse regularisation strength of the logistic regression.
+    random_state
+        Seed of the review's random generator.
+
+    Examples
+    --------
+    >>> docs = {f"d{i}": ("wilson disease copper therapy" if i % 10 == 0 else
+    ...                   f"unrelated text number {i} about weather") for i in range(60)}
+    >>> review = Review("wilson disease therapy", draws=10, n_top=5, random_state=0)
+    >>> review.add_documents(list(docs), list(docs.values()))
+    >>> batch = review.next_batch()
+    >>> docs[batch[0]]  # the best-ranked document comes first
+    'wilson disease copper therapy'
+    >>> for doc_id in batch:
+    ...     review.record_judgment(doc_id, docs[doc_id].startswith("wilson"))
+    >>> est = review.estimate()
+    >>> est.found >= 1 and est.r_hat >= est.found
+    True
+    >>> Review.from_state(review.to_state()).to_state() == review.to_state()
+    True
+    """
+
+    def __init__(
+        self,
+        topic: str | None = None,
+        *,
+        draws: int = 20,
+        n_top: int = 10,
+        growth: float = 0.05,
+        n_negatives: int = 100,
+        exponent: float = 0.8,
+        target_recall: float = 0.95,
+        estimator: EstimatorName = "hh",
+        confidence: float = 0.95,
+        min_batches: int = 5,
+        hh_window: int = 3,
+        C: float = 1.0,
+        random_state: int | None = None,
+    ) -> None:
+        self.topic = topic
+        self.draws = draws
+        self.n_top = n_top
+        self.growth = growth
+        self.n_negatives = n_negatives
+        self.exponent = exponent
+        self.target_recall = target_recall
+        self.estimator = estimator
+        self.confidence = confidence
+        self.min_batches = min_batches
+        self.hh_window = hh_window
+        self.C = C
+        self.random_state = random_state
+        self._validate()
+        self.ids_: list[str] = []
+        self.texts_: list[str] = []
+        self.index_: dict[str, int] = {}
+        self.labels_: NDArray[np.int64] = np.zeros(0, dtype=np.int64)  # -1 unjudged
+        self.log_miss_: NDArray[np.float64] = np.zeros(0)
+        self.ever_certain_: NDArray[np.bool_] = np.zeros(0, dtype=bool)
+        self.sampled_: NDArray[np.bool_] = np.zeros(0, dtype=bool)
+        self.batches_: list[dict[str, Any]] = []
+        self.pending_: list[str] = []
+        self.order_: list[str] = []
+        self.epoch_start_ = 0
+        self.rng_ = np.random.default_rng(random_state)
+        self._X: sp.csr_matrix | None = None
+        self._topic_vec: sp.csr_matrix | None = None
+        self._scores: NDArray[np.float64] | None = None
+
+    # ----------------------------------------------------------------- checks
+    def _validate(self) -> None:
+        def bad(name: str, value: object, why: str) -> ScreeningError:
+            return ScreeningError(f"{name} {why}, got {value!r}")
+
+        for name in ("draws", "n_top", "n_negatives", "min_batches", "hh_window"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise bad(name, v, "must be an integer >= 0")
+        if self.draws == 0 and self.n_top == 0:
+            raise bad("draws", self.draws, "and n_top cannot both be 0")
+        if self.estimator != "ht" and self.draws < 2:
+            raise bad("draws", self.draws, f"must be >= 2 for estimator {self.estimator!r}")
+        for name, lo, hi in (("exponent", 0.0, 10.0), ("growth", 0.0, 1.0), ("C", 0.0, math.inf)):
+            v = getattr(self, name)
+            if not isinstance(v, int | float) or not lo <= v <= hi or (name == "C" and v == 0):
+                extra = " and > 0" if name == "C" else ""
+                raise bad(name, v, f"must be a number in [{lo}, {hi}]{extra}")
+        for name in ("target_recall", "confidence"):
+            v = getattr(self, name)
+            upper_ok = v <= 1.0 if name == "target_recall" else v < 1.0
+            if not isinstance(v, int | float) or not (v > 0.0 and upper_ok):
+                raise bad(name, v, "must be in (0, 1]" if name == "target_recall" else
+                          "must be in (0, 1)")
+        if self.estimator not in _ESTIMATORS:
+            raise bad("estimator", self.estimator, f"must be one of {', '.join(_ESTIMATORS)}")
+        if self.topic is not None and not isinstance(self.topic, str):
+            raise bad("topic", self.topic, "must be a string or None")
+
+    # -------------------------------------------------------------- documents
+    def add_documents(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        """Add documents to the collection (at any time; see the docs on mid-review arrivals)."""
+        if len(ids) != len(texts):
+            raise ScreeningError(f"ids and texts differ in length: {len(ids)} != {len(texts)}")
+        new = []
+        for doc_id, text in zip(ids, texts, strict=True):
+            if not isinstance(doc_id, str) or not doc_id:
+                raise ScreeningError(f"document id must be a non-empty string, got {doc_id!r}")
+            if not isinstance(text, str):
+                raise ScreeningError(f"text of document {doc_id!r} must be a string, got {text!r}")
+            if doc_id in self.index_ or doc_id in new:
+                raise ScreeningError(f"duplicate document id {doc_id!r}")
+            new.append(doc_id)
+        if not new:
+            return
+        start = len(self.ids_)
+        for j, doc_id in enumerate(new):
+            self.index_[doc_id] = start + j
+        self.ids_.extend(new)
+        self.texts_.extend(texts)
+        k = len(new)
+        self.labels_ = np.concatenate([self.labels_, np.full(k, -1, dtype=np.int64)])
+        self.log_miss_ = np.concatenate([self.log_miss_, np.zeros(k)])
+        self.ever_certain_ = np.concatenate([self.ever_certain_, np.zeros(k, dtype=bool)])
+        self.sampled_ = np.concatenate([self.sampled_, np.zeros(k, dtype=bool)])
+        # the estimators' population changed: averaging and stopping restart here
+        self.epoch_start_ = len(self.batches_)
+        self._X = None
+
+    @property
+    def n_documents(self) -> int:
+        return len(self.ids_)
+
+    def _features(self) -> sp.csr_matrix:
+        if self._X is None:
+            vec = TfidfVectorizer(
+                ngram_range=(1, 2), sublinear_tf=True, min_df=1, stop_words="english",
+                dtype=np.float64,
+            )
+            corpus = [*self.texts_, self.topic or ""]
+            try:
+                m = vec.fit_transform(corpus)
+            except ValueError:  # empty vocabulary
+                m = sp.csr_matrix((len(corpus), 1))
+            m = sp.csr_matrix(m)
+            self._X = m[: len(self.texts_)]
+            self._topic_vec = m[len(self.texts_) :]
+        return self._X
+
+    # ----------------------------------------------------------------- ranking
+    def _train_and_score(self) -> NDArray[np.float64]:
+        X = self._features()
+        judged = np.flatnonzero(self.labels_ >= 0)
+        unjudged = np.flatnonzero(self.labels_ < 0)
+        k = min(self.n_negatives, len(unjudged))
+        negs = self.rng_.choice(unjudged, size=k, replace=False) if k else np.zeros(0, np.int64)
+        rows = [X[judged], X[negs]]
+        y = [self.labels_[judged], np.zeros(len(negs), dtype=np.int64)]
+        if self.topic:
+            assert self._topic_vec is not None
+            rows.insert(0, self._topic_vec)
+            y.insert(0, np.ones(1, dtype=np.int64))
+        Xt = sp.vstack(rows).tocsr()
+        yt = np.concatenate(y)
+        if not np.any(self.labels_ == 1) and self.topic and self._topic_vec is not None:
+            # no relevant judgment yet: cosine similarity to the topic ranks better than a
+            # model of one short pseudo document against long random negatives
+            sim = np.asarray((X @ self._topic_vec.T).toarray()).ravel()
+            return sim + 1e-9 * self.rng_.random(self.n_documents)
+        if len(np.unique(yt)) < 2:
+            # nothing to contrast yet: rank by random scores (a uniform start)
+            return self.rng_.random(self.n_documents)
+        model = LogisticRegression(C=self.C, class_weight="balanced", solver="liblinear")
+        model.fit(Xt, yt)
+        return np.asarray(model.decision_function(X), dtype=np.float64)
+
+    # ----------------------------------------------------------------- batches
+    def next_batch(self) -> list[str]:
+        """Ids to judge next, best-ranked first (the pending ones again if any remain)."""
+        if self.pending_:
+            return list(self.pending_)
+        n = self.n_documents
+        if n == 0:
+            raise ScreeningError("the review has no documents: call add_documents first")
+        unjudged = np.flatnonzero(self.labels_ < 0)
+        if len(unjudged) == 0:
+            return []
+        scores = self._train_and_score()
+        self._scores = scores
+        n_top = max(self.n_top, math.ceil(self.growth * int(np.sum(self.labels_ >= 0))))
+        top = unjudged[np.argsort(-scores[unjudged], kind="stable")][:n_top]
+        certain = np.zeros(n, dtype=bool)
+        certain[top] = True
+        rest = np.flatnonzero(~certain)
+        ranks = np.zeros(n, dtype=np.int64)
+        ranks[rest[np.argsort(-scores[rest], kind="stable")]] = np.arange(1, len(rest) + 1)
+        p = power_law(ranks, self.exponent)
+        b = self.draws if len(rest) else 0
+        drawn = (
+            self.rng_.choice(n, size=b, replace=True, p=p) if b else np.zeros(0, dtype=np.int64)
+        )
+        unjudged_mask = self.labels_ < 0
+        found_before = int(np.sum(self.labels_ == 1))
+        self.log_miss_ += batch_miss_log(p, certain, b)
+        self.ever_certain_ |= certain
+        self.sampled_[top] = True
+        self.sampled_[drawn] = True
+        self.batches_.append({
+            "ranks": ranks,
+            "certain": np.flatnonzero(certain).astype(np.int64),
+            "draws": drawn.astype(np.int64),
+            "draw_p": p[drawn],
+            "draw_new": unjudged_mask[drawn],
+            "found_before": found_before,
+            "b": b,
+        })
+        new = np.unique(np.concatenate([top, drawn[unjudged_mask[drawn]]]))
+        new = new[np.argsort(-scores[new], kind="stable")]
+        self.pending_ = [self.ids_[i] for i in new]
+        return list(self.pending_)
+
+    def record_judgment(self, doc_id: str, relevant: bool) -> None:
+        """Record a reviewer's judgment (a later judgment of the same id overrides)."""
+        i = self.index_.get(doc_id)
+        if i is None:
+            raise ScreeningError(f"unknown document id {doc_id!r}")
+        if not isinstance(relevant, bool | np.bool_ | int) or relevant not in (0, 1):
+            raise ScreeningError(f"relevant must be a boolean, got {relevant!r}")
+        if self.labels_[i] < 0:
+            self.order_.append(doc_id)
+        self.labels_[i] = int(bool(relevant))
+        if doc_id in self.pending_:
+            self.pending_.remove(doc_id)
+
+    # -------------------------------------------------------------- estimation
+    def _complete_batches(self) -> list[dict[str, Any]]:
+        return self.batches_[: len(self.batches_) - (1 if self.pending_ else 0)]
+
+    def estimate_ht(self) -> Estimate:
+        """Horvitz-Thompson estimate of R over the completed batches."""
+        found = int(np.sum(self.labels_ == 1))
+        batches = self._complete_batches()
+        rel = np.flatnonzero(self.sampled_ & (self.labels_ == 1))
+        if not batches or len(rel) == 0:
+            return Estimate(float(found), 0.0, found)
+        p_hist = np.zeros((len(batches), len(rel)))
+        c_hist = np.zeros((len(batches), len(rel)), dtype=bool)
+        b = np.zeros(len(batches), dtype=np.int64)
+        for t, batch in enumerate(batches):
+            ranks = batch["ranks"]
+            present = rel < len(ranks)
+            r = np.zeros(len(rel), dtype=np.int64)
+            r[present] = ranks[rel[present]]
+            n_list = int(np.count_nonzero(ranks))
+            norm_c = float(np.sum(np.arange(1, n_list + 1, dtype=np.float64) ** -self.exponent))
+            with np.errstate(divide="ignore"):
+                p_hist[t] = np.where(r > 0, r.astype(np.float64) ** -self.exponent / norm_c, 0.0)
+            certain = np.zeros(len(ranks), dtype=bool)
+            certain[batch["certain"]] = True
+            c_hist[t, present] = certain[rel[present]]
+            b[t] = batch["b"]
+        pij = pairwise_inclusion(p_hist, c_hist, b)
+        r_hat, var = horvitz_thompson(np.ones(len(rel)), pij)
+        # relevant documents judged outside the sample are known exactly
+        outside = found - len(rel)
+        return Estimate(r_hat + outside, var, found)
+
+    def estimate_hh(self) -> Estimate:
+        """Hansen-Hurwitz estimate: the mean of the batch estimates of the current epoch.
+
+        Only the last ``hh_window`` batches are averaged (early rankings are poor and
+        their estimates noisy); each batch estimate is conditionally unbiased.
+        """
+        found = int(np.sum(self.labels_ == 1))
+        batches = self._complete_batches()[self.epoch_start_ :]
+        if not batches:
+            return Estimate(float(found), 0.0, found)
+        use = batches[-max(self.hh_window, 1) :]
+        ests, vars_ = [], []
+        for batch in use:
+            certain = batch["certain"]
+            top_rel = float(np.sum(self.labels_[certain] == 1)) if len(certain) else 0.0
+            # documents of the take-all stratum that were judged before the batch are
+            # already in found_before; the stratum only holds unjudged ones.
+            draws = batch["draws"]
+            y = (self.labels_[draws] == 1) & batch["draw_new"]
+            z = np.where(y, 1.0 / batch["draw_p"], 0.0)
+            mean, v = hansen_hurwitz(z)
+            ests.append(batch["found_before"] + top_rel + mean)
+            vars_.append(v)
+        r_hat = max(float(np.mean(ests)), float(found))
+        var = float(np.sum(vars_)) / len(use) ** 2
+        return Estimate(r_hat, var, found)
+
+    def estimate(self) -> Estimate:
+        """The estimate used by the stopping rule (HT for ``"ht"``, else HH)."""
+        return self.estimate_ht() if self.estimator == "ht" else self.estimate_hh()
+
+    def should_stop(self) -> bool:
+        """Whether the stopping rule fires (never with judgments pending)."""
+        if self.pending_ or len(self.batches_) - self.epoch_start_ < max(self.min_batches, 1):
+            return False
+        if np.all(self.labels_ >= 0):
+            return True
+        est = self.estimate()
+        if self.estimator == "bound":
+            return bound_rule(est.found, est.upper(self.confidence), self.target_recall)
+        return target_rule(est.found, est.r_hat, self.target_recall)
+
+    def inclusion_probabilities(self) -> NDArray[np.float64]:
+        """First-order inclusion probability of every document, in insertion order."""
+        return inclusion_from_log_miss(np.where(self.ever_certain_, -np.inf, self.log_miss_))
+
+    @property
+    def screened(self) -> int:
+        return int(np.sum(self.labels_ >= 0))
+
+    def ordering(self) -> tuple[list[str], int]:
+        """The output ordering and its threshold.
+
+        Sampled relevant, sampled non-relevant, then un-sampled documents (by the last
+        model score); the threshold is the position of the first un-sampled document.
+        """
+        judged = self.labels_ >= 0
+        rel = [self.ids_[i] for i in range(self.n_documents) if self.labels_[i] == 1]
+        non = [self.ids_[i] for i in range(self.n_documents) if self.labels_[i] == 0]
+        rest = np.flatnonzero(~judged)
+        if self._scores is not None and len(self._scores) == self.n_documents:
+            rest = rest[np.argsort(-self._scores[rest], kind="stable")]
+        return rel + non + [self.ids_[i] for i in rest], len(rel) + len(non)
+
+    # ------------------------------------------------------------------- state
+    def get_params(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic, "draws": self.draws, "n_top": self.n_top,
+            "growth": self.growth, "n_negatives": self.n_negatives,
+            "exponent": self.exponent, "target_recall": self.target_recall,
+            "estimator": self.estimator, "confidence": self.confidence,
+            "min_batches": self.min_batches, "hh_window": self.hh_window, "C": self.C,
+            "random_state": self.random_state,
+        }
+
+    def to_state(self) -> dict[str, Any]:
+        """A JSON-safe dict (orjson-serialisable) holding the whole review exactly."""
+        rng = self.rng_.bit_generator.state
+        return {
+            "version": STATE_VERSION,
+            "params": self.get_params(),
+            "ids": list(self.ids_),
+            "texts": list(self.texts_),
+            "labels": _enc(self.labels_),
+            "log_miss": _enc(self.log_miss_),
+            "ever_certain": _enc(self.ever_certain_),
+            "sampled": _enc(self.sampled_),
+            "pending": list(self.pending_),
+            "order": list(self.order_),
+            "epoch_start": self.epoch_start_,
+            "rng": {
+                "bit_generator": rng["bit_generator"],
+                "state": str(rng["state"]["state"]),
+                "inc": str(rng["state"]["inc"]),
+                "has_uint32": int(rng["has_uint32"]),
+                "uinteger": int(rng["uinteger"]),
+            },
+            "batches": [
+                {
+                    "ranks": _enc(b["ranks"]), "certain": _enc(b["certain"]),
+                    "draws": _enc(b["draws"]), "draw_p": _enc(b["draw_p"]),
+                    "draw_new": _enc(b["draw_new"]), "found_before": b["found_before"],
+                    "b": b["b"],
+                }
+                for b in self.batches_
+            ],
+            "scores": None if self._scores is None else _enc(self._scores),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Review:
+        """Rebuild a review from :meth:`to_state` output."""
+        if not isinstance(state, dict):
+            raise ScreeningError(f"state must be a dict, got {type(state).__name__}")
+        if state.get("version") != STATE_VERSION:
+            raise ScreeningError(
+                f"state version must be {STATE_VERSION}, got {state.get('version')!r}"
+            )
+        try:
+            review = cls(**state["params"])
+            review.ids_ = list(state["ids"])
+            review.texts_ = list(state["texts"])
+            review.index_ = {d: i for i, d in enumerate(review.ids_)}
+            review.labels_ = _dec(state["labels"], "labels")
+            review.log_miss_ = _dec(state["log_miss"], "log_miss")
+            review.ever_certain_ = _dec(state["ever_certain"], "ever_certain")
+            review.sampled_ = _dec(state["sampled"], "sampled")
+            review.pending_ = list(state["pending"])
+            review.order_ = list(state["order"])
+            review.epoch_start_ = int(state["epoch_start"])
+            rng = state["rng"]
+            review.rng_ = np.random.default_rng()
+            review.rng_.bit_generator.state = {
+                "bit_generator": rng["bit_generator"],
+                "state": {"state": int(rng["state"]), "inc": int(rng["inc"])},
+                "has_uint32": int(rng["has_uint32"]),
+                "uinteger": int(rng["uinteger"]),
+            }
+            review.batches_ = [
+                {
+                    "ranks": _dec(b["ranks"], "ranks"), "certain": _dec(b["certain"], "certain"),
+                    "draws": _dec(b["draws"], "draws"), "draw_p": _dec(b["draw_p"], "draw_p"),
+                    "draw_new": _dec(b["draw_new"], "draw_new"),
+                    "found_before": int(b["found_before"]), "b": int(b["b"]),
+                }
+                for b in state["batches"]
+            ]
+            review._scores = None if state["scores"] is None else _dec(state["scores"], "scores")
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ScreeningError):
+                raise
+            raise ScreeningError(f"state is malformed: {exc!r}") from None
+        n = len(review.ids_)
+        for name in ("labels_", "log_miss_", "ever_certain_", "sampled_"):
+            if len(getattr(review, name)) != n:
+                raise ScreeningError(f"state field {name.rstrip('_')!r} does not match {n} ids")
+        return review
+
+
+DEFAULTS: dict[str, Any] = {
+    name: p.default
+    for name, p in inspect.signature(Review.__init__).parameters.items()
+    if p.default is not inspect.Parameter.empty
+}
+"""Default hyperparameters of :class:`Review` (read by the command line)."""

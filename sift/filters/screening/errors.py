@@ -1,0 +1,10 @@
+"""Errors of the review-mode (technology-assisted review) core."""
+
+from sift.errors import SiftError
+
+
+class ScreeningError(SiftError, ValueError):
+    """A review received a parameter, document, judgment or state it cannot use.
+
+    The message names the parameter (or input) and the value received.
+    """
