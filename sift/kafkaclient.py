@@ -51,7 +51,8 @@ def producer(settings: Settings, **overrides: Any) -> Any:
     from kafka import KafkaProducer
 
     cfg = {**client_config(settings), "linger_ms": 5, "batch_size": 256 * 1024,
-           "max_request_size": 8 * 1024 * 1024, "acks": 1, **overrides}
+           "max_request_size": 8 * 1024 * 1024, "acks": 1, "enable_idempotence": False,
+           **overrides}
     try:
         return KafkaProducer(**cfg)
     except (KafkaError, OSError, ValueError) as exc:

@@ -27,19 +27,30 @@ import logging
 import os
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import faust
 import orjson
 from faust.types import EventT
 
-from sift.agents.service import InputMessage, Service, ServiceError, TrainingSet, default_corpus
+from sift.agents.service import (
+    InputMessage,
+    RouteResult,
+    Service,
+    ServiceError,
+    TrainingSet,
+    UpdateResult,
+    dead_letter,
+    default_corpus,
+    shard_of,
+)
 from sift.settings import Settings
 from sift.topics.codecs import encode
 from sift.topics.deadletter import DeadLetter
+from sift.topics.errors import RecordError
 
 log = logging.getLogger("sift.worker")
 
@@ -94,10 +105,92 @@ def prepare_topics(settings: Settings) -> None:
                                f"{settings.partitions}; they must be equal")
 
 
+def internal_error(msg: InputMessage, exc: BaseException) -> DeadLetter:
+    return dead_letter(msg, RecordError("internal_error", f"{type(exc).__name__}: {exc}"))
+
+
+R = TypeVar("R", RouteResult, UpdateResult)
+
+
+def guarded(fn: Callable[..., R], messages: list[InputMessage], *args: Any) -> R:
+    """``fn(messages, *args)``; if it raises (a bug), retry message by message and
+    dead-letter (``internal_error``) those that still fail, so the stream goes on.
+
+    Retrying is safe: judgments are idempotent, specs replace, routing is pure.
+    """
+    try:
+        return fn(messages, *args)
+    except Exception:
+        log.exception("batch of %d messages failed; retrying one by one", len(messages))
+    results = []
+    for msg in messages:
+        try:
+            results.append(fn([msg], *args))
+        except Exception as exc:
+            log.exception("message %s[%d]@%d failed", msg.topic, msg.partition, msg.offset)
+            one = fn([], *args)
+            one.dead_letters.append(internal_error(msg, exc))
+            results.append(one)
+    first = results[0] if results else fn([], *args)
+    for r in results[1:]:
+        first.dead_letters.extend(r.dead_letters)
+        if isinstance(first, RouteResult) and isinstance(r, RouteResult):
+            first.payloads.extend(r.payloads)
+            first.n_documents += r.n_documents
+        elif isinstance(first, UpdateResult) and isinstance(r, UpdateResult):
+            first.forwards.extend(r.forwards)
+            first.changed.extend(r.changed)
+    return first
+
+
 def to_message(event: EventT) -> InputMessage:
     m = event.message
     value = m.value if isinstance(m.value, bytes | None) else bytes(m.value)
     return InputMessage(value, m.topic, m.partition, m.offset, m.key)
+
+
+class ShardedTable(faust.Table):  # type: ignore[misc]
+    """A table whose changelog partition for a key is the key's profile shard.
+
+    Faust writes a table change to the partition of the event being processed,
+    which is wrong for a batch taken from several partitions, and its
+    ``use_partitioner`` mode asks the producer for topic metadata it may not
+    have yet (a ``TypeError`` on the first write). The shard is known, so say it.
+    """
+
+    def partition_for_key(self, key: Any) -> int:
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        return shard_of(name, int(self.partitions))
+
+
+class TableView(MutableMapping[str, bytes]):
+    """A Faust table with ``bytes`` keys seen as a ``str``-keyed mapping.
+
+    The keys must reach Kafka as the raw UTF-8 profile name (Faust's ``str`` key
+    type would JSON-encode them, and murmur2 of ``"name"`` with quotes is another
+    partition): the changelog partition of a profile is then its shard.
+    """
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def __getitem__(self, key: str) -> bytes:
+        return self.table[key.encode()]  # type: ignore[no-any-return]
+
+    def __setitem__(self, key: str, value: bytes) -> None:
+        self.table[key.encode()] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.table[key.encode()]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.encode() in self.table
+
+    def __iter__(self) -> Iterator[str]:
+        return (k.decode() for k in list(self.table.keys()))
+
+    def __len__(self) -> int:
+        return len(self.table)
 
 
 @dataclass
@@ -112,6 +205,12 @@ class Worker:
 
     def stats(self) -> dict[str, Any]:
         out = self.service.counters()
+        shard_topic = self.settings.topic(SHARD_TOPIC)
+        try:
+            actives = self.app.assignor.assigned_actives()
+        except (AttributeError, RuntimeError):
+            actives = set()
+        out["partitions"] = sorted(tp.partition for tp in actives if tp.topic == shard_topic)
         out["app_id"] = self.settings.app_id
         out["pid"] = os.getpid()
         out["ts"] = time.time()
@@ -183,17 +282,16 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     decisions_topic = topic("decisions")
     dead_letters_topic = topic("dead-letters")
     shard_topic = topic(SHARD_TOPIC, retention=3600.0, internal=True)
-    profile_to_state = app.Table(
-        TABLE, partitions=P,
-        schema=faust.Schema(key_type=str, value_type=bytes, key_serializer="raw",
-                            value_serializer="raw"), use_partitioner=True,
-        extra_topic_configs={"max.message.bytes": str(MAX_STATE_BYTES)},
-    )
+    profile_to_state = app.tables.add(ShardedTable(
+        app, name=TABLE, beacon=app.tables.beacon, partitions=P, key_type=bytes,
+        value_type=bytes, extra_topic_configs={"max.message.bytes": str(MAX_STATE_BYTES)},
+    ))
+    table = TableView(profile_to_state)
     worker = Worker(app, service, settings,
                     {"documents": documents_topic, "judgments": judgments_topic,
                      "profiles": profiles_topic, "decisions": decisions_topic,
                      "dead-letters": dead_letters_topic, SHARD_TOPIC: shard_topic},
-                    profile_to_state)
+                    table)
 
     async def emit_dead(letters: Sequence[DeadLetter]) -> None:
         for dl in letters:
@@ -204,7 +302,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     @app.agent(documents_topic)
     async def route_documents(stream: faust.StreamT) -> None:
         async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout):
-            result = service.route([to_message(e) for e in events])
+            result = guarded(service.route, [to_message(e) for e in events])
             await emit_dead(result.dead_letters)
             for payload in result.payloads:
                 for p in range(P):
@@ -213,19 +311,25 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     @app.agent(shard_topic)
     async def score_documents(stream: faust.StreamT) -> None:
         async for event in stream.events():
-            for d in service.score(event.message.partition, event.value, profile_to_state):
+            try:
+                decisions = service.score(event.message.partition, event.value, table)
+            except Exception as exc:  # a bug must not stop the stream: dead-letter the batch
+                log.exception("scoring failed")
+                await emit_dead([internal_error(to_message(event), exc)])
+                continue
+            for d in decisions:
                 await decisions_topic.send(key=d.profile.encode(), value=encode(d))
 
     @app.agent(profiles_topic)
     async def apply_specs(stream: faust.StreamT) -> None:
         async for events in stream.take_events(64, within=settings.batch_timeout):
-            result = service.apply_specs([to_message(e) for e in events], profile_to_state)
+            result = guarded(service.apply_specs, [to_message(e) for e in events], table)
             await emit_forwards(result)
 
     @app.agent(judgments_topic)
     async def apply_judgments(stream: faust.StreamT) -> None:
         async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout):
-            result = service.apply_judgments([to_message(e) for e in events], profile_to_state)
+            result = guarded(service.apply_judgments, [to_message(e) for e in events], table)
             await emit_forwards(result)
 
     async def emit_forwards(result: Any) -> None:

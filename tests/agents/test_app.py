@@ -29,7 +29,7 @@ def worker(tmp_path: Any) -> Any:
     w.app.flow_control.resume()
     for t in w.topics.values():
         t.send = AsyncMock()  # type: ignore[method-assign]
-    w.table.send_changelog = Mock()  # the changelog producer needs a broker
+    w.table.table.send_changelog = Mock()  # the changelog producer needs a broker
     return w
 
 
@@ -66,5 +66,5 @@ def test_specs_agent_writes_the_table(worker: Any) -> None:
     asyncio.run(run())
     assert name in worker.service.counters()["profiles"]
     assert worker.service.stats["profiles_created"] == 1
-    (_partition, key, value), _ = worker.table.send_changelog.call_args
-    assert key == name and value is worker.table[name]
+    (partition, key, value), _ = worker.table.table.send_changelog.call_args
+    assert (partition, key) == (part, name.encode()) and value is worker.table[name]

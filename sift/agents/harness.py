@@ -1,0 +1,169 @@
+"""Run and observe workers from outside: for integration tests, benchmarks and ``sift demo``.
+
+A :class:`WorkerProcess` is a ``sift worker`` subprocess with its own data dir
+(where it writes ``stats.json`` every second and at shutdown) and log file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sift.errors import SiftError
+from sift.settings import Settings
+
+
+class HarnessError(SiftError):
+    """A worker did not start, stop or reach the expected state in time."""
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """``SIFT_*`` variables that reproduce ``settings`` in a child process."""
+    from dataclasses import fields
+
+    return {f"SIFT_{f.name.upper()}": str(getattr(settings, f.name)).lower()
+            if isinstance(getattr(settings, f.name), bool) else str(getattr(settings, f.name))
+            for f in fields(settings)}
+
+
+class WorkerProcess:
+    """A ``sift worker`` child process."""
+
+    def __init__(self, settings: Settings, name: str = "worker", *, log_dir: Path | None = None,
+                 extra_env: dict[str, str] | None = None) -> None:
+        self.settings = settings
+        self.name = name
+        self.data_dir = Path(settings.data_dir)
+        self.log_path = (log_dir or self.data_dir) / f"{name}.log"
+        self.extra_env = dict(extra_env or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def stats_path(self) -> Path:
+        return self.data_dir / "stats.json"
+
+    def start(self) -> WorkerProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.stats_path.unlink()
+        env = {**os.environ, **settings_env(self.settings), **self.extra_env}
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "sift.cli", "worker"], env=env,
+                                         stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stats(self) -> dict[str, Any]:
+        try:
+            return dict(orjson.loads(self.stats_path.read_bytes()))
+        except (OSError, orjson.JSONDecodeError):
+            return {}
+
+    def ready(self) -> bool:
+        """Started, assigned partitions and wrote its stats."""
+        if not self.alive():
+            raise HarnessError(f"{self.name} exited with {self.proc and self.proc.returncode}: "
+                               f"{self.log_tail()}")
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return False
+        return "Worker]: Ready" in text and bool(self.stats())
+
+    def wait_ready(self, timeout: float = 90.0) -> WorkerProcess:
+        wait_for(self.ready, timeout, f"{self.name} ready")
+        return self
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """Graceful stop (SIGTERM: Faust commits and leaves the group); SIGKILL after timeout."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """Crash (SIGKILL): nothing committed after the last auto-commit."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def log_tail(self, n: int = 15) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-n:])
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
+             interval: float = 0.2) -> Any:
+    """Poll ``predicate`` until it returns something true; HarnessError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise HarnessError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def total(workers: Iterable[WorkerProcess], key: str) -> int:
+    """Sum of a ``stats`` counter over workers."""
+    return sum(int(w.stats().get("stats", {}).get(key, 0)) for w in workers)
+
+
+def read_all(settings: Settings, topic: str, *, idle: float = 2.0,
+             timeout: float = 60.0) -> list[tuple[bytes | None, bytes, int, int]]:
+    """Every message now in ``topic`` (key, value, partition, offset), until idle."""
+    from sift.kafkaclient import consumer
+
+    cons = consumer(settings, topic, auto_offset_reset="earliest")
+    out: list[tuple[bytes | None, bytes, int, int]] = []
+    start = last = time.monotonic()
+    try:
+        while time.monotonic() - last < idle and time.monotonic() - start < timeout:
+            batch = cons.poll(timeout_ms=200)
+            for records in batch.values():
+                for r in records:
+                    out.append((r.key, r.value, r.partition, r.offset))
+                last = time.monotonic()
+    finally:
+        cons.close()
+    return out
+
+
+def send_all(settings: Settings, topic: str,
+             messages: Iterable[tuple[bytes | None, bytes]]) -> int:
+    """Send (key, value) pairs and flush; the count sent."""
+    from sift.kafkaclient import producer
+
+    prod = producer(settings)
+    n = 0
+    try:
+        for key, value in messages:
+            prod.send(topic, key=key, value=value)
+            n += 1
+        prod.flush(timeout=60)
+    finally:
+        prod.close(timeout=10)
+    return n
