@@ -1,0 +1,125 @@
+"""sift's review mode on the 8 screening datasets: ranking quality and stopping.
+
+For each dataset and seed (the same shuffles as ``benchmarks/screening_asreview.py``)
+one simulated review runs until every relevant record is found and every stopping
+rule has fired, so all rules are read off the same ranking: HT, HH and the bound
+rule at targets 0.8 / 0.9 / 0.95, the knee rule, and recall at fixed budgets.
+Also times a Radjenovic_2013 review (6,000 records) to its stop (bound rule, 0.95),
+and draws one recall-versus-screened plot per dataset (seed 0).
+
+Usage::
+
+    .venv/bin/python benchmarks/screening_sift.py --seeds 10
+
+Writes ``benchmarks/results/screening_sift.json`` and ``docs/img/screening/*.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sift.commands._common import Progress, write_json  # noqa: E402
+from sift.commands.screen import plot_run, run_file  # noqa: E402
+from sift.filters.screening.cal import DEFAULTS  # noqa: E402
+from sift.filters.screening.simulation import RULES, TARGETS  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(ROOT / "data" / "screening"))
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "screening_sift.json"))
+    ap.add_argument("--img", default=str(ROOT / "docs" / "img" / "screening"))
+    ap.add_argument("--no-timing", action="store_true")
+    args = ap.parse_args()
+    params: dict[str, Any] = {"estimator": "bound", "target_recall": 0.95}
+    files = sorted(Path(args.data).glob("*.jsonl.gz"))
+    runs = []
+    bar = Progress(len(files) * args.seeds, "sift screen")
+    for f in files:
+        name = f.name.split(".")[0]
+        for seed in range(args.seeds):
+            t0, c0 = time.perf_counter(), time.process_time()
+            result, _ = run_file(f, seed=seed, params=params)
+            run: dict[str, Any] = {
+                "dataset": name, "seed": seed, "n": result.n_total,
+                "relevant": result.n_relevant, **result.ranking_metrics(),
+                "seconds_total": round(time.perf_counter() - t0, 2),
+                "cpu_seconds_total": round(time.process_time() - c0, 2),
+                "stops": {
+                    key: result.point(key)
+                    for key in [f"{r}@{t}" for r in RULES for t in TARGETS] + ["knee"]
+                },
+                "order": "".join(str(x) for x in result.labels),
+            }
+            runs.append(run)
+            if seed == 0:
+                plot_run(result, Path(args.img) / f"{name}.png", f"{name} (seed 0)",
+                         "bound@0.95")
+            bar.update()
+    bar.close()
+    timing = None
+    if not args.no_timing:
+        radj = Path(args.data) / "Radjenovic_2013.jsonl.gz"
+        t0, c0 = time.perf_counter(), time.process_time()
+        result, _ = run_file(radj, seed=0, params=params, run_to_end=False)
+        timing = {
+            "dataset": "Radjenovic_2013", "rule": "bound@0.95", "records": result.n_total,
+            "wall_seconds": round(time.perf_counter() - t0, 2),
+            "cpu_seconds": round(time.process_time() - c0, 2),
+            "screened_at_stop": result.stops["bound@0.95"].screened
+            if "bound@0.95" in result.stops else None,
+        }
+        print(f"Radjenovic_2013 to its stop: {timing['wall_seconds']} s wall, "
+              f"{timing['cpu_seconds']} s CPU")
+    per_dataset: dict[str, Any] = {}
+    for name in sorted({r["dataset"] for r in runs}):
+        rs = [r for r in runs if r["dataset"] == name]
+        d: dict[str, Any] = {
+            k: float(np.mean([r[k] for r in rs]))
+            for k in ("wss95", "recall_at_10pct", "recall_at_25pct", "recall_at_50pct")
+        }
+        d["wss95_min"] = float(np.min([r["wss95"] for r in rs]))
+        for key in rs[0]["stops"]:
+            rec = [r["stops"][key]["recall"] for r in rs]
+            cost = [r["stops"][key]["cost"] for r in rs]
+            target = float(key.split("@")[1]) if "@" in key else 0.95
+            d[key] = {
+                "recall_mean": float(np.mean(rec)), "recall_worst": float(np.min(rec)),
+                "cost_mean": float(np.mean(cost)), "cost_worst": float(np.max(cost)),
+                "target_met": float(np.mean([x >= target - 1e-12 for x in rec])),
+            }
+        per_dataset[name] = d
+    overall: dict[str, Any] = {"wss95_mean": float(np.mean([d["wss95"] for d in
+                                                            per_dataset.values()]))}
+    for key in runs[0]["stops"]:
+        target = float(key.split("@")[1]) if "@" in key else 0.95
+        overall[key] = {
+            "target_met": float(np.mean(
+                [r["stops"][key]["recall"] >= target - 1e-12 for r in runs])),
+            "cost_mean": float(np.mean([r["stops"][key]["cost"] for r in runs])),
+            "recall_mean": float(np.mean([r["stops"][key]["recall"] for r in runs])),
+        }
+    print(f"mean WSS@95 {overall['wss95_mean']:.3f}")
+    for key in runs[0]["stops"]:
+        o = overall[key]
+        print(f"{key:12s} met {o['target_met']:.0%} recall {o['recall_mean']:.3f} "
+              f"cost {o['cost_mean']:.3f}")
+    write_json(Path(args.out), {
+        "command": f"python benchmarks/screening_sift.py --seeds {args.seeds}",
+        "params": {**DEFAULTS, **params}, "seeds": args.seeds, "overall": overall,
+        "per_dataset": per_dataset, "timing": timing, "runs": runs,
+    })
+
+
+if __name__ == "__main__":
+    main()
