@@ -37,6 +37,12 @@ PARTITIONS = 2
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Document], list[Document]]:
+    return make_corpus(tmp_path_factory)
+
+
+def make_corpus(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, list[Document], list[Document]]:
     """A small training file (fast worker start) and test documents."""
     train = list(read_jsonl(REUTERS / "train.jsonl.gz", Document.from_obj))[:800]
     test = list(read_jsonl(REUTERS / "test.jsonl.gz", Document.from_obj))[:400]

@@ -1,0 +1,100 @@
+"""Scale-out: two workers in one group share 40 profiles; one stops, the other takes over.
+
+Each document must be scored exactly once per profile across the workers, and the
+decisions after the takeover must equal those of one uninterrupted worker (the
+in-process reference service fed the same inputs in the same order).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+import test_service as svc  # tests/integration is on sys.path (pytest rootdir-less import)
+
+from sift.agents.harness import WorkerProcess, send_all, total, wait_for
+from sift.settings import Settings
+from sift.topics.records import Document
+
+PARTITIONS = 4
+N_PROFILES = 40
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Document], list[Document]]:
+    return svc.make_corpus(tmp_path_factory)
+
+
+@pytest.fixture
+def settings(broker_url: str, topic_prefix: str, tmp_path: Path,
+             corpus: tuple[Path, list[Document], list[Document]]) -> Settings:
+    return Settings(broker=broker_url, topic_prefix=topic_prefix,
+                    app_id=f"sift-{uuid.uuid4().hex[:8]}", partitions=PARTITIONS,
+                    data_dir=str(tmp_path / "w1"), idf_corpus=str(corpus[0]),
+                    batch_timeout=0.05)
+
+
+def test_two_workers_share_profiles_and_take_over(
+    settings: Settings, corpus: tuple[Path, list[Document], list[Document]], tmp_path: Path
+) -> None:
+    path, train, test = corpus
+    specs = svc.specs_for(train, N_PROFILES)
+    assert len(specs) == N_PROFILES
+    ref = svc.Reference(path, PARTITIONS)
+    w1 = WorkerProcess(settings, "w1").start()
+    w2 = WorkerProcess(replace(settings, data_dir=str(tmp_path / "w2")), "w2").start()
+    workers = [w1, w2]
+    try:
+        w1.wait_ready()
+        w2.wait_ready()
+        # the group settles with partitions on both workers
+        wait_for(lambda: all(w.stats().get("partitions") for w in workers)
+                 and sorted(p for w in workers for p in w.stats()["partitions"])
+                 == list(range(PARTITIONS)), 90, "both workers assigned")
+        send_all(settings, settings.topic("profiles"),
+                 [(str(s["profile"]).encode(), orjson.dumps(s)) for s in specs])
+        ref.specs(specs)
+        wait_for(lambda: total(workers, "profiles_created") == N_PROFILES, 60, "profiles")
+        owned = [set(w.stats()["profiles"]) for w in workers]
+        assert owned[0] and owned[1] and not owned[0] & owned[1]
+
+        part_a = list(svc.doc_messages(test[:200], 25))
+        send_all(settings, settings.topic("documents"), part_a)
+        expected_a = ref.documents(part_a)
+        wait_for(lambda: total(workers, "scored") == 200 * N_PROFILES, 60, "phase A scored")
+        got_a = svc.decisions(settings)
+        assert set(got_a) == expected_a and len(got_a) == len(expected_a)
+
+        gold = {d.id: d.topics for d in test}
+        judged = [{"doc_id": doc, "profile": prof, "relevant": prof in gold[doc]}
+                  for doc, prof, _ in sorted(got_a)]
+        send_all(settings, settings.topic("judgments"),
+                 [(str(j["profile"]).encode(), orjson.dumps(j)) for j in judged])
+        ref.judgments(judged)
+        wait_for(lambda: total(workers, "judgments") == len(judged), 60, "judgments applied")
+
+        # w2 leaves; w1 takes over its shards with their learned state
+        assert w2.stop() == 0
+        wait_for(lambda: w1.stats().get("partitions") == list(range(PARTITIONS)), 90,
+                 "w1 owns every partition")
+        part_b = list(svc.doc_messages(test[200:400], 25))
+        send_all(settings, settings.topic("documents"), part_b)
+        expected_b = ref.documents(part_b)
+        wait_for(lambda: total([w1], "scored") == 400 * N_PROFILES
+                 - int(w2.stats()["stats"]["scored"]), 90, "phase B scored")
+        got = svc.decisions(settings)
+        got_b = set(got) - set(got_a)
+        assert got_b == expected_b
+        assert len(got) == len(set(got)), "a decision was emitted twice"
+        # exactly once per (document, profile) across both workers
+        per_profile = {str(s["profile"]): 0 for s in specs}
+        for w in workers:
+            for name, n in w.stats()["scored"].items():
+                per_profile[name] += n
+        assert per_profile == {str(s["profile"]): 400 for s in specs}
+    finally:
+        for w in workers:
+            w.stop()
