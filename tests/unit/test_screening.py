@@ -184,7 +184,7 @@ def _run_batches(review: Review, gold: dict[str, int], n: int) -> None:
 
 
 def test_review_finds_relevant_first() -> None:
-    ids, texts, labels = _corpus()
+    ids, texts, _ = _corpus()
     review = Review("wilson disease copper", draws=5, n_top=5, random_state=1)
     review.add_documents(ids, texts)
     batch = review.next_batch()
