@@ -57,6 +57,8 @@ log = logging.getLogger("sift.worker")
 #: Upper bound of one profile record (the changelog topic's max.message.bytes).
 MAX_STATE_BYTES = 16 * 1024 * 1024
 SHARD_TOPIC = "shard-documents"
+#: Seconds between two writes of ``<data_dir>/stats.json``.
+STATS_INTERVAL = 0.25
 TABLE = "profile_to_state"
 
 
@@ -338,7 +340,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             await app.topic(f.topic, key_serializer="raw", value_serializer="raw").send(
                 key=f.key, value=f.value, partition=f.partition)
 
-    @app.timer(interval=1.0)
+    @app.timer(interval=STATS_INTERVAL)
     async def write_stats() -> None:
         await asyncio.get_running_loop().run_in_executor(None, worker.write_stats)
 
