@@ -86,7 +86,7 @@ def admin(settings: Settings, timeout: float = 30.0) -> Any:
 
 
 def ensure_topics(settings: Settings, names: Iterable[str], partitions: int | None = None,
-                  timeout: float = 30.0) -> None:
+                  timeout: float = 30.0, configs: dict[str, str] | None = None) -> None:
     """Create the topics that do not exist yet (``partitions`` defaults to the setting)."""
     from kafka.admin import NewTopic
     from kafka.errors import KafkaError, TopicAlreadyExistsError
@@ -96,7 +96,8 @@ def ensure_topics(settings: Settings, names: Iterable[str], partitions: int | No
     client = admin(settings, timeout)
     try:
         existing = set(client.list_topics())
-        new = [NewTopic(t, n, 1) for t in wanted if t not in existing]
+        new = [NewTopic(t, n, 1, topic_configs=dict(configs or {}))
+               for t in wanted if t not in existing]
         if new:
             with contextlib.suppress(TopicAlreadyExistsError):
                 client.create_topics(new, timeout_ms=int(timeout * 1000))

@@ -57,6 +57,8 @@ log = logging.getLogger("sift.worker")
 #: Upper bound of one profile record (the changelog topic's max.message.bytes).
 MAX_STATE_BYTES = 16 * 1024 * 1024
 SHARD_TOPIC = "shard-documents"
+#: The internal fan-out topic only needs to outlive a restart.
+SHARD_RETENTION_MS = 3_600_000
 #: Seconds between two writes of ``<data_dir>/stats.json``.
 STATS_INTERVAL = 0.25
 TABLE = "profile_to_state"
@@ -100,6 +102,11 @@ def prepare_topics(settings: Settings) -> None:
 
     names = [settings.topic(t) for t in WIRE_TOPICS]
     ensure_topics(settings, names, settings.partitions)
+    # Faust creates internal topics itself, but while its consumer already subscribes:
+    # the group then assigns no partition of the missing topic and nothing is scored
+    # until the next rebalance. Create it first.
+    ensure_topics(settings, [settings.topic(SHARD_TOPIC)], settings.partitions,
+                  configs={"retention.ms": str(SHARD_RETENTION_MS)})
     counts = partition_counts(settings, [settings.topic(t) for t in SHARDED_TOPICS])
     for name, n in counts.items():
         if n != settings.partitions:
@@ -283,7 +290,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     profiles_topic = topic("profiles")
     decisions_topic = topic("decisions")
     dead_letters_topic = topic("dead-letters")
-    shard_topic = topic(SHARD_TOPIC, retention=3600.0, internal=True)
+    shard_topic = topic(SHARD_TOPIC, retention=SHARD_RETENTION_MS / 1000, internal=True)
     profile_to_state = app.tables.add(ShardedTable(
         app, name=TABLE, beacon=app.tables.beacon, partitions=P, key_type=bytes,
         value_type=bytes, extra_topic_configs={"max.message.bytes": str(MAX_STATE_BYTES)},
@@ -324,7 +331,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
 
     @app.agent(profiles_topic)
     async def apply_specs(stream: faust.StreamT) -> None:
-        async for events in stream.take_events(64, within=settings.batch_timeout):
+        async for events in stream.take_events(8, within=settings.batch_timeout):
             result = guarded(service.apply_specs, [to_message(e) for e in events], table)
             await emit_forwards(result)
 

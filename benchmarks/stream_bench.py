@@ -1,0 +1,349 @@
+"""End-to-end speed of the streaming service through a real local Kafka broker.
+
+    .venv/bin/python benchmarks/stream_bench.py                   # everything (~10 min)
+    .venv/bin/python benchmarks/stream_bench.py --profiles 100 --skip-two-workers
+    .venv/bin/python benchmarks/stream_bench.py --broker kafka://127.0.0.1:9092
+
+Starts its own broker (free ports, temporary data dir) unless ``--broker`` is given.
+Documents are Reuters-21578 test documents (about 760 characters of text each),
+cycled with fresh ids; the IDF comes from the first 2,000 training documents.
+Every figure is measured from outside, through Kafka, with ``sift worker``
+subprocesses (the figure is the worker's own counter in ``stats.json``,
+sampled every 0.25 s, and its CPU time from ``/proc``).
+
+Measured, in one run and on the same broker:
+
+1. ``aiokafka-getmany`` and ``faust-default`` (pass-through agent) reading the
+   single-document topic, with :mod:`benchmarks.kafka_throughput`'s own code;
+2. for 100 and 1,000 profiles: sift with one document per message, sift with
+   100 documents per message, decision latency at 1,000 documents/s offered
+   (one document per message), and judgments applied per second;
+3. two workers in one group on 4 partitions (100 profiles, batched) against one.
+
+Results go to ``benchmarks/results/stream_bench.json``. The machine has 2 cores
+shared with the broker (and, during development, with other work): read the
+wall-clock rates with ``load`` and compare CPU microseconds per document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import random
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+for p in (str(ROOT), str(ROOT / "benchmarks")):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+from sift.agents.app import prepare_topics  # noqa: E402
+from sift.agents.harness import WorkerProcess, send_all, total, wait_for  # noqa: E402
+from sift.commands._common import write_json  # noqa: E402
+from sift.devbroker import DevBroker, free_port  # noqa: E402
+from sift.kafkaclient import consumer, producer  # noqa: E402
+from sift.settings import Settings  # noqa: E402
+from sift.topics.codecs import read_jsonl  # noqa: E402
+from sift.topics.records import Document  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "results" / "stream_bench.json"
+REUTERS = ROOT / "data" / "reuters21578"
+TICK = 0.05
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (all threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+class Corpus:
+    def __init__(self, train_n: int = 2000) -> None:
+        train = list(read_jsonl(REUTERS / "train.jsonl.gz", Document.from_obj))[:train_n]
+        self.test = [Document(d.id, d.text, d.title, d.date)
+                     for d in read_jsonl(REUTERS / "test.jsonl.gz", Document.from_obj)]
+        self.dir = Path(tempfile.mkdtemp(prefix="sift-bench-"))
+        self.idf = self.dir / "train.jsonl.gz"
+        with gzip.open(self.idf, "wb") as fh:
+            for d in train:
+                fh.write(orjson.dumps(d.to_obj()) + b"\n")
+        words = sorted({w for d in train[:500] for w in d.text.lower().split()
+                        if w.isalpha() and len(w) > 4})
+        self.words = words
+        self.serial = 0
+
+    def documents(self, n: int) -> list[dict[str, Any]]:
+        out = []
+        for _ in range(n):
+            d = self.test[self.serial % len(self.test)]
+            out.append({"id": f"{d.id}-{self.serial}", "text": d.text, "title": d.title})
+            self.serial += 1
+        return out
+
+    def specs(self, n: int, seed: int = 0) -> list[dict[str, Any]]:
+        rng = random.Random(seed)
+        return [{"profile": f"p{i:04d}", "query": " ".join(rng.sample(self.words, 3))}
+                for i in range(n)]
+
+
+def single(docs: list[dict[str, Any]]) -> list[tuple[bytes | None, bytes]]:
+    return [(str(d["id"]).encode(), orjson.dumps(d)) for d in docs]
+
+
+def batched(docs: list[dict[str, Any]], size: int = 100) -> list[tuple[bytes | None, bytes]]:
+    return [(str(docs[i]["id"]).encode(), orjson.dumps({"documents": docs[i:i + size]}))
+            for i in range(0, len(docs), size)]
+
+
+def measure(workers: list[WorkerProcess], key: str, base: int, target: int,
+            timeout: float = 300.0) -> dict[str, Any]:
+    """Rate of a counter from its first move past ``base`` until it reaches ``target``."""
+    pids = [w.proc.pid for w in workers if w.proc is not None]
+    t0 = c0 = None
+    first = base
+    deadline = time.monotonic() + timeout
+    while True:
+        now = total(workers, key)
+        if t0 is None and now > base:
+            t0, c0, first = time.monotonic(), sum(cpu_seconds(p) for p in pids), now
+        if now >= target:
+            t1, c1 = time.monotonic(), sum(cpu_seconds(p) for p in pids)
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{key}: {now - base} of {target - base} in {timeout:.0f}s")
+        time.sleep(TICK)
+    assert t0 is not None and c0 is not None
+    n = target - first  # counted from the first sample that moved
+    wall = max(t1 - t0, 1e-9)
+    return {"count": n, "seconds": round(wall, 3), "per_s": round(n / wall),
+            "cpu_seconds": round(c1 - c0, 3), "cpu_us_per_item": round(1e6 * (c1 - c0) / n, 1),
+            "per_cpu_s": round(n / max(c1 - c0, 1e-9))}
+
+
+def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], rate: float,
+            seconds: float) -> dict[str, Any]:
+    """Offer ``rate`` single-document messages per second; decision latency per document."""
+    docs = corpus.documents(int(rate * seconds))
+    dec = consumer(settings, settings.topic("decisions"), auto_offset_reset="latest")
+    dec.poll(timeout_ms=500)  # join: position at the end now
+    prod = producer(settings, linger_ms=0)
+    sent_at: dict[str, float] = {}
+    base = total(workers, "documents")
+    start = time.time()
+    for i, d in enumerate(docs):
+        due = start + i / rate
+        delay = due - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        sent_at[str(d["id"])] = time.time()
+        prod.send(settings.topic("documents"), key=str(d["id"]).encode(), value=orjson.dumps(d))
+    prod.flush()
+    offered = len(docs) / (time.time() - start)
+    wait_for(lambda: total(workers, "documents") >= base + len(docs), 120, "latency docs")
+    first_decision: dict[str, float] = {}
+    idle = time.monotonic()
+    while time.monotonic() - idle < 2.0:
+        for records in dec.poll(timeout_ms=200).values():
+            idle = time.monotonic()
+            for r in records:
+                doc = orjson.loads(r.value)["doc_id"]
+                if doc in sent_at:
+                    ts = r.timestamp / 1000.0
+                    first_decision[doc] = min(first_decision.get(doc, ts), ts)
+    dec.close()
+    prod.close()
+    lat = sorted(1000 * (t - sent_at[d]) for d, t in first_decision.items())
+    if not lat:
+        return {"offered_per_s": round(offered), "documents_with_decisions": 0}
+
+    def q(p: float) -> float:
+        return round(lat[min(int(p * len(lat)), len(lat) - 1)], 1)
+
+    return {"offered_per_s": round(offered), "documents": len(docs),
+            "documents_with_decisions": len(lat), "p50_ms": q(0.5), "p90_ms": q(0.9),
+            "p99_ms": q(0.99), "max_ms": round(lat[-1], 1)}
+
+
+def start_workers(settings: Settings, n: int, tmp: Path) -> list[WorkerProcess]:
+    workers = [WorkerProcess(replace(settings, data_dir=str(tmp / f"w{i}")), f"w{i}").start()
+               for i in range(n)]
+    for w in workers:
+        w.wait_ready(180)
+    wait_for(lambda: sorted(p for w in workers for p in w.stats().get("partitions", []))
+             == list(range(settings.partitions)) and all(w.stats().get("partitions")
+                                                         for w in workers),
+             120, "partitions assigned")
+    return workers
+
+
+def add_profiles(settings: Settings, corpus: Corpus, workers: list[WorkerProcess],
+                 n: int) -> dict[str, Any]:
+    specs = corpus.specs(n)
+    t0 = time.monotonic()
+    send_all(settings, settings.topic("profiles"),
+             [(str(s["profile"]).encode(), orjson.dumps(s)) for s in specs])
+    wait_for(lambda: total(workers, "profiles_created") >= n, 900, "profiles")
+    seconds = time.monotonic() - t0
+    return {"profiles": n, "seconds": round(seconds, 2), "per_s": round(n / seconds, 1),
+            "state_bytes_max": max(int(w.stats()["stats"].get("state_bytes_max", 0))
+                                   for w in workers)}
+
+
+def throughput(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], n: int,
+               batch: int) -> dict[str, Any]:
+    docs = corpus.documents(n)
+    msgs = single(docs) if batch == 1 else batched(docs, batch)
+    base = total(workers, "documents")
+    t0 = time.monotonic()
+    send_all(settings, settings.topic("documents"), msgs)
+    produce_s = time.monotonic() - t0
+    out = measure(workers, "documents", base, base + n)
+    out["produce_per_s"] = round(n / produce_s)
+    out["documents_per_message"] = batch
+    out["load"] = load()
+    return out
+
+
+def judgments(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], n: int,
+              n_profiles: int) -> dict[str, Any]:
+    """``n`` judgments of recently scored documents, spread over the profiles."""
+    rng = random.Random(1)
+    recent = [f"{corpus.test[i % len(corpus.test)].id}-{i}"
+              for i in range(max(corpus.serial - 5000, 0), corpus.serial)]
+    js = [{"id": uuid.uuid4().hex, "doc_id": rng.choice(recent),
+           "profile": f"p{rng.randrange(n_profiles):04d}", "relevant": rng.random() < 0.3}
+          for _ in range(n)]
+    base = total(workers, "judgments")
+    send_all(settings, settings.topic("judgments"),
+             [(str(j["profile"]).encode(), orjson.dumps(j)) for j in js])
+    out = measure(workers, "judgments", base, base + n, timeout=600)
+    out["load"] = load()
+    return out
+
+
+def baselines(settings: Settings, n: int) -> dict[str, Any]:
+    """Raw aiokafka and a pass-through Faust agent on the single-document topic."""
+    import kafka_throughput as kt
+
+    args = argparse.Namespace(messages=n, partitions=settings.partitions, limit=180.0)
+    out = {}
+    for variant in ("aiokafka-getmany", "faust-default"):
+        out[variant] = kt._run_child(variant, settings.broker, settings.topic("documents"), args)
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    corpus = Corpus()
+    tmp = corpus.dir
+    base = Settings.from_env(broker=args.broker_url)
+    result: dict[str, Any] = {
+        "benchmark": "stream_bench", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": "python benchmarks/stream_bench.py " + " ".join(sys.argv[1:]),
+        "machine": {"cpus": os.cpu_count(), "load_at_start": load()},
+        "documents": "Reuters-21578 test texts, ~760 characters, cycled",
+        "partitions": args.partitions, "runs": {},
+    }
+    for n_prof in args.profiles:
+        run_id = uuid.uuid4().hex[:6]
+        settings = replace(base, topic_prefix=f"bench{run_id}.", app_id=f"bench-{run_id}",
+                           partitions=args.partitions, idf_corpus=str(corpus.idf),
+                           data_dir=str(tmp / run_id))
+        prepare_topics(settings)
+        print(f"[{n_prof} profiles] starting a worker", flush=True)
+        workers = start_workers(settings, 1, tmp / run_id)
+        r: dict[str, Any] = {}
+        try:
+            r["profile_creation"] = add_profiles(settings, corpus, workers, n_prof)
+            print(f"  profiles: {r['profile_creation']}", flush=True)
+            r["one_per_message"] = throughput(settings, corpus, workers, args.single, 1)
+            print(f"  one document per message: {r['one_per_message']}", flush=True)
+            r["batched_100"] = throughput(settings, corpus, workers, args.batched, 100)
+            print(f"  100 documents per message: {r['batched_100']}", flush=True)
+            r["latency_1000_per_s"] = latency(settings, corpus, workers, 1000.0, args.latency_s)
+            print(f"  latency: {r['latency_1000_per_s']}", flush=True)
+            r["judgments"] = judgments(settings, corpus, workers, args.judgments, n_prof)
+            print(f"  judgments: {r['judgments']}", flush=True)
+        finally:
+            for w in workers:
+                w.stop()
+        if n_prof == args.profiles[0]:
+            print("  baselines on the same single-document topic", flush=True)
+            r["baselines"] = baselines(settings, args.single)
+            print(f"  {r['baselines']}", flush=True)
+            r["one_per_message"]["ratio_to_passthrough"] = round(
+                r["one_per_message"]["per_s"] / r["baselines"]["faust-default"]["msgs_per_s"], 3)
+            r["one_per_message"]["cpu_ratio_to_passthrough"] = round(
+                r["baselines"]["faust-default"]["cpu_us_per_msg"]
+                / r["one_per_message"]["cpu_us_per_item"], 3)
+        result["runs"][f"{n_prof}_profiles"] = r
+    if not args.skip_two_workers:
+        n_prof = args.profiles[0]
+        one = result["runs"][f"{n_prof}_profiles"]["batched_100"]
+        run_id = uuid.uuid4().hex[:6]
+        settings = replace(base, topic_prefix=f"bench{run_id}.", app_id=f"bench-{run_id}",
+                           partitions=4, idf_corpus=str(corpus.idf), data_dir=str(tmp / run_id))
+        prepare_topics(settings)
+        print(f"[2 workers, 4 partitions, {n_prof} profiles]", flush=True)
+        workers = start_workers(settings, 2, tmp / run_id)
+        try:
+            add_profiles(settings, corpus, workers, n_prof)
+            two = throughput(settings, corpus, workers, args.batched, 100)
+        finally:
+            for w in workers:
+                w.stop()
+        two["speedup_over_one_worker"] = round(two["per_s"] / one["per_s"], 2)
+        result["two_workers"] = two
+        print(f"  {two}", flush=True)
+    result["machine"]["load_at_end"] = load()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--broker", default="", help="kafka://host:port (default: start a local one)")
+    p.add_argument("--profiles", type=lambda s: [int(x) for x in s.split(",")],
+                   default=[100, 1000])
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--single", type=int, default=10_000, help="documents sent one per message")
+    p.add_argument("--batched", type=int, default=30_000, help="documents sent 100 per message")
+    p.add_argument("--judgments", type=int, default=3_000)
+    p.add_argument("--latency-s", type=float, default=10.0)
+    p.add_argument("--skip-two-workers", action="store_true")
+    p.add_argument("--out", type=Path, default=OUT)
+    args = p.parse_args(argv)
+    broker = None
+    if args.broker:
+        args.broker_url = args.broker
+    else:
+        port = free_port()
+        broker = DevBroker(port=port, controller_port=free_port(),
+                           data_dir=Path(tempfile.mkdtemp(prefix="sift-bench-kafka-")),
+                           die_with_parent=True, heap="1g")
+        print(f"starting a broker on {broker.bootstrap}", flush=True)
+        broker.start(timeout=180)
+        args.broker_url = broker.url
+    try:
+        result = run(args)
+    finally:
+        if broker is not None:
+            broker.stop()
+    write_json(args.out, result)
+    print(f"results in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
