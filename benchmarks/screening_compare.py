@@ -1,0 +1,103 @@
+"""Side-by-side tables from ``screening_sift.json`` and ``screening_asreview.json``.
+
+Prints Markdown tables (ranking: WSS@95 and recall at 10/25/50%; stopping: HT, HH,
+bound at targets 0.8/0.9/0.95 and the knee rule, mean and worst case per dataset)
+and writes ``benchmarks/results/screening_compare.json``. The knee rule is also
+applied to ASReview's screening orders, at every record from 150 on.
+
+Usage::
+
+    .venv/bin/python benchmarks/screening_compare.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sift.commands._common import write_json  # noqa: E402
+from sift.filters.screening.stopping import knee_rule  # noqa: E402
+
+RES = ROOT / "benchmarks" / "results"
+
+
+def knee_cost(order: str, n: int) -> tuple[float, float]:
+    """(cost, recall) of the knee rule checked after every record of ``order``."""
+    labels = [int(c) for c in order]
+    r = sum(labels)
+    found = 0
+    for i in range(len(labels)):
+        found += labels[i]
+        if i + 1 >= 150 and knee_rule(labels[: i + 1]):
+            return (i + 1) / n, found / r
+    return 1.0, 1.0  # never fired: screen everything
+
+
+def main() -> None:
+    sift = orjson.loads((RES / "screening_sift.json").read_bytes())
+    asr = orjson.loads((RES / "screening_asreview.json").read_bytes())
+    out: dict[str, Any] = {"ranking": {}, "stopping": {}}
+    print("| dataset | sift WSS@95 | ASReview WSS@95 | sift R@10% | ASR R@10% | sift R@25% "
+          "| ASR R@25% | sift R@50% | ASR R@50% |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    wins = 0
+    for ds in sorted(sift["per_dataset"]):
+        s, a = sift["per_dataset"][ds], asr["per_dataset"].get(ds)
+        if a is None:
+            continue
+        wins += s["wss95"] >= a["wss95"]
+        out["ranking"][ds] = {"sift": s, "asreview": a}
+        print(f"| {ds} | {s['wss95']:.3f} | {a['wss95']:.3f} | {s['recall_at_10pct']:.3f} | "
+              f"{a['recall_at_10pct']:.3f} | {s['recall_at_25pct']:.3f} | "
+              f"{a['recall_at_25pct']:.3f} | {s['recall_at_50pct']:.3f} | "
+              f"{a['recall_at_50pct']:.3f} |")
+    ms = float(np.mean([sift["per_dataset"][d]["wss95"] for d in out["ranking"]]))
+    ma = float(np.mean([asr["per_dataset"][d]["wss95"] for d in out["ranking"]]))
+    print(f"| **mean** | **{ms:.3f}** | **{ma:.3f}** | | | | | | |")
+    print(f"\nsift >= ASReview on {wins} of {len(out['ranking'])} datasets\n")
+    out["wss95_mean"] = {"sift": ms, "asreview": ma, "datasets_sift_ge": wins}
+
+    # knee rule on ASReview's orders
+    knee_asr = {}
+    for ds in out["ranking"]:
+        pts = [knee_cost(r["order"], r["n"]) for r in asr["runs"] if r["dataset"] == ds]
+        knee_asr[ds] = {"cost_mean": float(np.mean([p[0] for p in pts])),
+                        "recall_mean": float(np.mean([p[1] for p in pts]))}
+    out["knee_on_asreview"] = knee_asr
+    out["asreview_screened_at_95_mean"] = float(np.mean(
+        [asr["per_dataset"][d]["screened_at_95"] for d in out["ranking"]]))
+    print("knee rule on ASReview's orders: mean cost "
+          f"{np.mean([v['cost_mean'] for v in knee_asr.values()]):.3f}, mean recall "
+          f"{np.mean([v['recall_mean'] for v in knee_asr.values()]):.3f}; ASReview reaches "
+          f"95% recall after {out['asreview_screened_at_95_mean']:.3f} on average\n")
+
+    keys = [k for k in sift["overall"] if k != "wss95_mean"]
+    print("| rule | target met | mean recall | mean cost |")
+    print("| --- | ---: | ---: | ---: |")
+    for k in keys:
+        o = sift["overall"][k]
+        print(f"| {k} | {o['target_met']:.0%} | {o['recall_mean']:.3f} | {o['cost_mean']:.3f} |")
+    print()
+    print("| dataset | " + " | ".join(keys) + " |")
+    print("| --- |" + " ---: |" * len(keys))
+    for ds in sorted(sift["per_dataset"]):
+        d = sift["per_dataset"][ds]
+        cells = [
+            f"{d[k]['recall_mean']:.2f} ({d[k]['recall_worst']:.2f}) / "
+            f"{d[k]['cost_mean']:.2f} ({d[k]['cost_worst']:.2f})"
+            for k in keys
+        ]
+        print(f"| {ds} | " + " | ".join(cells) + " |")
+    out["stopping"] = sift["overall"]
+    write_json(RES / "screening_compare.json", out)
+
+
+if __name__ == "__main__":
+    main()
