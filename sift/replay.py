@@ -110,6 +110,7 @@ class ReplayConfig:
     max_examples: int | None = 2000
     vectorizer: dict[str, Any] = field(default_factory=dict)
     batch_size: int = 256
+    profile_params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -149,6 +150,7 @@ def build_bank(
             pseudolabel={} if cfg.full_training else cfg.pseudolabel,
             max_examples=None if cfg.full_training else cfg.max_examples,
             seed=cfg.seed,
+            **cfg.profile_params,
         )
         qtext = profile.query
         query = vec.transform([qtext]) if qtext.strip() else None

@@ -109,6 +109,9 @@ class Profile:
         Cap of the example set (TROT and kNN pool); ``None`` for no cap.
     seed
         Seed of the pseudolabeling random generator.
+    threshold_placement
+        Where TROT puts the threshold between the lowest accepted example and the next
+        lower one (0: at the accepted score, as the design; 0.5: midpoint).
     fallback_rate
         While the example set holds no relevant example (a profile created from a
         query alone), TROT has nothing to learn from; the threshold is then set to
@@ -141,6 +144,7 @@ class Profile:
         max_examples: int | None = 2000,
         seed: int = 0,
         fallback_rate: float = 0.01,
+        threshold_placement: float = 0.0,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ParameterError(f"name must be a non-empty string, got {name!r}")
@@ -154,6 +158,9 @@ class Profile:
         self.max_examples = max_examples
         self.seed = seed
         self.fallback_rate = fallback_rate
+        self.threshold_placement = threshold_placement
+        if not (isinstance(threshold_placement, int | float) and 0.0 <= threshold_placement < 1.0):
+            raise ParameterError(f"threshold_placement must be in [0, 1), got {threshold_placement!r}")
         if not (isinstance(fallback_rate, int | float) and 0.0 <= fallback_rate <= 1.0):
             raise ParameterError(f"fallback_rate must be in [0, 1], got {fallback_rate!r}")
         get_measure(measure)
@@ -177,7 +184,7 @@ class Profile:
         return {"name": self.name, "query": self.query, "model": self.model,
                 "model_params": self.model_params, "measure": self.measure, "update": self.update,
                 "pseudolabel": self.pseudolabel, "max_examples": self.max_examples, "seed": self.seed,
-                "fallback_rate": self.fallback_rate}
+                "fallback_rate": self.fallback_rate, "threshold_placement": self.threshold_placement}
 
     @property
     def n_pending_(self) -> int:
@@ -319,7 +326,7 @@ class Profile:
         if np.any(self.examples_.labels > 0):
             scores = self.model_.loo_scores()
             self.threshold_ = trot(scores, self.examples_.labels, self.examples_.weights,
-                                   measure=self.measure)
+                                   measure=self.measure, placement=self.threshold_placement)
         else:
             self.threshold_ = self.fallback_threshold_
         self.version_ += 1

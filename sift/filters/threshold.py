@@ -35,7 +35,7 @@ def trot(
     weights: ArrayLike | None = None,
     *,
     measure: str | Measure = "t11su",
-    return_value: bool = False,
+    placement: float = 0.0,
 ) -> float:
     """Best threshold for ``measure`` over scored, weighted, labelled examples.
 
@@ -49,15 +49,18 @@ def trot(
         Weight of each example (default 1).
     measure
         Name of a measure in :mod:`sift.filters.measures` or a callable of (a, b, c, d).
-    return_value
-        Not used for the threshold; see :func:`trot_with_value`.
+    placement
+        Where to put the threshold between the lowest accepted score ``s`` and the next
+        lower score ``s'``: ``s - placement * (s - s')``. 0 (the design's choice) puts it
+        at ``s``; 0.5 at the midpoint, the maximum-margin choice. Only examples decide the
+        contingency either way.
 
     Returns
     -------
     float
         The threshold (``math.inf`` when answering No to everything is best).
     """
-    return trot_with_value(scores, labels, weights, measure=measure)[0]
+    return trot_with_value(scores, labels, weights, measure=measure, placement=placement)[0]
 
 
 def trot_with_value(
@@ -66,8 +69,11 @@ def trot_with_value(
     weights: ArrayLike | None = None,
     *,
     measure: str | Measure = "t11su",
+    placement: float = 0.0,
 ) -> tuple[float, float]:
     """Like :func:`trot` but also return the measure's value at the chosen threshold."""
+    if not 0.0 <= placement < 1.0:
+        raise FilterError(f"placement must be in [0, 1), got {placement!r}")
     fn = get_measure(measure)
     s = np.asarray(scores, dtype=np.float64).ravel()
     y = np.asarray(labels).ravel() > 0
@@ -94,5 +100,8 @@ def trot_with_value(
     values = np.asarray(fn(a, b, pos_total - a, neg_total - b), dtype=np.float64)
     i = int(np.argmax(values))  # first maximum = highest threshold among equals
     if values[i] > best_value:
-        return float(s_sorted[ends[i]]), float(values[i])
+        thr = float(s_sorted[ends[i]])
+        if placement > 0 and i + 1 < ends.size:
+            thr -= placement * (thr - float(s_sorted[ends[i + 1]]))
+        return thr, float(values[i])
     return math.inf, best_value

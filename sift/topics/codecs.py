@@ -28,11 +28,11 @@ def loads(data: bytes | str) -> Any:
         try:
             bytes(data).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise RecordError("not_utf8", f"message is not UTF-8 (byte {exc.start})") from None
+            raise RecordError("not_utf8", f"not UTF-8 (byte {exc.start})") from None
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise RecordError("bad_json", f"message is not JSON: {exc}") from None
+        raise RecordError("bad_json", f"not valid JSON: {exc}") from None
 
 
 def dumps(obj: Any) -> bytes:

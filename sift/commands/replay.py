@@ -1,0 +1,160 @@
+"""``sift replay``: the adaptive filtering job, in process, on JSONL files."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sift.commands._common import Progress, write_json
+from sift.errors import ConfigError
+from sift.replay import ReplayConfig, default_specs, load_corpus, read_specs, replay
+
+EPILOG = """examples:
+  sift replay                                   # Reuters-21578, Rocchio, feedback after every judgment
+  sift replay --model knn --update 10 --out runs/knn
+  sift replay --full-training --model knn       # batch categorization: all training labels, no feedback
+  sift replay --train my-train.jsonl.gz --test my-stream.jsonl.gz --profiles profiles.jsonl --skip-bad
+"""
+
+DEFAULT_TRAIN = "data/reuters21578/train.jsonl.gz"
+DEFAULT_TEST = "data/reuters21578/test.jsonl.gz"
+
+
+def _update(value: str) -> str | int:
+    if value in ("every", "never"):
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be 'every', 'never' or a positive integer, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {n}")
+    return n
+
+
+def _param(value: str) -> tuple[str, Any]:
+    if "=" not in value:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {value!r}")
+    key, raw = value.split("=", 1)
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        parsed = raw
+    return key.strip(), parsed
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "replay",
+        help="replay a document stream in process with simulated feedback and evaluate",
+        description="Train one profile per category, stream the test documents in order, deliver a "
+        "document when its score reaches the profile's threshold, and feed back the true label of "
+        "delivered documents only (the TREC 2002 adaptive filtering protocol).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--train", default=DEFAULT_TRAIN, help="training JSONL (gzip allowed)")
+    p.add_argument("--test", default=DEFAULT_TEST, help="stream JSONL, played in file order")
+    p.add_argument("--profiles", help="JSONL of profile specs {profile, query?, positives?, params?}")
+    p.add_argument("--model", default="rocchio", choices=["rocchio", "kantor", "knn", "fusion"])
+    p.add_argument("--param", action="append", type=_param, default=[], metavar="KEY=VALUE",
+                   help="model hyperparameter, repeatable (e.g. --param k=20)")
+    p.add_argument("--update", default="every", type=_update, help="every | never | N (default every)")
+    p.add_argument("--measure", default="t11su", choices=["t11su", "t11f", "f1", "t11u", "precision"])
+    p.add_argument("--initial-positives", type=int, default=3, metavar="N")
+    p.add_argument("--full-training", action="store_true",
+                   help="batch categorization: every training label known, no feedback")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/replay", help="output folder (default runs/replay)")
+    p.add_argument("--skip-bad", action="store_true", help="skip malformed lines and count them")
+    p.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.initial_positives < 0:
+        raise ConfigError(f"--initial-positives must be >= 0, got {args.initial_positives}")
+    for path in (args.train, args.test):
+        if not Path(path).exists():
+            raise ConfigError(f"{path}: no such file (run from the repository root or pass --train/--test)")
+    corpus = load_corpus(args.train, args.test, skip_bad=args.skip_bad)
+    specs = read_specs(args.profiles) if args.profiles else default_specs(corpus)
+    if not specs:
+        raise ConfigError("no profiles: no category occurs in both files and no --profiles given")
+    cfg = ReplayConfig(
+        model=args.model,
+        model_params=dict(args.param),
+        update="never" if args.full_training else args.update,
+        measure="f1" if args.full_training and args.measure == "t11su" else args.measure,
+        initial_positives=args.initial_positives,
+        full_training=args.full_training,
+        seed=args.seed,
+    )
+    progress = Progress(len(corpus.test), label="replay")
+    try:
+        result = replay(corpus, cfg, specs, progress=progress.update)
+    finally:
+        progress.close()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "decisions.jsonl").open("wb") as fh:
+        for d in result.decisions:
+            fh.write(orjson.dumps(d) + b"\n")
+    write_json(out / "metrics.json", result.metrics)
+    print_table(result.metrics, sys.stdout)
+    if not args.no_plot:
+        plot_t11su(result.metrics, out / "t11su.png")
+    print(f"wrote {out / 'metrics.json'} and {out / 'decisions.jsonl'} ({len(result.decisions)} decisions)")
+    return 0
+
+
+def print_table(m: dict[str, Any], stream: Any) -> None:
+    cfg = m["config"]
+    mode = "full training (batch)" if cfg["full_training"] else f"adaptive, update={cfg['update']}"
+    stream.write(f"model {cfg['model']}, {mode}, TROT on {cfg['measure']}, {m['profiles']} profiles, "
+                 f"{m['seconds']:.1f} s\n")
+    keys = ["macro_t11su", "macro_t11f", "micro_precision", "micro_recall"]
+    keys += [k for k in ("micro_f1", "macro_f1") if k in m]
+    stream.write("  ".join(f"{k} {m[k]:.3f}" for k in keys) + "\n")
+    stream.write(f"{'group':34s} {'profiles':>8s} {'T11SU':>7s} {'T11F':>7s}\n")
+    for name, g in m["groups"].items():
+        su = "-" if math.isnan(g["macro_t11su"]) else f"{g['macro_t11su']:.3f}"
+        f = "-" if math.isnan(g["macro_t11f"]) else f"{g['macro_t11f']:.3f}"
+        stream.write(f"{name:34s} {g['profiles']:8d} {su:>7s} {f:>7s}\n")
+    per = sorted(m["per_profile"].items(), key=lambda kv: -kv[1]["relevant_in_test"])[:10]
+    stream.write(f"{'largest profiles':20s} {'R+':>5s} {'N+':>5s} {'R-':>5s} {'T11SU':>7s} {'T11F':>7s}\n")
+    for name, r in per:
+        stream.write(f"{name:20s} {r['R+']:5d} {r['N+']:5d} {r['R-']:5d} {r['t11su']:7.3f} {r['t11f']:7.3f}\n")
+    if m.get("skipped_lines"):
+        stream.write(f"skipped lines: {m['skipped_lines']}\n")
+
+
+def plot_t11su(m: dict[str, Any], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install 'sift[plot]')", file=sys.stderr)
+        return
+    per = sorted(m["per_profile"].items(), key=lambda kv: -kv[1]["relevant_in_test"])
+    names = [k for k, _ in per]
+    fig, ax = plt.subplots(figsize=(max(8, len(names) * 0.16), 4))
+    ax.bar(range(len(names)), [r["t11su"] for _, r in per], color="#4878a8")
+    ax.axhline(1 / 3, color="grey", linestyle=":", label="deliver nothing (1/3)")
+    ax.axhline(m["macro_t11su"], color="#c44", linestyle="--", label=f"macro {m['macro_t11su']:.3f}")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=90, fontsize=6)
+    ax.set_ylabel("T11SU")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"sift replay: {m['config']['model']}, per profile (largest first)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
