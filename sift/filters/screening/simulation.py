@@ -149,10 +149,18 @@ def simulate(
             break
         if found == n_rel and all(
             f"{r}@{t}" in result.stops for r in RULES for t in targets
-        ) and "knee" in result.stops:
+        ):
             break
         if found == n_rel and len(result.labels) >= n:
             break
     if not result.ordering:
         result.ordering, result.threshold = review.ordering()
+    if "knee" not in result.stops and found == n_rel:
+        # every relevant record is found, so the rest of the order is all zeros whatever
+        # it is: the knee rule's stop is exact without screening it (checked every record)
+        labels_all = result.labels + [0] * (n - len(result.labels))
+        for s in range(len(result.labels) + 1, n + 1):
+            if knee_rule(labels_all[:s]):
+                result.stops["knee"] = StopPoint(s, n_rel, float("nan"), 0.0, float("nan"))
+                break
     return result
