@@ -1,0 +1,324 @@
+"""The aiohttp application: pages, ``/api``, server-sent events and ``/metrics``.
+
+:func:`create_web_app` takes a :class:`~sift.web.state.WebState` (what to show)
+and a :class:`Publisher` (where judgments and profile specs go), so tests run it
+with a recording publisher and no broker; ``sift web`` gives it the Kafka feed
+and producer of :mod:`sift.web.feed`.
+
+Writes (``POST /api/judgments``, ``POST /api/profiles``,
+``DELETE /api/profiles/{name}``) need ``Authorization: Bearer <SIFT_API_TOKEN>``;
+the token is compared with :func:`hmac.compare_digest` before the body is even
+read, and with no token configured every write is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import orjson
+from aiohttp import web
+
+from sift.observability import CONTENT_TYPE
+from sift.settings import Settings
+from sift.topics.codecs import dumps, loads
+from sift.topics.errors import RecordError
+from sift.topics.records import Judgment, ProfileSpec
+from sift.web import assets, pages
+from sift.web.openapi import openapi
+from sift.web.state import WebState
+
+log = logging.getLogger("sift.web")
+
+MAX_BODY = 256 * 1024
+EVENT_INTERVAL = 1.0
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+
+class Publisher(Protocol):
+    """Where the web app's writes go (Kafka in production, a list in tests)."""
+
+    async def send(self, topic: str, key: bytes, value: bytes) -> None:
+        """Publish one message; raise on failure."""
+
+
+class PublishError(Exception):
+    """The message could not be published."""
+
+
+STATE = web.AppKey("state", WebState)
+SETTINGS = web.AppKey("settings", Settings)
+PUBLISHER = web.AppKey("publisher", Publisher)  # type: ignore[type-abstract]
+STOPPING = web.AppKey("stopping", asyncio.Event)
+
+
+def json_response(obj: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json")
+
+
+def error(status: int, message: str, **headers: str) -> web.Response:
+    resp = json_response({"error": message}, status)
+    resp.headers.update(headers)
+    return resp
+
+
+def authorized(request: web.Request, token: str) -> bool:
+    """Whether the request carries the API token (``Authorization: Bearer`` or ``X-Sift-Token``)."""
+    if not token:
+        return False
+    header = request.headers.get("Authorization", "")
+    given = header[7:].strip() if header[:7].lower() == "bearer " else request.headers.get(
+        "X-Sift-Token", "")
+    return hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8"))
+
+
+def requires_token(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                   ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """Refuse (401, nothing read, nothing changed) unless the request carries the token."""
+
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        settings = request.app[SETTINGS]
+        if not authorized(request, settings.api_token):
+            why = ("no API token is configured (set SIFT_API_TOKEN)" if not settings.api_token
+                   else "missing or wrong API token")
+            return error(401, why, **{"WWW-Authenticate": 'Bearer realm="sift"'})
+        return await handler(request)
+
+    wrapped.__name__ = handler.__name__
+    wrapped.__doc__ = handler.__doc__
+    return wrapped
+
+
+async def read_json(request: web.Request) -> Any:
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise web.HTTPBadRequest(text="body too large") from None
+    try:
+        return loads(raw)
+    except RecordError as exc:
+        raise _bad(str(exc)) from None
+
+
+def _bad(message: str) -> web.HTTPException:
+    return web.HTTPBadRequest(body=orjson.dumps({"error": message}),
+                              content_type="application/json")
+
+
+async def publish(request: web.Request, topic: str, key: bytes, value: bytes) -> None:
+    settings = request.app[SETTINGS]
+    try:
+        await request.app[PUBLISHER].send(settings.topic(topic), key, value)
+    except Exception as exc:
+        log.warning("cannot publish to %s: %s", settings.topic(topic), exc)
+        raise web.HTTPServiceUnavailable(
+            body=orjson.dumps({"error": f"cannot publish to {settings.topic(topic)}: {exc}"}),
+            content_type="application/json") from None
+
+
+# ----------------------------------------------------------------------------- pages
+async def dashboard(request: web.Request) -> web.Response:
+    return web.Response(text=pages.dashboard(request.app[STATE].snapshot()),
+                        content_type="text/html")
+
+
+async def judge(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    name = request.match_info["profile"]
+    view = state.profiles.get(name)
+    if view is None:
+        return web.Response(text=pages.not_found(f"no profile {name!r}"), status=404,
+                            content_type="text/html")
+    state.refresh_states()
+    return web.Response(text=pages.judge_page(name, state.pending(name, 100),
+                                              state.profile_summary(view)),
+                        content_type="text/html")
+
+
+async def static(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name == "app.js":
+        return web.Response(text=assets.JS, content_type="text/javascript")
+    if name == "app.css":
+        return web.Response(text=assets.CSS, content_type="text/css")
+    raise web.HTTPNotFound()
+
+
+# ----------------------------------------------------------------------------- API
+async def list_profiles(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    state.refresh_states()
+    return json_response({"profiles": [state.profile_summary(state.profiles[n])
+                                       for n in sorted(state.profiles)]})
+
+
+async def get_profile(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    name = request.match_info["profile"]
+    view = state.profiles.get(name)
+    if view is None:
+        return error(404, f"no profile {name!r}")
+    state.refresh_states()
+    return json_response(state.profile_summary(view))
+
+
+@requires_token
+async def put_profile(request: web.Request) -> web.Response:
+    obj = await read_json(request)
+    try:
+        spec = ProfileSpec.from_obj(obj)
+    except RecordError as exc:
+        return error(400, str(exc))
+    if spec.delete:
+        return error(400, "use DELETE /api/profiles/{profile} to delete a profile")
+    value = dumps(spec.to_obj())
+    await publish(request, "profiles", spec.profile.encode(), value)
+    request.app[STATE].on_profile_spec(value)
+    log.info("profile %s published", spec.profile, extra={"profile": spec.profile})
+    return json_response({"spec": spec.to_obj()}, 202)
+
+
+@requires_token
+async def delete_profile(request: web.Request) -> web.Response:
+    name = request.match_info["profile"]
+    state = request.app[STATE]
+    if name not in state.profiles:
+        return error(404, f"no profile {name!r}")
+    value = dumps({"profile": name, "delete": True})
+    await publish(request, "profiles", name.encode(), value)
+    state.on_profile_spec(value)
+    log.info("profile %s deletion published", name, extra={"profile": name})
+    return json_response({"deleted": name}, 202)
+
+
+async def pending(request: web.Request) -> web.Response:
+    name = request.query.get("profile", "")
+    if not name:
+        return error(400, "query parameter 'profile' is required")
+    try:
+        limit = int(request.query.get("limit", "50"))
+    except ValueError:
+        return error(400, "query parameter 'limit' must be an integer")
+    if not 1 <= limit <= 1000:
+        return error(400, "query parameter 'limit' must be between 1 and 1000")
+    return json_response({"profile": name, "items": request.app[STATE].pending(name, limit)})
+
+
+@requires_token
+async def post_judgment(request: web.Request) -> web.Response:
+    obj = await read_json(request)
+    if not isinstance(obj, dict):
+        return error(400, "a judgment must be a JSON object")
+    obj = {k: obj[k] for k in ("doc_id", "profile", "relevant", "judge", "id") if k in obj}
+    obj.setdefault("judge", "web")
+    obj.setdefault("id", f"web-{uuid.uuid4().hex}")
+    obj["ts"] = time.time()
+    try:
+        j = Judgment.from_obj(obj)
+    except RecordError as exc:
+        return error(400, str(exc))
+    state = request.app[STATE]
+    if j.profile not in state.profiles:
+        return error(404, f"no profile {j.profile!r}")
+    if state.is_judged(j.profile, j.doc_id):
+        return error(409, f"document {j.doc_id!r} is already judged for {j.profile!r}")
+    text = state.document_text(j.doc_id)
+    if text is not None:
+        j = Judgment(j.doc_id, j.profile, j.relevant, j.id, j.judge, j.ts, text)
+    await publish(request, "judgments", j.profile.encode(), dumps(j.to_obj()))
+    state.apply_judgment(j, j.ts or time.time())
+    log.info("judgment %s %s %s", j.profile, j.doc_id, j.relevant,
+             extra={"profile": j.profile, "doc_id": j.doc_id, "relevant": j.relevant})
+    out = j.to_obj()
+    out.pop("text", None)
+    return json_response({"judgment": out}, 202)
+
+
+async def stats(request: web.Request) -> web.Response:
+    return json_response(request.app[STATE].snapshot())
+
+
+async def events(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: the stats snapshot every second until the client or server leaves."""
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                       "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    await resp.prepare(request)
+    stopping = request.app[STOPPING]
+    state = request.app[STATE]
+    with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
+        await resp.write(b"retry: 2000\n\n")
+        while not stopping.is_set():
+            await resp.write(b"event: stats\ndata: " + orjson.dumps(state.snapshot()) + b"\n\n")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), EVENT_INTERVAL)
+    return resp
+
+
+async def openapi_json(request: web.Request) -> web.Response:
+    return json_response(openapi())
+
+
+async def metrics(request: web.Request) -> web.Response:
+    resp = web.Response(text=request.app[STATE].metrics())
+    resp.headers["Content-Type"] = CONTENT_TYPE
+    return resp
+
+
+@web.middleware
+async def headers_mw(request: web.Request,
+                     handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                     ) -> web.StreamResponse:
+    """Security headers on every response; errors as one-line JSON under ``/api``."""
+    try:
+        resp = await handler(request)
+    except web.HTTPException as exc:
+        if request.path.startswith("/api") and exc.content_type != "application/json":
+            resp = error(exc.status, exc.text or exc.reason)
+        else:
+            raise
+    resp.headers.setdefault("Content-Security-Policy", CSP)
+    resp.headers.setdefault("X-Content-Type-Options", "nosniff")
+    resp.headers.setdefault("Referrer-Policy", "no-referrer")
+    resp.headers.setdefault("X-Frame-Options", "DENY")
+    return resp
+
+
+ROUTES: list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]] = [
+    ("GET", "/", dashboard),
+    ("GET", "/judge/{profile:.+}", judge),
+    ("GET", "/static/{name}", static),
+    ("GET", "/api/profiles", list_profiles),
+    ("POST", "/api/profiles", put_profile),
+    ("GET", "/api/profiles/{profile:.+}", get_profile),
+    ("DELETE", "/api/profiles/{profile:.+}", delete_profile),
+    ("GET", "/api/pending", pending),
+    ("POST", "/api/judgments", post_judgment),
+    ("GET", "/api/stats", stats),
+    ("GET", "/api/events", events),
+    ("GET", "/api/openapi.json", openapi_json),
+    ("GET", "/metrics", metrics),
+]
+
+
+def create_web_app(state: WebState, settings: Settings, publisher: Publisher) -> web.Application:
+    """The web application over ``state``, publishing writes through ``publisher``."""
+    app = web.Application(middlewares=[headers_mw], client_max_size=MAX_BODY)
+    app[STATE] = state
+    app[SETTINGS] = settings
+    app[PUBLISHER] = publisher
+    app[STOPPING] = asyncio.Event()
+
+    async def on_shutdown(app: web.Application) -> None:
+        app[STOPPING].set()
+
+    app.on_shutdown.append(on_shutdown)
+    for method, path, handler in ROUTES:
+        app.router.add_route(method, path, handler)
+    return app

@@ -1,0 +1,191 @@
+"""The web process's Kafka side: one consumer feeding :class:`WebState`, one producer.
+
+The consumer belongs to no group (it commits nothing and disturbs no worker):
+it reads documents, decisions, judgments, profiles, dead letters, review status
+and the profile table's changelog from the start (or only new messages), and
+the consumer group of the workers (``SIFT_APP_ID``) is polled for its lag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from typing import Any
+
+from sift.agents.app import TABLE
+from sift.kafkaclient import bootstrap
+from sift.settings import Settings
+from sift.web.state import WebState
+
+log = logging.getLogger("sift.web.feed")
+
+#: Logical topics the web reads, and the worker topics whose lag it reports.
+READ_TOPICS = ("documents", "decisions", "judgments", "profiles", "dead-letters", "review-status")
+LAG_TOPICS = ("documents", "judgments", "profiles", "shard-documents")
+MAX_RECORD = 17 * 1024 * 1024
+LAG_INTERVAL = 3.0
+
+
+def aiokafka_config(settings: Settings) -> dict[str, Any]:
+    """Connection and security options for aiokafka clients."""
+    proto = settings.security_protocol.upper()
+    cfg: dict[str, Any] = {"bootstrap_servers": bootstrap(settings), "security_protocol": proto}
+    if proto in ("SSL", "SASL_SSL"):
+        context = ssl.create_default_context(cafile=settings.ssl_cafile or None)
+        if settings.ssl_certfile:
+            context.load_cert_chain(settings.ssl_certfile, settings.ssl_keyfile or None)
+        cfg["ssl_context"] = context
+    if proto.startswith("SASL"):
+        cfg["sasl_mechanism"] = (settings.sasl_mechanism or "PLAIN").upper()
+        if settings.sasl_username:
+            cfg["sasl_plain_username"] = settings.sasl_username
+            cfg["sasl_plain_password"] = settings.sasl_password
+    return cfg
+
+
+class KafkaPublisher:
+    """Publishes the web's writes with an aiokafka producer (default murmur2 partitioner)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.producer: Any = None
+
+    async def start(self) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        self.producer = AIOKafkaProducer(**aiokafka_config(self.settings), acks="all",
+                                         request_timeout_ms=15_000)
+        await self.producer.start()
+
+    async def send(self, topic: str, key: bytes, value: bytes) -> None:
+        if self.producer is None:
+            raise RuntimeError("the producer is not started")
+        await asyncio.wait_for(self.producer.send_and_wait(topic, value=value, key=key), 20.0)
+
+    async def stop(self) -> None:
+        if self.producer is not None:
+            await self.producer.stop()
+
+
+class KafkaFeed:
+    """Consume the wire topics into ``state`` until stopped.
+
+    Parameters
+    ----------
+    settings
+        Broker, prefix and the workers' ``app_id`` (for the changelog and the lag).
+    state
+        The view to feed.
+    from_beginning
+        Read each topic from its oldest message (default), else only new ones.
+    """
+
+    def __init__(self, settings: Settings, state: WebState, *,
+                 from_beginning: bool = True) -> None:
+        self.settings = settings
+        self.state = state
+        self.from_beginning = from_beginning
+        self.changelog = f"{settings.app_id}-{TABLE}-changelog"
+        self.topics = {settings.topic(t): t for t in READ_TOPICS}
+        self.topics[self.changelog] = "changelog"
+        self.consumer: Any = None
+        self.tasks: list[asyncio.Task[None]] = []
+        self.ready = asyncio.Event()
+
+    async def start(self) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        self.consumer = AIOKafkaConsumer(
+            **aiokafka_config(self.settings), group_id=None, enable_auto_commit=False,
+            auto_offset_reset="earliest" if self.from_beginning else "latest",
+            max_partition_fetch_bytes=MAX_RECORD, fetch_max_bytes=4 * MAX_RECORD,
+            metadata_max_age_ms=3000)
+        await self.consumer.start()
+        self.consumer.subscribe(topics=list(self.topics))
+        self.tasks = [asyncio.create_task(self._consume(), name="sift-web-consume"),
+                      asyncio.create_task(self._lag_loop(), name="sift-web-lag")]
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.consumer is not None:
+            await self.consumer.stop()
+
+    def handle(self, topic: str, key: bytes | None, value: bytes | None, ts_ms: int) -> None:
+        """Route one record to the state (never raises on bad input)."""
+        kind = self.topics.get(topic)
+        ts = ts_ms / 1000.0 if ts_ms and ts_ms > 0 else 0.0
+        st = self.state
+        if kind == "documents":
+            st.on_documents(value, ts)
+        elif kind == "decisions":
+            st.on_decision(value)
+        elif kind == "judgments":
+            st.on_judgment(value, ts)
+        elif kind == "profiles":
+            st.on_profile_spec(value)
+        elif kind == "dead-letters":
+            st.on_dead_letter(value, ts)
+        elif kind == "review-status":
+            st.on_review_status(value, ts)
+        elif kind == "changelog" and key:
+            st.on_profile_state(key.decode("utf-8", "replace"), value, ts)
+
+    async def _consume(self) -> None:
+        while True:
+            try:
+                batches = await self.consumer.getmany(timeout_ms=500, max_records=5000)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # keep serving pages while the broker is away
+                log.warning("reading the topics failed: %s", exc)
+                await asyncio.sleep(1.0)
+                continue
+            for tp, records in batches.items():
+                for r in records:
+                    try:
+                        self.handle(tp.topic, r.key, r.value, r.timestamp)
+                    except Exception:  # a bug must not stop the feed
+                        log.exception("cannot use a record of %s", tp.topic)
+            if not batches:
+                self.ready.set()
+            await asyncio.sleep(0)
+
+    async def lag(self) -> dict[str, int]:
+        """Messages not yet committed by the workers' consumer group, per topic."""
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        admin = AIOKafkaAdminClient(**aiokafka_config(self.settings), request_timeout_ms=10_000)
+        await admin.start()
+        try:
+            committed = await admin.list_consumer_group_offsets(self.settings.app_id)
+        finally:
+            await admin.close()
+        wanted = {self.settings.topic(t): t for t in LAG_TOPICS}
+        tps = [tp for tp in committed if tp.topic in wanted]
+        if not tps:
+            return {}
+        ends = await self.consumer.end_offsets(tps)
+        out: dict[str, int] = {}
+        for tp in tps:
+            meta = committed[tp]
+            if meta is None or meta.offset < 0:
+                continue
+            name = wanted[tp.topic]
+            out[name] = out.get(name, 0) + max(int(ends.get(tp, 0)) - int(meta.offset), 0)
+        return out
+
+    async def _lag_loop(self) -> None:
+        while True:
+            try:
+                self.state.set_lag(await asyncio.wait_for(self.lag(), 15.0))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("consumer lag unavailable: %s", exc)
+            await asyncio.sleep(LAG_INTERVAL)

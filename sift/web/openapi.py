@@ -1,0 +1,191 @@
+"""The OpenAPI 3.1 description of ``/api`` (served at ``/api/openapi.json``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sift import __version__
+from sift.topics.records import MEASURES, MODELS
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_ERR = {"$ref": "#/components/responses/Error"}
+_UNAUTH = {"$ref": "#/components/responses/Unauthorized"}
+_NUM = {"type": ["number", "null"]}
+_INT = {"type": ["integer", "null"]}
+
+
+def openapi() -> dict[str, Any]:
+    """The OpenAPI document (a fresh dict)."""
+    profile_param = {"name": "profile", "in": "path", "required": True,
+                     "schema": {"type": "string"}, "description": "Profile name."}
+    schemas: dict[str, Any] = {
+        "Error": {"type": "object", "required": ["error"],
+                  "properties": {"error": {"type": "string"}}},
+        "JudgmentIn": {
+            "type": "object", "required": ["doc_id", "profile", "relevant"],
+            "properties": {"doc_id": {"type": "string"}, "profile": {"type": "string"},
+                           "relevant": {"type": "boolean"},
+                           "judge": {"type": "string", "description": "Who judged (default "
+                                     "`web`)."},
+                           "id": {"type": "string", "description": "Idempotency key (default: "
+                                  "a new one)."}}},
+        "Judgment": {
+            "type": "object", "required": ["doc_id", "profile", "relevant"],
+            "properties": {"id": {"type": "string"}, "doc_id": {"type": "string"},
+                           "profile": {"type": "string"}, "relevant": {"type": "boolean"},
+                           "judge": {"type": "string"}, "ts": {"type": "number"},
+                           "text": {"type": "string"}}},
+        "ProfileSpec": {
+            "type": "object", "required": ["profile"],
+            "properties": {"profile": {"type": "string"}, "query": {"type": "string"},
+                           "model": {"type": "string", "enum": list(MODELS)},
+                           "params": {"type": "object"},
+                           "measure": {"type": "string", "enum": list(MEASURES)},
+                           "update": {"oneOf": [{"type": "string", "enum": ["every", "never"]},
+                                                {"type": "integer", "minimum": 1}]},
+                           "positives": {"type": "array", "items": {"type": "string"}}}},
+        "Profile": {
+            "type": "object", "required": ["profile", "delivered", "judged", "pending"],
+            "properties": {"profile": {"type": "string"}, "model": {"type": ["string", "null"]},
+                           "measure": {"type": ["string", "null"]},
+                           "update": {"type": ["string", "null"]},
+                           "query": {"type": ["string", "null"]},
+                           "delivered": {"type": "integer"}, "judged": {"type": "integer"},
+                           "relevant": {"type": "integer"}, "judgments": {"type": "integer"},
+                           "precision": _NUM, "pending": {"type": "integer"},
+                           "threshold": _NUM, "model_version": _INT,
+                           "learned_judgments": _INT, "last_update": _NUM}},
+        "PendingItem": {
+            "type": "object",
+            "required": ["doc_id", "profile", "title", "snippet", "score", "threshold"],
+            "properties": {"doc_id": {"type": "string"}, "profile": {"type": "string"},
+                           "title": {"type": "string"}, "snippet": {"type": "string"},
+                           "score": {"type": "number"}, "threshold": {"type": "number"},
+                           "model_version": {"type": "integer"}, "ts": {"type": "number"}}},
+        "Review": {
+            "type": "object", "required": ["review", "stop"],
+            "properties": {"review": {"type": "string"}, "screened": _NUM, "found": _NUM,
+                           "r_hat": _NUM, "recall": _NUM, "target_recall": _NUM,
+                           "stop": {"type": "boolean"}, "ts": {"type": "number"}}},
+        "Stats": {
+            "type": "object", "required": ["ts", "rates", "totals", "profiles", "reviews"],
+            "properties": {
+                "ts": {"type": "number"}, "uptime": {"type": "number"},
+                "rates": {"type": "object", "description": "Events per second over the last "
+                          "10 s: documents, decisions, judgments, dead_letters.",
+                          "additionalProperties": {"type": "number"}},
+                "totals": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "dead_letters_by_reason": {"type": "object",
+                                           "additionalProperties": {"type": "integer"}},
+                "lag": {"type": "object", "description": "Consumer lag of the workers' group "
+                        "per topic.", "additionalProperties": {"type": "integer"}},
+                "lag_total": _INT, "lag_ts": _NUM,
+                "profiles": {"type": "array", "items": _ref("Profile")},
+                "reviews": {"type": "array", "items": _ref("Review")},
+                "skipped": {"type": "object", "additionalProperties": {"type": "integer"}}}},
+    }
+    accepted_judgment = _json({"type": "object", "required": ["judgment"],
+                               "properties": {"judgment": _ref("Judgment")}},
+                              "Published to the judgments topic.")
+    paths: dict[str, Any] = {
+        "/api/profiles": {
+            "get": {"operationId": "listProfiles", "summary": "Profiles and their stats.",
+                    "responses": {"200": _json({"type": "object", "required": ["profiles"],
+                                                "properties": {"profiles": {
+                                                    "type": "array",
+                                                    "items": _ref("Profile")}}},
+                                               "The profiles.")}},
+            "post": {"operationId": "putProfile", "summary": "Create or replace a profile "
+                     "(publishes the spec to the profiles topic).",
+                     "security": [{"bearer": []}],
+                     "requestBody": {"required": True, "content": {
+                         "application/json": {"schema": _ref("ProfileSpec")}}},
+                     "responses": {"202": _json({"type": "object", "required": ["spec"],
+                                                 "properties": {"spec": _ref("ProfileSpec")}},
+                                                "Published."),
+                                   "400": _ERR, "401": _UNAUTH, "503": _ERR}},
+        },
+        "/api/profiles/{profile}": {
+            "parameters": [profile_param],
+            "get": {"operationId": "getProfile", "summary": "One profile's stats.",
+                    "responses": {"200": _json(_ref("Profile"), "The profile."),
+                                  "404": _ERR}},
+            "delete": {"operationId": "deleteProfile", "summary": "Delete a profile "
+                       "(publishes a deletion spec).", "security": [{"bearer": []}],
+                       "responses": {"202": _json({"type": "object"}, "Published."),
+                                     "401": _UNAUTH, "404": _ERR, "503": _ERR}},
+        },
+        "/api/pending": {
+            "get": {"operationId": "listPending",
+                    "summary": "Delivered documents awaiting judgment, oldest first.",
+                    "parameters": [
+                        {"name": "profile", "in": "query", "required": True,
+                         "schema": {"type": "string"}},
+                        {"name": "limit", "in": "query", "required": False,
+                         "schema": {"type": "integer", "minimum": 1, "maximum": 1000,
+                                    "default": 50}}],
+                    "responses": {"200": _json({"type": "object", "required": ["items"],
+                                                "properties": {"profile": {"type": "string"},
+                                                               "items": {"type": "array",
+                                                                         "items": _ref(
+                                                                             "PendingItem")}}},
+                                               "The queue."),
+                                  "400": _ERR}},
+        },
+        "/api/judgments": {
+            "post": {"operationId": "postJudgment",
+                     "summary": "Judge a delivered document (publishes to the judgments "
+                                "topic, keyed by profile).",
+                     "security": [{"bearer": []}],
+                     "requestBody": {"required": True, "content": {
+                         "application/json": {"schema": _ref("JudgmentIn")}}},
+                     "responses": {"202": accepted_judgment, "400": _ERR, "401": _UNAUTH,
+                                   "404": _ERR, "409": _ERR, "503": _ERR}},
+        },
+        "/api/stats": {
+            "get": {"operationId": "getStats", "summary": "Everything the dashboard shows.",
+                    "responses": {"200": _json(_ref("Stats"), "The stats.")}},
+        },
+        "/api/events": {
+            "get": {"operationId": "streamStats",
+                    "summary": "Server-sent events: a `stats` event (a Stats object) every "
+                               "second.",
+                    "responses": {"200": {"description": "An event stream.",
+                                          "content": {"text/event-stream": {
+                                              "schema": {"type": "string"}}}}}},
+        },
+        "/api/openapi.json": {
+            "get": {"operationId": "getOpenAPI", "summary": "This document.",
+                    "responses": {"200": _json({"type": "object"}, "OpenAPI 3.1.")}},
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "sift web API", "version": __version__,
+                 "description": "Judging, profiles and live stats of a sift streaming "
+                                "service. Writes need the API token (`SIFT_API_TOKEN`) as "
+                                "`Authorization: Bearer <token>`; a missing or wrong token "
+                                "gets 401 and changes nothing. Prometheus metrics are at "
+                                "`/metrics` (text format, not part of this API)."},
+        "servers": [{"url": "/"}],
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "responses": {
+                "Error": _json(_ref("Error"), "The request cannot be served (one-line "
+                               "`error`)."),
+                "Unauthorized": _json(_ref("Error"), "Missing or wrong API token; nothing "
+                                      "changed."),
+            },
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                           "description": "SIFT_API_TOKEN"}},
+        },
+    }

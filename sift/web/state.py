@@ -1,0 +1,453 @@
+"""What the web process knows: an in-memory view built from the wire topics.
+
+:class:`WebState` is fed the records of the documents, decisions, judgments,
+profiles, dead-letters and review-status topics and of the profile table's
+changelog (by :mod:`sift.web.feed`, or directly by tests) and answers the pages,
+the API and ``/metrics``. Plain Python, no I/O; every input is untrusted and a
+record it cannot use is counted and skipped, never raised.
+
+Bounded: the last ``doc_capacity`` documents (title and text), at most
+``pending_capacity`` documents awaiting judgment per profile and
+``outcome_capacity`` (document, verdict) marks per profile.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import zlib
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from sift.observability import RateMeter, Registry
+from sift.topics.codecs import decode_document_batch, loads
+from sift.topics.errors import RecordError
+from sift.topics.records import Decision, Judgment, ProfileSpec
+
+SNIPPET_CHARS = 320
+#: Latency buckets (seconds from a document's Kafka timestamp to its decision).
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+#: Seconds between two decodings of one profile's changelog record.
+STATE_REFRESH = 1.0
+_SPACE = re.compile(r"\s+")
+
+
+def snippet(text: str, n: int = SNIPPET_CHARS) -> str:
+    """The first ``n`` characters of ``text`` with whitespace collapsed (``…`` when cut).
+
+    >>> snippet("a  b\\n\\nc", 10)
+    'a b c'
+    >>> snippet("abcdef", 3)
+    'abc…'
+    """
+    flat = _SPACE.sub(" ", text).strip()
+    return flat if len(flat) <= n else flat[:n].rstrip() + "…"
+
+
+@dataclass(frozen=True)
+class DocInfo:
+    """A document as the web keeps it: title, text (maybe cut) and its Kafka timestamp."""
+
+    title: str
+    text: str
+    truncated: bool
+    ts: float
+
+
+@dataclass
+class PendingItem:
+    """A delivered document awaiting judgment."""
+
+    doc_id: str
+    profile: str
+    score: float
+    threshold: float
+    model_version: int
+    ts: float
+    doc: DocInfo | None = None
+
+
+@dataclass
+class ProfileView:
+    """Per-profile counts and the last known state of one profile."""
+
+    name: str
+    delivered: int = 0
+    judged: int = 0
+    relevant: int = 0
+    judgments: int = 0
+    threshold: float | None = None
+    model_version: int | None = None
+    last_update: float | None = None
+    last_decision: float | None = None
+    spec: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    pending: OrderedDict[str, PendingItem] = field(default_factory=OrderedDict)
+    #: doc_id -> [delivered, verdict (None until judged)]
+    marks: OrderedDict[str, list[Any]] = field(default_factory=OrderedDict)
+    raw_state: bytes | None = None
+    raw_decoded_at: float = 0.0
+    raw_dirty: bool = False
+
+    @property
+    def precision(self) -> float | None:
+        """Relevant among judged delivered documents (None before the first judgment)."""
+        return self.relevant / self.judged if self.judged else None
+
+
+def _finite(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    return float(x) if math.isfinite(x) else None
+
+
+def summarize_state(raw: bytes) -> dict[str, Any]:
+    """The displayable fields of a profile table record (zlib + orjson, see the service)."""
+    rec = orjson.loads(zlib.decompress(raw))
+    st = rec["state"]
+    params = st.get("params", {})
+    spec = rec.get("spec", {})
+    return {"model": str(params.get("model", spec.get("model", ""))),
+            "measure": str(params.get("measure", spec.get("measure", ""))),
+            "update": str(params.get("update", spec.get("update", ""))),
+            "query": str(spec.get("query", "")),
+            "threshold": _finite(st.get("threshold")),
+            "model_version": int(st.get("model_version", 0)),
+            "n_judged": int(st.get("n_judged", 0))}
+
+
+class WebState:
+    """The web process's view of the service.
+
+    Parameters
+    ----------
+    doc_capacity
+        Recent documents kept (title and text) for the judging page.
+    text_chars
+        Characters of a document's text kept; a longer text is cut (and then not
+        sent along with a judgment).
+    pending_capacity
+        Documents awaiting judgment kept per profile (oldest dropped first).
+    outcome_capacity
+        (document, verdict) marks kept per profile, for de-duplication.
+    """
+
+    def __init__(self, *, doc_capacity: int = 20_000, text_chars: int = 50_000,
+                 pending_capacity: int = 10_000, outcome_capacity: int = 200_000) -> None:
+        self.doc_capacity = doc_capacity
+        self.text_chars = text_chars
+        self.pending_capacity = pending_capacity
+        self.outcome_capacity = outcome_capacity
+        self.docs: OrderedDict[str, DocInfo] = OrderedDict()
+        self.profiles: dict[str, ProfileView] = {}
+        self.reviews: dict[str, dict[str, Any]] = {}
+        self.dead_by_reason: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
+        self.lag: dict[str, int] = {}
+        self.lag_ts: float | None = None
+        self.started = time.time()
+        self.rates = {k: RateMeter(10.0) for k in ("documents", "decisions", "judgments",
+                                                    "dead_letters")}
+        reg = self.registry = Registry()
+        self.c_documents = reg.counter("sift_documents_total",
+                                       "Documents read from the documents topic.")
+        self.c_decisions = reg.counter("sift_decisions_total",
+                                       "Deliveries (distinct document, profile) read.")
+        self.c_judgments = reg.counter("sift_judgments_total",
+                                       "Judgments read from the judgments topic.", ["relevant"])
+        self.c_dead = reg.counter("sift_dead_letters_total", "Dead letters, by reason.",
+                                  ["reason"])
+        self.g_rate = reg.gauge("sift_events_per_second",
+                                "Events per second over the last 10 s (by event time).",
+                                ["kind"])
+        self.h_latency = reg.histogram(
+            "sift_scoring_latency_seconds",
+            "Seconds from a document's Kafka timestamp to its decision.", LATENCY_BUCKETS)
+        self.g_lag = reg.gauge("sift_consumer_lag",
+                               "Messages the workers' consumer group has not committed yet.",
+                               ["topic"])
+        self.g_profiles = reg.gauge("sift_profiles", "Profiles known.")
+        self.g_delivered = reg.gauge("sift_profile_delivered", "Documents delivered.",
+                                     ["profile"])
+        self.g_judged = reg.gauge("sift_profile_judged", "Delivered documents judged.",
+                                  ["profile"])
+        self.g_pending = reg.gauge("sift_profile_pending", "Delivered documents awaiting "
+                                   "judgment.", ["profile"])
+        self.g_precision = reg.gauge("sift_profile_precision",
+                                     "Relevant among judged delivered documents.", ["profile"])
+        self.g_threshold = reg.gauge("sift_profile_threshold", "Current threshold.",
+                                     ["profile"])
+        self.g_version = reg.gauge("sift_profile_model_version", "Current model version.",
+                                   ["profile"])
+        self.g_review = reg.gauge("sift_review_value", "Review estimates (r_hat, recall, "
+                                  "found, screened, stop).", ["review", "field"])
+
+    # -- helpers ------------------------------------------------------------------------------
+    def profile(self, name: str) -> ProfileView:
+        view = self.profiles.get(name)
+        if view is None:
+            view = self.profiles[name] = ProfileView(name)
+        return view
+
+    def _mark(self, view: ProfileView, doc_id: str) -> list[Any]:
+        mark = view.marks.get(doc_id)
+        if mark is None:
+            mark = view.marks[doc_id] = [False, None]
+            while len(view.marks) > self.outcome_capacity:
+                view.marks.popitem(last=False)
+        return mark
+
+    def _skip(self, what: str) -> None:
+        self.skipped[what] += 1
+
+    # -- inputs -------------------------------------------------------------------------------
+    def on_documents(self, value: bytes | None, ts: float) -> int:
+        """A message of the documents topic (one or a batch); the number of documents kept."""
+        if value is None:
+            return 0
+        try:
+            docs, _bad = decode_document_batch(value, max_batch=1_000_000)
+        except RecordError:
+            self._skip("documents")
+            return 0
+        for d in docs:
+            text = d.text
+            cut = len(text) > self.text_chars
+            info = DocInfo(d.title, text[: self.text_chars] if cut else text, cut, ts)
+            self.docs[d.id] = info
+            self.docs.move_to_end(d.id)
+        while len(self.docs) > self.doc_capacity:
+            self.docs.popitem(last=False)
+        self.c_documents.inc(len(docs))
+        self.rates["documents"].add(ts, len(docs))
+        return len(docs)
+
+    def on_decision(self, value: bytes | None) -> Decision | None:
+        """A decision; the first one of a (document, profile) pair is a delivery."""
+        try:
+            d = Decision.from_obj(loads(value or b""))
+        except RecordError:
+            self._skip("decisions")
+            return None
+        view = self.profile(d.profile)
+        mark = self._mark(view, d.doc_id)
+        view.threshold = d.threshold
+        view.model_version = max(d.model_version, view.model_version or 0)
+        view.last_decision = max(d.ts, view.last_decision or 0.0)
+        if mark[0]:
+            return d  # a repeat (at-least-once): already counted
+        mark[0] = True
+        view.delivered += 1
+        self.c_decisions.inc()
+        self.rates["decisions"].add(d.ts or time.time())
+        doc = self.docs.get(d.doc_id)
+        if doc is not None and d.ts:
+            self.h_latency.observe(max(d.ts - doc.ts, 0.0))
+        if mark[1] is None:
+            view.pending[d.doc_id] = PendingItem(d.doc_id, d.profile, d.score, d.threshold,
+                                                 d.model_version, d.ts, doc)
+            while len(view.pending) > self.pending_capacity:
+                view.pending.popitem(last=False)
+        else:
+            view.judged += 1
+            view.relevant += int(bool(mark[1]))
+        return d
+
+    def on_judgment(self, value: bytes | None, ts: float) -> Judgment | None:
+        """A judgment: the document leaves the profile's queue; the first verdict counts."""
+        try:
+            j = Judgment.from_obj(loads(value or b""))
+        except RecordError:
+            self._skip("judgments")
+            return None
+        return self.apply_judgment(j, ts)
+
+    def apply_judgment(self, j: Judgment, ts: float) -> Judgment:
+        """Record a verdict (from the topic, or optimistically from a POST)."""
+        view = self.profile(j.profile)
+        mark = self._mark(view, j.doc_id)
+        if mark[1] is not None:
+            return j
+        mark[1] = j.relevant
+        view.judgments += 1
+        view.pending.pop(j.doc_id, None)
+        if mark[0]:
+            view.judged += 1
+            view.relevant += int(j.relevant)
+        self.c_judgments.inc(labels={"relevant": "true" if j.relevant else "false"})
+        self.rates["judgments"].add(j.ts or ts)
+        return j
+
+    def is_judged(self, profile: str, doc_id: str) -> bool:
+        view = self.profiles.get(profile)
+        mark = None if view is None else view.marks.get(doc_id)
+        return mark is not None and mark[1] is not None
+
+    def on_profile_spec(self, value: bytes | None) -> None:
+        """A profile spec: the profile exists (soon) or, for a deletion, no more."""
+        try:
+            spec = ProfileSpec.from_obj(loads(value or b""))
+        except RecordError:
+            self._skip("profiles")
+            return
+        if spec.delete:
+            self.profiles.pop(spec.profile, None)
+            return
+        view = self.profile(spec.profile)
+        view.spec = {"model": spec.model, "measure": spec.measure, "update": str(spec.update),
+                     "query": spec.query}
+
+    def on_profile_state(self, name: str, value: bytes | None, ts: float) -> None:
+        """A record of the profile table's changelog (``None``: the profile was deleted)."""
+        if not value:
+            self.profiles.pop(name, None)
+            return
+        view = self.profile(name)
+        view.raw_state = value
+        view.raw_dirty = True
+        view.last_update = max(ts, view.last_update or 0.0)
+
+    def on_dead_letter(self, value: bytes | None, ts: float) -> None:
+        reason = "unknown"
+        try:
+            obj = loads(value or b"")
+            if isinstance(obj, dict) and isinstance(obj.get("reason"), str):
+                reason = obj["reason"][:64]
+        except RecordError:
+            pass
+        self.dead_by_reason[reason] += 1
+        self.c_dead.inc(labels={"reason": reason})
+        self.rates["dead_letters"].add(ts)
+
+    def on_review_status(self, value: bytes | None, ts: float) -> None:
+        """A review status: ``{"review", "screened", "found", "r_hat", "recall", "stop"}``."""
+        try:
+            obj = loads(value or b"")
+        except RecordError:
+            self._skip("review-status")
+            return
+        name = obj.get("review") if isinstance(obj, dict) else None
+        if not isinstance(name, str) or not name or len(name) > 512:
+            self._skip("review-status")
+            return
+        assert isinstance(obj, dict)
+        out: dict[str, Any] = {"review": name}
+        for key in ("screened", "found", "r_hat", "recall", "target_recall"):
+            out[key] = _finite(obj.get(key))
+        out["stop"] = obj.get("stop") is True
+        out["ts"] = _finite(obj.get("ts")) or ts
+        self.reviews[name] = out
+
+    def set_lag(self, lag: dict[str, int], ts: float | None = None) -> None:
+        self.lag = dict(lag)
+        self.lag_ts = time.time() if ts is None else ts
+
+    # -- outputs ------------------------------------------------------------------------------
+    def refresh_states(self, now: float | None = None) -> None:
+        """Decode changed changelog records (each at most once per ``STATE_REFRESH``)."""
+        now = time.time() if now is None else now
+        for view in self.profiles.values():
+            if not view.raw_dirty or view.raw_state is None:
+                continue
+            if now - view.raw_decoded_at < STATE_REFRESH:
+                continue
+            try:
+                view.state = summarize_state(view.raw_state)
+            except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, ValueError,
+                    AttributeError):
+                self._skip("profile-state")
+                view.state = {"error": "unreadable state"}
+            view.raw_dirty = False
+            view.raw_decoded_at = now
+
+    def profile_summary(self, view: ProfileView) -> dict[str, Any]:
+        st = view.state
+        threshold = st.get("threshold") if "threshold" in st else view.threshold
+        version = st.get("model_version") if "model_version" in st else view.model_version
+        last = max((t for t in (view.last_update, view.last_decision) if t), default=None)
+        return {"profile": view.name,
+                "model": st.get("model") or view.spec.get("model"),
+                "measure": st.get("measure") or view.spec.get("measure"),
+                "update": st.get("update") or view.spec.get("update"),
+                "query": st.get("query") or view.spec.get("query", ""),
+                "delivered": view.delivered, "judged": view.judged, "relevant": view.relevant,
+                "judgments": view.judgments, "precision": view.precision,
+                "pending": len(view.pending), "threshold": threshold,
+                "model_version": version, "learned_judgments": st.get("n_judged"),
+                "last_update": last}
+
+    def snapshot(self, now: float | None = None) -> dict[str, Any]:
+        """Everything the dashboard shows, JSON-safe."""
+        now = time.time() if now is None else now
+        self.refresh_states(now)
+        return {
+            "ts": now,
+            "uptime": now - self.started,
+            "rates": {k: m.rate(now) for k, m in self.rates.items()},
+            "totals": {"documents": int(self.c_documents.get()),
+                       "decisions": int(self.c_decisions.get()),
+                       "judgments": sum(int(v) for v in self.c_judgments.values.values()),
+                       "dead_letters": sum(self.dead_by_reason.values())},
+            "dead_letters_by_reason": dict(self.dead_by_reason),
+            "lag": dict(self.lag), "lag_total": sum(self.lag.values()) if self.lag else None,
+            "lag_ts": self.lag_ts,
+            "profiles": [self.profile_summary(self.profiles[n]) for n in sorted(self.profiles)],
+            "reviews": [self.reviews[n] for n in sorted(self.reviews)],
+            "skipped": dict(self.skipped),
+        }
+
+    def pending(self, profile: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The oldest ``limit`` documents awaiting judgment for ``profile``."""
+        view = self.profiles.get(profile)
+        if view is None:
+            return []
+        out = []
+        for item in view.pending.values():
+            if len(out) >= limit:
+                break
+            if item.doc is None:
+                item.doc = self.docs.get(item.doc_id)
+            doc = item.doc
+            out.append({"doc_id": item.doc_id, "profile": item.profile,
+                        "title": doc.title if doc else "",
+                        "snippet": snippet(doc.text) if doc else "",
+                        "score": item.score, "threshold": item.threshold,
+                        "model_version": item.model_version, "ts": item.ts})
+        return out
+
+    def document_text(self, doc_id: str) -> str | None:
+        """The full text of a kept document (None when unknown or cut)."""
+        doc = self.docs.get(doc_id)
+        if doc is None:
+            for view in self.profiles.values():
+                item = view.pending.get(doc_id)
+                if item is not None and item.doc is not None:
+                    doc = item.doc
+                    break
+        return None if doc is None or doc.truncated else doc.text
+
+    def metrics(self, now: float | None = None) -> str:
+        """``/metrics``: the text exposition format."""
+        now = time.time() if now is None else now
+        self.refresh_states(now)
+        self.g_rate.replace(({"kind": k}, m.rate(now)) for k, m in self.rates.items())
+        self.g_lag.replace(({"topic": t}, n) for t, n in self.lag.items())
+        rows = [self.profile_summary(v) for v in self.profiles.values()]
+        self.g_profiles.set(len(rows))
+        for gauge, key in ((self.g_delivered, "delivered"), (self.g_judged, "judged"),
+                           (self.g_pending, "pending"), (self.g_precision, "precision"),
+                           (self.g_threshold, "threshold"), (self.g_version, "model_version")):
+            gauge.replace(({"profile": r["profile"]}, r[key]) for r in rows
+                          if r[key] is not None)
+        items = []
+        for r in self.reviews.values():
+            for key in ("r_hat", "recall", "found", "screened"):
+                if r.get(key) is not None:
+                    items.append(({"review": r["review"], "field": key}, r[key]))
+            items.append(({"review": r["review"], "field": "stop"}, 1.0 if r["stop"] else 0.0))
+        self.g_review.replace(items)
+        return self.registry.render()
