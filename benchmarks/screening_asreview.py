@@ -7,11 +7,12 @@ dataset shuffled exactly as ``sift screen`` shuffles it
 order with the same WSS / recall definitions (:mod:`sift.filters.screening.metrics`).
 
 asreview lives in its own virtualenv (``.cache/asreview-venv``, created here when
-missing) so it never touches the project's environment.
+missing) so it never touches the project's environment. Finished runs are kept in
+``.cache/asreview-runs`` and reused, so an interrupted benchmark resumes.
 
 Usage::
 
-    .venv/bin/python benchmarks/screening_asreview.py --seeds 10
+    .venv/bin/python benchmarks/screening_asreview.py --seeds 5
 
 Writes ``benchmarks/results/screening_asreview.json``.
 """
@@ -20,11 +21,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -69,35 +68,49 @@ def run_one(exe: Path, data: Path, seed: int, work: Path) -> tuple[list[int], fl
             w.writerow([row, r.title, r.abstract, r.label])
     out = work / f"{csv_path.stem}.asreview"
     t0 = time.perf_counter()
+    if out.exists():  # finished earlier (runs are cached in .cache/asreview-runs)
+        seconds = float((work / f"{csv_path.stem}.seconds").read_text()) if (
+            work / f"{csv_path.stem}.seconds").exists() else float("nan")
+        return _labels(out, work / csv_path.stem), seconds
+    tmp = out.with_suffix(".partial.asreview")
+    tmp.unlink(missing_ok=True)
     subprocess.run(
         [
             str(exe), "simulate", str(csv_path),
             "--n-prior-included", "1", "--n-prior-excluded", "1",
             "--prior-seed", str(seed), "--seed", str(seed),
-            "-o", str(out),
+            "-o", str(tmp),
         ],
         check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     seconds = time.perf_counter() - t0
-    with zipfile.ZipFile(out) as z:
-        z.extract("results.db", work / csv_path.stem)
-    con = sqlite3.connect(work / csv_path.stem / "results.db")
+    tmp.rename(out)
+    (work / f"{csv_path.stem}.seconds").write_text(f"{seconds:.3f}")
+    return _labels(out, work / csv_path.stem), seconds
+
+
+def _labels(project: Path, folder: Path) -> list[int]:
+    """Gold labels in ASReview's screening order (priors first), from its results table."""
+    with zipfile.ZipFile(project) as z:
+        z.extract("results.db", folder)
+    con = sqlite3.connect(folder / "results.db")
     labels = [int(r[0]) for r in con.execute("SELECT label FROM results ORDER BY rowid")]
     con.close()
-    return labels, seconds
+    return labels
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(ROOT / "data" / "screening"))
-    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument(
         "--out", default=str(ROOT / "benchmarks" / "results" / "screening_asreview.json")
     )
     args = ap.parse_args()
     exe = ensure_venv()
     files = sorted(Path(args.data).glob("*.jsonl.gz"))
-    work = Path(tempfile.mkdtemp(prefix="asreview-"))
+    work = ROOT / ".cache" / "asreview-runs"
+    work.mkdir(parents=True, exist_ok=True)
     runs = []
     bar = Progress(len(files) * args.seeds, "asreview")
     try:
@@ -122,7 +135,6 @@ def main() -> None:
                 bar.update()
     finally:
         bar.close()
-        shutil.rmtree(work, ignore_errors=True)
     summary = {}
     for ds in sorted({x["dataset"] for x in runs}):
         rs = [x for x in runs if x["dataset"] == ds]

@@ -43,30 +43,6 @@ def main() -> None:
     args = ap.parse_args()
     params: dict[str, Any] = {"estimator": "bound", "target_recall": 0.95}
     files = sorted(Path(args.data).glob("*.jsonl.gz"))
-    runs = []
-    bar = Progress(len(files) * args.seeds, "sift screen")
-    for f in files:
-        name = f.name.split(".")[0]
-        for seed in range(args.seeds):
-            t0, c0 = time.perf_counter(), time.process_time()
-            result, _ = run_file(f, seed=seed, params=params)
-            run: dict[str, Any] = {
-                "dataset": name, "seed": seed, "n": result.n_total,
-                "relevant": result.n_relevant, **result.ranking_metrics(),
-                "seconds_total": round(time.perf_counter() - t0, 2),
-                "cpu_seconds_total": round(time.process_time() - c0, 2),
-                "stops": {
-                    key: result.point(key)
-                    for key in [f"{r}@{t}" for r in RULES for t in TARGETS] + ["knee"]
-                },
-                "order": "".join(str(x) for x in result.labels),
-            }
-            runs.append(run)
-            if seed == 0:
-                plot_run(result, Path(args.img) / f"{name}.png", f"{name} (seed 0)",
-                         "bound@0.95")
-            bar.update()
-    bar.close()
     timing = None
     if not args.no_timing:
         radj = Path(args.data) / "Radjenovic_2013.jsonl.gz"
@@ -80,7 +56,39 @@ def main() -> None:
             if "bound@0.95" in result.stops else None,
         }
         print(f"Radjenovic_2013 to its stop: {timing['wall_seconds']} s wall, "
-              f"{timing['cpu_seconds']} s CPU")
+              f"{timing['cpu_seconds']} s CPU", flush=True)
+    runs: list[dict[str, Any]] = []
+    bar = Progress(len(files) * args.seeds, "sift screen")
+    # seeds outermost: the results file is rewritten after each full round of datasets,
+    # so an interrupted run still leaves a consistent set of seeds
+    for seed in range(args.seeds):
+        for f in files:
+            name = f.name.split(".")[0]
+            t0, c0 = time.perf_counter(), time.process_time()
+            result, _ = run_file(f, seed=seed, params=params)
+            runs.append({
+                "dataset": name, "seed": seed, "n": result.n_total,
+                "relevant": result.n_relevant, **result.ranking_metrics(),
+                "seconds_total": round(time.perf_counter() - t0, 2),
+                "cpu_seconds_total": round(time.process_time() - c0, 2),
+                "stops": {
+                    key: result.point(key)
+                    for key in [f"{r}@{t}" for r in RULES for t in TARGETS] + ["knee"]
+                },
+                "order": "".join(str(x) for x in result.labels),
+            })
+            if seed == 0:
+                plot_run(result, Path(args.img) / f"{name}.png", f"{name} (seed 0)",
+                         "bound@0.95")
+            bar.update()
+        write_results(Path(args.out), runs, seed + 1, params, timing)
+    bar.close()
+
+
+def write_results(
+    out: Path, runs: list[dict[str, Any]], seeds: int, params: dict[str, Any],
+    timing: dict[str, Any] | None,
+) -> None:
     per_dataset: dict[str, Any] = {}
     for name in sorted({r["dataset"] for r in runs}):
         rs = [r for r in runs if r["dataset"] == name]
@@ -99,8 +107,9 @@ def main() -> None:
                 "target_met": float(np.mean([x >= target - 1e-12 for x in rec])),
             }
         per_dataset[name] = d
-    overall: dict[str, Any] = {"wss95_mean": float(np.mean([d["wss95"] for d in
-                                                            per_dataset.values()]))}
+    overall: dict[str, Any] = {
+        "wss95_mean": float(np.mean([d["wss95"] for d in per_dataset.values()]))
+    }
     for key in runs[0]["stops"]:
         target = float(key.split("@")[1]) if "@" in key else 0.95
         overall[key] = {
@@ -109,17 +118,16 @@ def main() -> None:
             "cost_mean": float(np.mean([r["stops"][key]["cost"] for r in runs])),
             "recall_mean": float(np.mean([r["stops"][key]["recall"] for r in runs])),
         }
-    print(f"mean WSS@95 {overall['wss95_mean']:.3f}")
+    print(f"after {seeds} seed(s): mean WSS@95 {overall['wss95_mean']:.3f}", flush=True)
     for key in runs[0]["stops"]:
         o = overall[key]
-        print(f"{key:12s} met {o['target_met']:.0%} recall {o['recall_mean']:.3f} "
-              f"cost {o['cost_mean']:.3f}")
-    write_json(Path(args.out), {
-        "command": f"python benchmarks/screening_sift.py --seeds {args.seeds}",
-        "params": {**DEFAULTS, **params}, "seeds": args.seeds, "overall": overall,
+        print(f"  {key:12s} met {o['target_met']:.0%} recall {o['recall_mean']:.3f} "
+              f"cost {o['cost_mean']:.3f}", flush=True)
+    write_json(out, {
+        "command": f"python benchmarks/screening_sift.py --seeds {seeds}",
+        "params": {**DEFAULTS, **params}, "seeds": seeds, "overall": overall,
         "per_dataset": per_dataset, "timing": timing, "runs": runs,
     })
-
 
 if __name__ == "__main__":
     main()
