@@ -49,8 +49,13 @@ class Publisher(Protocol):
         """Publish one message; raise on failure."""
 
 
-class PublishError(Exception):
-    """The message could not be published."""
+class ApiError(Exception):
+    """A request that cannot be served: answered as ``{"error": message}`` with ``status``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 
 STATE = web.AppKey("state", WebState)
@@ -100,16 +105,11 @@ async def read_json(request: web.Request) -> Any:
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise web.HTTPBadRequest(text="body too large") from None
+        raise ApiError(413, f"request body is over {MAX_BODY} bytes") from None
     try:
         return loads(raw)
     except RecordError as exc:
-        raise _bad(str(exc)) from None
-
-
-def _bad(message: str) -> web.HTTPException:
-    return web.HTTPBadRequest(body=orjson.dumps({"error": message}),
-                              content_type="application/json")
+        raise ApiError(400, str(exc)) from None
 
 
 async def publish(request: web.Request, topic: str, key: bytes, value: bytes) -> None:
@@ -118,9 +118,7 @@ async def publish(request: web.Request, topic: str, key: bytes, value: bytes) ->
         await request.app[PUBLISHER].send(settings.topic(topic), key, value)
     except Exception as exc:
         log.warning("cannot publish to %s: %s", settings.topic(topic), exc)
-        raise web.HTTPServiceUnavailable(
-            body=orjson.dumps({"error": f"cannot publish to {settings.topic(topic)}: {exc}"}),
-            content_type="application/json") from None
+        raise ApiError(503, f"cannot publish to {settings.topic(topic)}: {exc}") from None
 
 
 # ----------------------------------------------------------------------------- pages
@@ -278,6 +276,8 @@ async def headers_mw(request: web.Request,
     """Security headers on every response; errors as one-line JSON under ``/api``."""
     try:
         resp = await handler(request)
+    except ApiError as exc:
+        resp = error(exc.status, exc.message)
     except web.HTTPException as exc:
         if request.path.startswith("/api") and exc.content_type != "application/json":
             resp = error(exc.status, exc.text or exc.reason)

@@ -1,0 +1,319 @@
+"""The web app through aiohttp's test client: auth, judging, escaping, API, SSE, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from sift.settings import Settings
+from sift.web.app import ROUTES, create_web_app
+from sift.web.openapi import openapi
+from sift.web.state import WebState
+from tests.web.conftest import HOSTILE, TOKEN, Recorder, auth, fill
+
+
+def with_client(state: WebState, settings: Settings, recorder: Recorder,
+                body: Callable[[TestClient], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        app = create_web_app(state, settings, recorder)
+        async with TestClient(TestServer(app)) as client:
+            return await body(client)
+
+    return asyncio.run(main())
+
+
+WRITES = [
+    ("POST", "/api/judgments", {"doc_id": "d0", "profile": "earn", "relevant": True}),
+    ("POST", "/api/profiles", {"profile": "new", "query": "new things"}),
+    ("DELETE", "/api/profiles/earn", None),
+]
+BAD_AUTH = [
+    {},
+    {"Authorization": "Bearer wrong"},
+    {"Authorization": f"Bearer {TOKEN}x"},
+    {"Authorization": f"Basic {TOKEN}"},
+    {"Authorization": "Bearer "},
+    {"X-Sift-Token": TOKEN[:-1]},
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), WRITES)
+@pytest.mark.parametrize("headers", BAD_AUTH)
+def test_write_without_the_right_token_is_401_and_changes_nothing(
+        settings: Settings, recorder: Recorder, method: str, path: str,
+        body: dict[str, Any] | None, headers: dict[str, str]) -> None:
+    state = WebState()
+    fill(state)
+    before = orjson.dumps(state.snapshot(now=1.0))
+
+    async def go(client: TestClient) -> None:
+        resp = await client.request(method, path, json=body, headers=headers)
+        assert resp.status == 401
+        assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+        data = await resp.json()
+        assert "token" in data["error"] and "\n" not in data["error"]
+
+    with_client(state, settings, recorder, go)
+    assert recorder.sent == []
+    assert orjson.dumps(state.snapshot(now=1.0)) == before
+    assert [it["doc_id"] for it in state.pending("earn")] == ["d0", "d1", "d2"]
+
+
+def test_no_configured_token_refuses_every_write(recorder: Recorder) -> None:
+    state = WebState()
+    fill(state)
+
+    async def go(client: TestClient) -> None:
+        for headers in ({}, {"Authorization": "Bearer "}, {"X-Sift-Token": ""}):
+            resp = await client.post("/api/judgments", headers=headers,
+                                     json={"doc_id": "d0", "profile": "earn", "relevant": True})
+            assert resp.status == 401
+            assert "SIFT_API_TOKEN" in (await resp.json())["error"]
+
+    with_client(state, Settings(api_token=""), recorder, go)
+    assert recorder.sent == []
+
+
+def test_judgment_is_published_keyed_by_profile_and_leaves_the_queue(
+        settings: Settings, recorder: Recorder) -> None:
+    state = WebState()
+    fill(state)
+
+    async def go(client: TestClient) -> None:
+        resp = await client.post("/api/judgments", headers=auth(),
+                                 json={"doc_id": "d1", "profile": "earn", "relevant": True})
+        assert resp.status == 202, await resp.text()
+        assert (await resp.json())["judgment"]["doc_id"] == "d1"
+        pend = await (await client.get("/api/pending", params={"profile": "earn"})).json()
+        assert [it["doc_id"] for it in pend["items"]] == ["d0", "d2"]
+        again = await client.post("/api/judgments", headers=auth(),
+                                  json={"doc_id": "d1", "profile": "earn", "relevant": False})
+        assert again.status == 409
+        unknown = await client.post("/api/judgments", headers=auth(),
+                                    json={"doc_id": "d1", "profile": "nope", "relevant": True})
+        assert unknown.status == 404
+        bad = await client.post("/api/judgments", headers=auth(),
+                                data=b"{not json", )
+        assert bad.status == 400 and "JSON" in (await bad.json())["error"]
+        bad = await client.post("/api/judgments", headers=auth(),
+                                json={"doc_id": "d2", "profile": "earn", "relevant": "yes"})
+        assert bad.status == 400
+        prof = await (await client.get("/api/profiles/earn")).json()
+        assert prof["judged"] == 1 and prof["relevant"] == 1 and prof["precision"] == 1.0
+        assert prof["pending"] == 2 and prof["threshold"] == 0.25 and prof["model_version"] == 3
+
+    with_client(state, settings, recorder, go)
+    assert len(recorder.sent) == 1
+    topic, key, value = recorder.sent[0]
+    assert topic == "t.judgments" and key == b"earn"
+    j = orjson.loads(value)
+    assert j["doc_id"] == "d1" and j["profile"] == "earn" and j["relevant"] is True
+    assert j["judge"] == "web" and j["id"].startswith("web-") and j["text"].startswith("text of d1")
+
+
+def test_publish_failure_is_503_and_the_item_stays(settings: Settings,
+                                                    recorder: Recorder) -> None:
+    state = WebState()
+    fill(state)
+    recorder.fail = True
+
+    async def go(client: TestClient) -> None:
+        resp = await client.post("/api/judgments", headers=auth(),
+                                 json={"doc_id": "d0", "profile": "earn", "relevant": True})
+        assert resp.status == 503
+        assert "t.judgments" in (await resp.json())["error"]
+
+    with_client(state, settings, recorder, go)
+    assert state.pending("earn")[0]["doc_id"] == "d0"
+
+
+def test_profiles_post_and_delete_publish_specs(settings: Settings, recorder: Recorder) -> None:
+    state = WebState()
+    fill(state)
+
+    async def go(client: TestClient) -> None:
+        resp = await client.post("/api/profiles", headers=auth(),
+                                 json={"profile": "wheat", "query": "wheat", "model": "knn"})
+        assert resp.status == 202
+        bad = await client.post("/api/profiles", headers=auth(),
+                                json={"profile": "x", "model": "nonsense", "query": "q"})
+        assert bad.status == 400 and "model" in (await bad.json())["error"]
+        names = [p["profile"] for p in (await (await client.get("/api/profiles")).json())[
+            "profiles"]]
+        assert names == ["earn", "wheat"]
+        resp = await client.delete("/api/profiles/earn", headers=auth())
+        assert resp.status == 202
+        assert (await client.delete("/api/profiles/zzz", headers=auth())).status == 404
+        assert (await client.get("/api/profiles/earn")).status == 404
+
+    with_client(state, settings, recorder, go)
+    assert [(t, k) for t, k, _ in recorder.sent] == [("t.profiles", b"wheat"),
+                                                      ("t.profiles", b"earn")]
+    assert orjson.loads(recorder.sent[1][2]) == {"profile": "earn", "delete": True}
+
+
+def test_hostile_document_text_is_escaped_everywhere(settings: Settings,
+                                                      recorder: Recorder) -> None:
+    state = WebState()
+    fill(state, profile=HOSTILE, n=2, title=HOSTILE)
+    state.on_dead_letter(orjson.dumps({"reason": "<b>bad</b>"}), 1.0)
+    state.on_review_status(orjson.dumps({"review": HOSTILE, "r_hat": 3, "stop": True}), 1.0)
+
+    async def go(client: TestClient) -> list[str]:
+        from urllib.parse import quote
+
+        pages = []
+        for path in ("/", "/judge/" + quote(HOSTILE, safe="")):
+            resp = await client.get(path)
+            assert resp.status == 200, path
+            csp = resp.headers["Content-Security-Policy"]
+            assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+            assert resp.headers["X-Content-Type-Options"] == "nosniff"
+            pages.append(await resp.text())
+        return pages
+
+    dashboard, judge = with_client(state, settings, recorder, go)
+    for html in (dashboard, judge):
+        assert "<script>alert" not in html
+        assert "<img src=x" not in html
+        assert "<b>bad" not in html
+        assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
+        # the only script is the page's own, from /static
+        assert re.findall(r"<script[^>]*>", html) == ['<script src="/static/app.js?v=1" defer>']
+        assert "&amp;amp;" in html
+    assert judge.count('class="item"') == 2
+
+
+def test_static_assets_and_unknown_paths(settings: Settings, recorder: Recorder) -> None:
+    async def go(client: TestClient) -> None:
+        js = await client.get("/static/app.js")
+        assert js.status == 200 and js.content_type == "text/javascript"
+        text = await js.text()
+        assert "innerHTML" not in text and "eval(" not in text
+        assert (await client.get("/static/other.js")).status == 404
+        assert (await client.get("/judge/nope")).status == 404
+        missing = await client.get("/api/pending")
+        assert missing.status == 400
+
+    with_client(WebState(), settings, recorder, go)
+
+
+def test_openapi_document_is_valid_and_matches_the_routes(settings: Settings,
+                                                          recorder: Recorder) -> None:
+    async def go(client: TestClient) -> Any:
+        resp = await client.get("/api/openapi.json")
+        assert resp.status == 200 and resp.content_type == "application/json"
+        return await resp.json()
+
+    doc = with_client(WebState(), settings, recorder, go)
+    assert doc == orjson.loads(orjson.dumps(openapi()))
+    assert doc["openapi"].startswith("3.1") and doc["info"]["title"] and doc["info"]["version"]
+
+    def refs(node: Any) -> list[str]:
+        if isinstance(node, dict):
+            return ([node["$ref"]] if "$ref" in node else []) + [
+                r for v in node.values() for r in refs(v)]
+        if isinstance(node, list):
+            return [r for v in node for r in refs(v)]
+        return []
+
+    for ref in refs(doc):
+        target: Any = doc
+        assert ref.startswith("#/")
+        for part in ref[2:].split("/"):
+            target = target[part]
+    op_ids = []
+    documented = set()
+    for path, item in doc["paths"].items():
+        params = {p["name"] for p in item.get("parameters", []) if p["in"] == "path"}
+        assert params == set(re.findall(r"{(\w+)}", path)), path
+        for method, op in item.items():
+            if method == "parameters":
+                continue
+            documented.add((method.upper(), path))
+            op_ids.append(op["operationId"])
+            assert op["responses"], (method, path)
+            for status in op["responses"]:
+                assert re.fullmatch(r"[1-5]\d\d", status)
+            if op.get("security"):
+                assert "401" in op["responses"]
+                assert set(op["security"][0]) <= set(doc["components"]["securitySchemes"])
+    assert len(op_ids) == len(set(op_ids))
+    routes = {(m, re.sub(r"{(\w+):[^}]+}", r"{\1}", p)) for m, p, _ in ROUTES
+              if p.startswith("/api")}
+    assert routes == documented
+
+
+def test_openapi_passes_a_validator() -> None:
+    validator = pytest.importorskip("openapi_spec_validator")
+    validator.validate(orjson.loads(orjson.dumps(openapi())))
+
+
+def test_server_sent_events_stream_stats(settings: Settings, recorder: Recorder) -> None:
+    state = WebState()
+    fill(state)
+
+    async def go(client: TestClient) -> dict[str, Any]:
+        resp = await client.get("/api/events")
+        assert resp.status == 200 and resp.content_type == "text/event-stream"
+        buf = b""
+        while b"\n\n" not in buf.split(b"event: stats", 1)[-1]:
+            buf += await asyncio.wait_for(resp.content.readany(), 5)
+        resp.close()
+        event = buf.split(b"event: stats\n", 1)[1].split(b"\n\n", 1)[0]
+        assert event.startswith(b"data: ")
+        return dict(orjson.loads(event[6:]))
+
+    snap = with_client(state, settings, recorder, go)
+    assert snap["profiles"][0]["profile"] == "earn" and snap["profiles"][0]["delivered"] == 3
+
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*"'
+                    r'(,[a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*")*)\})? '
+                    r"(-?[0-9.e+-]+|[+-]Inf|NaN)$")
+
+
+def test_metrics_text_format(settings: Settings, recorder: Recorder) -> None:
+    state = WebState()
+    fill(state, profile='we"ird\nname\\', n=3)
+    state.on_dead_letter(orjson.dumps({"reason": "bad_json"}), 1.0)
+    state.set_lag({"documents": 7})
+
+    async def go(client: TestClient) -> tuple[str, str]:
+        resp = await client.get("/metrics")
+        assert resp.status == 200
+        return resp.headers["Content-Type"], await resp.text()
+
+    ctype, text = with_client(state, settings, recorder, go)
+    assert ctype.startswith("text/plain; version=0.0.4")
+    assert text.endswith("\n")
+    types: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            assert kind in {"counter", "gauge", "histogram"}
+            types[name] = kind
+        elif line.startswith("# HELP "):
+            continue
+        else:
+            m = SAMPLE.match(line)
+            assert m, f"bad sample line {line!r}"
+            base = re.sub(r"_(bucket|sum|count)$", "", m.group(1))
+            assert m.group(1) in types or base in types, line
+    assert types["sift_documents_total"] == "counter"
+    assert types["sift_scoring_latency_seconds"] == "histogram"
+    assert 'sift_profile_delivered{profile="we\\"ird\\nname\\\\"} 3' in text
+    assert 'sift_dead_letters_total{reason="bad_json"} 1' in text
+    assert 'sift_consumer_lag{topic="documents"} 7' in text
+    assert 'sift_events_per_second{kind="decisions"}' in text
+    buckets = [int(v) for v in re.findall(
+        r'^sift_scoring_latency_seconds_bucket\{le="[^"]+"\} (\d+)$', text, re.M)]
+    assert buckets == sorted(buckets) and buckets[-1] == 3
+    assert re.search(r'le="\+Inf"\} 3$', text, re.M)
+    assert "sift_scoring_latency_seconds_count 3" in text

@@ -1,0 +1,141 @@
+"""WebState without HTTP: de-duplication, ordering, bounds, reviews; logs and the CLI."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import orjson
+import pytest
+
+from sift.cli import main
+from sift.observability import JsonFormatter, RateMeter
+from sift.web.state import WebState
+from tests.web.conftest import fill, state_record
+
+
+def decision(doc: str, profile: str = "earn", ts: float = 100.0) -> bytes:
+    return orjson.dumps({"doc_id": doc, "profile": profile, "score": 0.4, "threshold": 0.2,
+                         "model_version": 1, "ts": ts})
+
+
+def judgment(doc: str, relevant: bool, profile: str = "earn") -> bytes:
+    return orjson.dumps({"doc_id": doc, "profile": profile, "relevant": relevant})
+
+
+def test_repeated_decisions_and_judgments_count_once() -> None:
+    st = WebState()
+    fill(st, n=2)
+    st.on_decision(decision("d0"))  # at-least-once repeat
+    st.on_judgment(judgment("d0", True), 1.0)
+    st.on_judgment(judgment("d0", False), 2.0)  # a second verdict does not count
+    st.on_judgment(judgment("d1", False), 2.0)
+    p = st.snapshot()["profiles"][0]
+    assert (p["delivered"], p["judged"], p["relevant"], p["pending"]) == (2, 2, 1, 0)
+    assert p["precision"] == 0.5
+    assert st.snapshot()["totals"]["decisions"] == 2
+
+
+def test_judgment_read_before_its_decision_keeps_it_out_of_the_queue() -> None:
+    st = WebState()
+    st.on_judgment(judgment("x", True), 1.0)
+    st.on_decision(decision("x"))
+    p = st.snapshot()["profiles"][0]
+    assert (p["delivered"], p["judged"], p["relevant"], p["pending"]) == (1, 1, 1, 0)
+
+
+def test_title_of_a_document_read_after_its_decision() -> None:
+    st = WebState()
+    st.on_decision(decision("late"))
+    st.on_documents(orjson.dumps({"id": "late", "title": "Late title", "text": "body"}), 1.0)
+    assert st.pending("earn")[0]["title"] == "Late title"
+
+
+def test_bad_records_are_counted_not_raised() -> None:
+    st = WebState()
+    for raw in (b"\xff", b"[1]", b"{}", None):
+        st.on_documents(raw, 1.0)
+        st.on_decision(raw)
+        st.on_judgment(raw, 1.0)
+        st.on_profile_spec(raw)
+        st.on_review_status(raw, 1.0)
+        st.on_dead_letter(raw, 1.0)
+    snap = st.snapshot()
+    assert snap["profiles"] == [] and snap["skipped"]["decisions"] == 4
+    assert snap["totals"]["dead_letters"] == 4
+
+
+def test_state_tombstone_and_deletion_spec_remove_a_profile() -> None:
+    st = WebState()
+    st.on_profile_state("a", state_record(0.3, 5, 2), 10.0)
+    st.on_profile_state("b", state_record(0.1, 1), 10.0)
+    rows = {p["profile"]: p for p in st.snapshot()["profiles"]}
+    assert rows["a"]["threshold"] == 0.3 and rows["a"]["model_version"] == 5
+    assert rows["a"]["learned_judgments"] == 2 and rows["a"]["last_update"] == 10.0
+    st.on_profile_state("a", None, 11.0)
+    st.on_profile_spec(orjson.dumps({"profile": "b", "delete": True}))
+    assert st.snapshot()["profiles"] == []
+
+
+def test_bounded_pending_queue_and_document_cache() -> None:
+    st = WebState(doc_capacity=5, pending_capacity=3)
+    st.on_documents(orjson.dumps({"documents": [{"id": f"d{i}", "text": "t"}
+                                                for i in range(10)]}), 1.0)
+    assert len(st.docs) == 5
+    for i in range(10):
+        st.on_decision(decision(f"d{i}"))
+    assert [it["doc_id"] for it in st.pending("earn")] == ["d7", "d8", "d9"]
+
+
+def test_review_status() -> None:
+    st = WebState()
+    st.on_review_status(orjson.dumps({"review": "appenzeller", "screened": 400, "found": 38,
+                                      "r_hat": 40.2, "recall": 0.945, "stop": False}), 5.0)
+    st.on_review_status(orjson.dumps({"review": "appenzeller", "screened": 500, "found": 40,
+                                      "r_hat": 40.5, "recall": 0.988, "stop": True}), 6.0)
+    (r,) = st.snapshot()["reviews"]
+    assert r["stop"] is True and r["r_hat"] == 40.5 and r["screened"] == 500
+    assert 'sift_review_value{review="appenzeller",field="stop"} 1' in st.metrics()
+
+
+def test_rates_use_event_time() -> None:
+    m = RateMeter(window=10.0)
+    m.add(0.0, 1000, now=100.0)  # an old backlog is not a spike
+    m.add(95.0, 20, now=100.0)
+    assert m.rate(now=100.0) == 2.0
+
+
+def test_json_log_lines() -> None:
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("sift.test.json")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("judged %s", "d1", extra={"profile": "earn"})
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            logger.exception("failed")
+    finally:
+        logger.removeHandler(handler)
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 2
+    first, second = (orjson.loads(line) for line in lines)
+    assert first["message"] == "judged d1" and first["profile"] == "earn"
+    assert first["level"] == "WARNING" and first["logger"] == "sift.test.json"
+    assert "ValueError: boom" in second["exc"]
+
+
+@pytest.mark.parametrize("argv", [["web", "--port", "70000"], ["web", "--port", "-1"]])
+def test_cli_errors_are_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("sift web: error: ")
+
+
+def test_cli_help_shows_an_example(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["web", "--help"])
+    assert "example:" in capsys.readouterr().out
