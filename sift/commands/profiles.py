@@ -93,7 +93,7 @@ def list_profiles(settings: Settings) -> list[dict[str, Any]]:
         if not value:
             continue
         try:
-            rec = orjson.loads(zlib.decompress(value))
+            rec = orjson.loads(value if value[:1] == b"{" else zlib.decompress(value))
             st = rec["state"]
             thr = st["threshold"]
             out.append({"profile": name, "model": st["params"]["model"],

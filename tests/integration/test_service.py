@@ -211,3 +211,38 @@ def test_worker_end_to_end_bad_input_judgments_and_replacement(
     finally:
         for w in [*workers, w1]:
             w.stop()
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_stream_loses_nothing(
+    settings: Settings, corpus: tuple[Path, list[Document], list[Document]], tmp_path: Path
+) -> None:
+    """SIGKILL while documents flow: the replacement re-reads what was not committed
+    (at least once), and every document is scored; repeated decisions are identical."""
+    path, train, test = corpus
+    ref = Reference(path, PARTITIONS)
+    specs = specs_for(train, 4)
+    w1 = WorkerProcess(settings, "w1").start()
+    w2: WorkerProcess | None = None
+    try:
+        w1.wait_ready()
+        send_all(settings, settings.topic("profiles"),
+                 [(str(s["profile"]).encode(), orjson.dumps(s)) for s in specs])
+        ref.specs(specs)
+        wait_for(lambda: total([w1], "profiles_created") == len(specs), 60, "profiles")
+        msgs = list(doc_messages(test, 1))
+        expected = ref.documents(msgs)
+        send_all(settings, settings.topic("documents"), msgs)
+        wait_for(lambda: total([w1], "documents") >= 100, 60, "some documents scored")
+        w1.kill()
+        w2 = WorkerProcess(replace(settings, data_dir=str(tmp_path / "w2")), "w2").start()
+        w2.wait_ready()
+        seen_before = int(orjson.loads((Path(settings.data_dir) / "stats.json").read_bytes())
+                          ["stats"]["documents"])
+        wait_for(lambda: seen_before + total([w2], "documents") >= len(msgs), 90, "the rest")
+        got = decisions(settings)
+        assert set(got) == expected  # nothing lost; duplicates carry the same score
+    finally:
+        w1.kill()
+        if w2 is not None:
+            w2.stop()
