@@ -106,8 +106,8 @@ def _finite(x: Any) -> float | None:
 
 
 def summarize_state(raw: bytes) -> dict[str, Any]:
-    """The displayable fields of a profile table record (zlib + orjson, see the service)."""
-    rec = orjson.loads(zlib.decompress(raw))
+    """The displayable fields of a profile table record (orjson, maybe zlib: see the service)."""
+    rec = orjson.loads(raw if raw[:1] == b"{" else zlib.decompress(raw))
     st = rec["state"]
     params = st.get("params", {})
     spec = rec.get("spec", {})

@@ -29,13 +29,15 @@ class Recorder:
         self.sent.append((topic, key, value))
 
 
-def state_record(threshold: float, version: int, n_judged: int = 0) -> bytes:
+def state_record(threshold: float, version: int, n_judged: int = 0, *,
+                 compress: bool = False) -> bytes:
     """A profile table record as the service writes it (only the fields the web reads)."""
-    return zlib.compress(orjson.dumps({
+    raw = orjson.dumps({
         "format": 1, "spec": {"profile": "p", "query": "q", "model": "rocchio"},
         "state": {"threshold": threshold, "model_version": version, "n_judged": n_judged,
                   "params": {"model": "rocchio", "measure": "t11su", "update": "every"}},
-        "judged": []}))
+        "judged": []})
+    return zlib.compress(raw, 1) if compress else raw
 
 
 def fill(state: WebState, profile: str = "earn", n: int = 3, title: str = "Title") -> list[str]:

@@ -68,10 +68,11 @@ def test_bad_records_are_counted_not_raised() -> None:
 def test_state_tombstone_and_deletion_spec_remove_a_profile() -> None:
     st = WebState()
     st.on_profile_state("a", state_record(0.3, 5, 2), 10.0)
-    st.on_profile_state("b", state_record(0.1, 1), 10.0)
+    st.on_profile_state("b", state_record(0.1, 1, compress=True), 10.0)
     rows = {p["profile"]: p for p in st.snapshot()["profiles"]}
     assert rows["a"]["threshold"] == 0.3 and rows["a"]["model_version"] == 5
     assert rows["a"]["learned_judgments"] == 2 and rows["a"]["last_update"] == 10.0
+    assert rows["b"]["threshold"] == 0.1 and rows["b"]["model"] == "rocchio"
     st.on_profile_state("a", None, 11.0)
     st.on_profile_spec(orjson.dumps({"profile": "b", "delete": True}))
     assert st.snapshot()["profiles"] == []
