@@ -315,3 +315,16 @@ def test_cli_runs_and_writes_metrics(tmp_path: Path) -> None:
                 "recall_at_10pct", "screening_order"):
         assert key in m
     assert 0 < m["cost_at_stop"] <= 1 and 0 <= m["recall_at_stop"] <= 1
+
+
+def test_cli_all_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ids, texts, labels = _corpus(48)
+    for name in ("a", "b"):
+        _write(tmp_path / f"{name}.jsonl.gz", [
+            {"id": i, "title": t, "label": y} for i, t, y in zip(ids, texts, labels, strict=True)
+        ])
+    rc = main(["screen", "--all", str(tmp_path), "--seeds", "2", "--estimator", "hh",
+               "--draws", "6", "--n-top", "4"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "dataset" in out and "\na " in out and "\nb " in out
