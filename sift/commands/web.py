@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < settings.web_port < 65536:
         raise SiftError(f"port must be between 1 and 65535, got {settings.web_port}")
     configure_logging(settings.log_level, settings.log_json)
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    for noisy in ("aiohttp.access", "kafka", "aiokafka"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     generated = not settings.api_token
     if generated:
         settings = replace(settings, api_token=secrets.token_urlsafe(24))

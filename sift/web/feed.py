@@ -93,6 +93,8 @@ class KafkaFeed:
         self.consumer: Any = None
         self.tasks: list[asyncio.Task[None]] = []
         self.ready = asyncio.Event()
+        self._lag_consumer: Any = None
+        self._lag_error = ""
 
     async def start(self) -> None:
         from aiokafka import AIOKafkaConsumer
@@ -115,6 +117,9 @@ class KafkaFeed:
                 await task
         if self.consumer is not None:
             await self.consumer.stop()
+        if self._lag_consumer is not None:
+            self._lag_consumer.close()
+            self._lag_consumer = None
 
     def handle(self, topic: str, key: bytes | None, value: bytes | None, ts_ms: int) -> None:
         """Route one record to the state (never raises on bad input)."""
@@ -156,6 +161,21 @@ class KafkaFeed:
                 self.ready.set()
             await asyncio.sleep(0)
 
+    def _end_offsets(self, tps: list[Any]) -> dict[Any, int]:
+        """End offsets of any partitions (kafka-python, blocking: run it in a thread).
+
+        Its consumer needs no subscription to the topic, so the shard topic works too.
+        """
+        from kafka import TopicPartition
+
+        from sift.kafkaclient import consumer
+
+        if self._lag_consumer is None:
+            self._lag_consumer = consumer(self.settings)
+        ends = self._lag_consumer.end_offsets([TopicPartition(tp.topic, tp.partition)
+                                               for tp in tps])
+        return {(tp.topic, tp.partition): int(n) for tp, n in ends.items()}
+
     async def lag(self) -> dict[str, int]:
         """Messages not yet committed by the workers' consumer group, per topic."""
         from aiokafka.admin import AIOKafkaAdminClient
@@ -167,25 +187,28 @@ class KafkaFeed:
         finally:
             await admin.close()
         wanted = {self.settings.topic(t): t for t in LAG_TOPICS}
-        tps = [tp for tp in committed if tp.topic in wanted]
+        tps = [tp for tp, meta in committed.items()
+               if tp.topic in wanted and meta is not None and meta.offset >= 0]
         if not tps:
             return {}
-        ends = await self.consumer.end_offsets(tps)
+        loop = asyncio.get_running_loop()
+        ends = await loop.run_in_executor(None, self._end_offsets, tps)
         out: dict[str, int] = {}
         for tp in tps:
-            meta = committed[tp]
-            if meta is None or meta.offset < 0:
-                continue
             name = wanted[tp.topic]
-            out[name] = out.get(name, 0) + max(int(ends.get(tp, 0)) - int(meta.offset), 0)
+            lag = ends.get((tp.topic, tp.partition), 0) - int(committed[tp].offset)
+            out[name] = out.get(name, 0) + max(lag, 0)
         return out
 
     async def _lag_loop(self) -> None:
         while True:
             try:
-                self.state.set_lag(await asyncio.wait_for(self.lag(), 15.0))
+                self.state.set_lag(await asyncio.wait_for(self.lag(), 30.0))
+                self._lag_error = ""
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.debug("consumer lag unavailable: %s", exc)
+                if str(exc) != self._lag_error:  # say it once, not every 3 s
+                    log.warning("consumer lag unavailable: %s", exc)
+                    self._lag_error = str(exc)
             await asyncio.sleep(LAG_INTERVAL)
