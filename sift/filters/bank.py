@@ -90,11 +90,19 @@ class ProfileBank:
         for cls, cols in groups.items():
             key = tuple((profiles[j].name, profiles[j].version_) for j in cols)
             cached = self._stacks.get(cls)
-            if cached is None or cached[0] != key:
-                stack = cls.build_stack([profiles[j].model_ for j in cols])  # type: ignore[attr-defined]
-                self._stacks[cls] = (key, stack, cols)
-            else:
+            stack = None
+            if cached is not None and cached[0] == key:
                 stack = cached[1]
+            elif cached is not None and [k[0] for k in cached[0]] == [k[0] for k in key]:
+                # same profiles in the same order: replace only the changed ones
+                stack = cached[1]
+                for i, (old, new) in enumerate(zip(cached[0], key, strict=True)):
+                    if old[1] != new[1] and not stack.update(i, profiles[cols[i]].model_):
+                        stack = None
+                        break
+            if stack is None:
+                stack = cls.build_stack([profiles[j].model_ for j in cols])  # type: ignore[attr-defined]
+            self._stacks[cls] = (key, stack, cols)
             out.append((stack, cols))
         for cls in set(self._stacks) - set(groups):
             del self._stacks[cls]

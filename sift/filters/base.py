@@ -38,6 +38,14 @@ class Stack:
             out[:, j] = m.score(X)
         return out
 
+    def update(self, j: int, model: ScoringModel) -> bool:
+        """Take model ``j``'s new state into the stack; ``False`` asks for a rebuild.
+
+        The fallback stack scores each model directly, so it is always current.
+        """
+        self.models[j] = model
+        return True
+
 
 class ScoringModel(ABC):
     """Base class of the scoring models (Rocchio, Kantor, kNN, fusion)."""

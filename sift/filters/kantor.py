@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 from sift.filters.accumulator import SparseAccumulator
 from sift.filters.base import ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
-from sift.filters.sparse import dense_or_sparse, matmul_dense, restrict, rowwise_sq_norms
+from sift.filters.sparse import ColumnStack, restrict, rowwise_sq_norms
 from sift.filters.vectorize import normalize_rows
 
 _Q, _P, _N = 0, 1, 2
@@ -172,22 +172,27 @@ class Kantor(ScoringModel):
 
 class KantorStack(Stack):
     """Kantor models stacked over the union of their columns: two products (with every
-    P and every N) score a batch against all of them."""
+    P and every N) score a batch against all of them; a changed model is replaced in
+    place."""
 
     def __init__(self, models: Sequence[ScoringModel]) -> None:
         super().__init__(models)
-        vecs = [m.vectors() for m in models if isinstance(m, Kantor)]
-        if len(vecs) != len(self.models):
+        if not all(isinstance(m, Kantor) for m in models):
             raise ParameterError("KantorStack takes Kantor models only")
-        all_cols = np.concatenate([v[0] for v in vecs]) if vecs else np.zeros(0, np.int64)
-        self.cols = np.unique(all_cols)
-        pos = np.searchsorted(self.cols, all_cols)
-        which = np.repeat(np.arange(len(vecs)), [v[0].size for v in vecs])
-        p_vals = np.concatenate([v[1] for v in vecs]) if vecs else np.zeros(0)
-        n_vals = np.concatenate([v[2] for v in vecs]) if vecs else np.zeros(0)
-        self.P = dense_or_sparse(self.cols.size, len(vecs), pos, which, p_vals)
-        self.N = dense_or_sparse(self.cols.size, len(vecs), pos, which, n_vals)
+        vecs = [m.vectors() for m in models]  # type: ignore[attr-defined]
+        n_features = self.models[0].n_features_ if self.models else 1
+        self.P = ColumnStack(n_features, [(v[0], v[1]) for v in vecs])
+        self.N = ColumnStack(n_features, [(v[0], v[2]) for v in vecs])
+
+    def update(self, j: int, model: ScoringModel) -> bool:
+        if not isinstance(model, Kantor):
+            return False
+        self.models[j] = model
+        cols, p, n, _, _ = model.vectors()
+        self.P.replace(j, cols, p)
+        self.N.replace(j, cols, n)
+        return True
 
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
-        D = restrict(normalize_rows(X), self.cols)
-        return Kantor.formula(matmul_dense(D, self.P), matmul_dense(D, self.N))
+        D = normalize_rows(X)
+        return Kantor.formula(self.P.product(D), self.N.product(D))

@@ -209,6 +209,10 @@ class KNNStack(Stack):
             for cols in groups.values()
         ]
 
+    def update(self, j: int, model: ScoringModel) -> bool:
+        """Pools and label weights are grouped at build time: ask for a rebuild."""
+        return False
+
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
         out = np.zeros((X.shape[0], len(self.models)))
         for cols, LW in self.groups:

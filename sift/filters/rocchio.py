@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from sift.filters.accumulator import SparseAccumulator
 from sift.filters.base import ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
-from sift.filters.sparse import dense_or_sparse, matmul_dense, restrict
+from sift.filters.sparse import ColumnStack, restrict
 
 _Q, _P, _N = 0, 1, 2
 
@@ -205,19 +205,23 @@ class Rocchio(ScoringModel):
 
 class LinearStack(Stack):
     """Rocchio models stacked into one matrix over the union of their columns:
-    one sparse product scores a batch against all of them."""
+    one sparse product scores a batch against all of them; a changed model is
+    replaced in place (see :class:`~sift.filters.sparse.ColumnStack`)."""
 
     def __init__(self, models: Sequence[ScoringModel]) -> None:
         super().__init__(models)
-        rows = [m.coef() for m in models if isinstance(m, Rocchio)]
-        if len(rows) != len(self.models):
+        if not all(isinstance(m, Rocchio) for m in models):
             raise ParameterError("LinearStack takes Rocchio models only")
-        all_cols = np.concatenate([r[0] for r in rows]) if rows else np.zeros(0, np.int64)
-        self.cols = np.unique(all_cols)
-        pos = np.searchsorted(self.cols, all_cols)
-        which = np.repeat(np.arange(len(rows)), [r[0].size for r in rows])
-        vals = np.concatenate([r[1] for r in rows]) if rows else np.zeros(0)
-        self.W = dense_or_sparse(self.cols.size, len(rows), pos, which, vals)
+        n_features = self.models[0].n_features_ if self.models else 1
+        self.stack = ColumnStack(n_features, [m.coef()[:2] for m in models])  # type: ignore[attr-defined]
+
+    def update(self, j: int, model: ScoringModel) -> bool:
+        if not isinstance(model, Rocchio):
+            return False
+        self.models[j] = model
+        cols, vals, _ = model.coef()
+        self.stack.replace(j, cols, vals)
+        return True
 
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
-        return matmul_dense(restrict(X, self.cols), self.W)
+        return self.stack.product(X)

@@ -33,7 +33,7 @@ def _scratch(n_features: int) -> NDArray[np.int32]:
 
 
 def restrict(X: sp.csr_matrix, cols: NDArray[np.integer[Any]]) -> sp.csr_matrix:
-    """Columns ``cols`` (sorted, unique) of ``X``, as an ``n x len(cols)`` CSR matrix.
+    """Columns ``cols`` (unique, any order) of ``X``, as an ``n x len(cols)`` CSR matrix.
 
     Uses a scratch look-up table of one int32 per column: setting and clearing it
     costs ``O(len(cols))``, the gather ``O(nnz(X))``; no binary search.
@@ -84,3 +84,111 @@ def matmul_dense(A: sp.csr_matrix, B: Any) -> NDArray[np.float64]:
     if sp.issparse(out):
         return np.asarray(out.toarray(), dtype=np.float64)
     return np.asarray(out, dtype=np.float64)
+
+
+class ColumnStack:
+    """Several sparse vectors over one growing set of columns, for one-product scoring.
+
+    Column ``j`` of the stack is vector ``j``. The union of their columns only
+    grows (append-only, with a persistent look-up table of one int32 per hashed
+    column), so replacing one vector costs time proportional to that vector, and a
+    product restricts the documents to the union with one gather. The matrix is
+    dense while ``len(union) * n_vectors`` is at most ``dense_limit``, else CSC,
+    rebuilt lazily from the per-vector arrays.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> st = ColumnStack(6, [(np.array([1, 4]), np.array([1.0, 2.0])), (np.array([4]), np.array([3.0]))])
+    >>> st.product(sp.csr_matrix(np.array([[0, 1.0, 0, 0, 1.0, 0]]))).tolist()
+    [[3.0, 3.0]]
+    >>> st.replace(1, np.array([5]), np.array([1.0]))
+    >>> st.product(sp.csr_matrix(np.array([[0, 1.0, 0, 0, 1.0, 1.0]]))).tolist()
+    [[3.0, 1.0]]
+    """
+
+    def __init__(self, n_features: int, vectors: list[tuple[NDArray[Any], NDArray[np.float64]]],
+                 *, dense_limit: int = 4_000_000) -> None:
+        self.n_features = n_features
+        self.dense_limit = dense_limit
+        self.lut = np.full(n_features, -1, dtype=np.int32)
+        self.cols = np.zeros(0, dtype=np.int64)
+        self._pos: list[NDArray[np.int32]] = []
+        self._vals: list[NDArray[np.float64]] = []
+        self._W: Any = None
+        self._buf = np.zeros((0, 0))
+        for cols, vals in vectors:
+            self._pos.append(self._positions(cols))
+            self._vals.append(np.asarray(vals, dtype=np.float64))
+
+    def __len__(self) -> int:
+        return len(self._pos)
+
+    def _positions(self, cols: NDArray[Any]) -> NDArray[np.int32]:
+        cols = np.asarray(cols, dtype=np.int64)
+        pos = self.lut[cols]
+        new = pos < 0
+        if new.any():
+            fresh = np.unique(cols[new])
+            start = self.cols.size
+            self.lut[fresh] = np.arange(start, start + fresh.size, dtype=np.int32)
+            self.cols = np.concatenate([self.cols, fresh])
+            pos = self.lut[cols]
+            self._grow_rows()
+        return pos.astype(np.int32)
+
+    def _grow_rows(self) -> None:
+        """New columns joined the union: add zero rows to a dense matrix (amortised
+        doubling), or drop a sparse one for a lazy rebuild."""
+        if not isinstance(self._W, np.ndarray):
+            self._W = None
+            return
+        k, m = int(self.cols.size), self._W.shape[1]
+        if k * m > self.dense_limit:
+            self._W = None
+            return
+        if k > self._buf.shape[0]:
+            buf = np.zeros((max(2 * self._buf.shape[0], k), m))
+            buf[: self._W.shape[0]] = self._W
+            self._buf = buf
+        self._W = self._buf[:k]
+
+    def replace(self, j: int, cols: NDArray[Any], vals: NDArray[np.float64]) -> None:
+        """Replace vector ``j``."""
+        pos = self._positions(cols)
+        self._pos[j] = pos
+        self._vals[j] = np.asarray(vals, dtype=np.float64)
+        if isinstance(self._W, np.ndarray):
+            self._W[:, j] = 0.0
+            self._W[pos, j] = self._vals[j]
+        else:
+            self._W = None
+
+    def matrix(self) -> Any:
+        """The (len(union) x n_vectors) matrix, dense or CSC."""
+        if self._W is None:
+            k, m = int(self.cols.size), len(self._pos)
+            if k * m <= self.dense_limit:
+                self._buf = np.zeros((k, m))
+                for j, (pos, vals) in enumerate(zip(self._pos, self._vals, strict=True)):
+                    self._buf[pos, j] = vals
+                self._W = self._buf[:k]
+            else:
+                lengths = np.array([p.size for p in self._pos], dtype=np.int64)
+                indptr = np.concatenate([[0], np.cumsum(lengths)])
+                indices = np.concatenate(self._pos) if self._pos else np.zeros(0, np.int32)
+                data = np.concatenate(self._vals) if self._vals else np.zeros(0)
+                self._W = sp.csc_matrix((data, indices, indptr), shape=(k, m))
+        return self._W
+
+    def gather(self, X: sp.csr_matrix) -> sp.csr_matrix:
+        """``X`` restricted to the union's columns (in union order)."""
+        X = X if isinstance(X, sp.csr_matrix) else sp.csr_matrix(X)
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"expected {self.n_features} columns, got {X.shape[1]}")
+        pos = self.lut[X.indices]
+        return _build(X, pos, pos >= 0, int(self.cols.size))
+
+    def product(self, X: sp.csr_matrix) -> NDArray[np.float64]:
+        """``X @ stack`` as a dense (n_docs x n_vectors) array."""
+        if not self._pos:
+            return np.zeros((X.shape[0], 0))
+        return matmul_dense(self.gather(X), self.matrix())
