@@ -230,6 +230,21 @@ def test_judge_in_the_browser_reaches_kafka_and_the_dashboard(
                    ["appenzeller", "1200", "38", "40.3", "0.943", "continue"])
         wait.until(lambda d: d.find_element(By.ID, "lag-total").text.isdigit())
         save(driver, tmp_path, "dashboard.png")
+
+        # keyboard: j selects the next document, n judges it not relevant
+        driver.find_element(By.LINK_TEXT, PROFILE).click()
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#queue li.selected")))
+        items = driver.find_elements(By.CSS_SELECTOR, "#queue li.item")
+        second = items[1]
+        second_id = second.get_attribute("data-doc-id")
+        body = driver.find_element(By.TAG_NAME, "body")
+        body.send_keys("j")
+        wait.until(lambda d: "selected" in (second.get_attribute("class") or ""))
+        body.send_keys("n")
+        wait.until(ec.staleness_of(second))
+        (by_key,) = wait_for(lambda: [j for j in judged_on_topic() if not j["relevant"]], 30,
+                             "the keyboard judgment on the topic")
+        assert by_key["doc_id"] == second_id != doc_id
         assert (tmp_path / "judge.png").stat().st_size > 10_000
         assert (tmp_path / "dashboard.png").stat().st_size > 10_000
     finally:
