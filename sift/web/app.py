@@ -60,7 +60,7 @@ class ApiError(Exception):
 
 STATE = web.AppKey("state", WebState)
 SETTINGS = web.AppKey("settings", Settings)
-PUBLISHER = web.AppKey("publisher", Publisher)  # type: ignore[type-abstract]
+PUBLISHER = web.AppKey("publisher", Publisher)
 STOPPING = web.AppKey("stopping", asyncio.Event)
 
 

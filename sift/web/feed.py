@@ -166,7 +166,7 @@ class KafkaFeed:
 
         Its consumer needs no subscription to the topic, so the shard topic works too.
         """
-        from kafka import TopicPartition
+        from kafka.structs import TopicPartition
 
         from sift.kafkaclient import consumer
 

@@ -405,7 +405,7 @@ class WebState:
         view = self.profiles.get(profile)
         if view is None:
             return []
-        out = []
+        out: list[dict[str, Any]] = []
         for item in view.pending.values():
             if len(out) >= limit:
                 break
