@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -40,8 +41,11 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "screening_sift.json"))
     ap.add_argument("--img", default=str(ROOT / "docs" / "img" / "screening"))
     ap.add_argument("--no-timing", action="store_true")
+    ap.add_argument("--params", default="{}", help="JSON of Review parameters to override")
     args = ap.parse_args()
-    params: dict[str, Any] = {"estimator": "bound", "target_recall": 0.95}
+    params: dict[str, Any] = {
+        "estimator": "bound", "target_recall": 0.95, **orjson.loads(args.params)
+    }
     files = sorted(Path(args.data).glob("*.jsonl.gz"))
     timing = None
     if not args.no_timing:
@@ -124,7 +128,8 @@ def write_results(
         print(f"  {key:12s} met {o['target_met']:.0%} recall {o['recall_mean']:.3f} "
               f"cost {o['cost_mean']:.3f}", flush=True)
     write_json(out, {
-        "command": f"python benchmarks/screening_sift.py --seeds {seeds}",
+        "command": f"python benchmarks/screening_sift.py --seeds {seeds}"
+        + (f" --params '{orjson.dumps(params).decode()}'" if len(params) > 2 else ""),
         "params": {**DEFAULTS, **params}, "seeds": seeds, "overall": overall,
         "per_dataset": per_dataset, "timing": timing, "runs": runs,
     })

@@ -98,8 +98,13 @@ class Review:
         One-sided confidence level of the bound rule.
     hh_window
         Number of latest batches whose Hansen-Hurwitz estimates are averaged (>= 1).
+    warmup_precision
+        Greedy warm-up: no draws until a take-all batch's precision falls below this
+        (and something relevant was found); 0 samples from the first batch. Batches
+        without draws are deterministic given the past, so the estimators stay valid:
+        their finds are simply known.
     min_batches
-        Batches required (since the collection last grew) before the rule may stop.
+        Sampling batches required (since the collection last grew) before the rule may stop.
     C
         Inverse regularisation strength of the logistic regression.
     random_state
@@ -137,6 +142,7 @@ class Review:
         confidence: float = 0.95,
         min_batches: int = 10,
         hh_window: int = 10,
+        warmup_precision: float = 0.2,
         C: float = 1.0,
         random_state: int | None = None,
     ) -> None:
@@ -151,6 +157,7 @@ class Review:
         self.confidence = confidence
         self.min_batches = min_batches
         self.hh_window = hh_window
+        self.warmup_precision = warmup_precision
         self.C = C
         self.random_state = random_state
         self._validate()
@@ -183,7 +190,8 @@ class Review:
             raise bad("draws", self.draws, "and n_top cannot both be 0")
         if self.estimator != "ht" and self.draws < 2:
             raise bad("draws", self.draws, f"must be >= 2 for estimator {self.estimator!r}")
-        for name, lo, hi in (("exponent", 0.0, 10.0), ("growth", 0.0, 1.0), ("C", 0.0, math.inf)):
+        for name, lo, hi in (("exponent", 0.0, 10.0), ("growth", 0.0, 1.0), ("C", 0.0, math.inf),
+                              ("warmup_precision", 0.0, 1.0)):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not lo <= v <= hi or (name == "C" and v == 0):
                 extra = " and > 0" if name == "C" else ""
@@ -297,7 +305,7 @@ class Review:
         ranks = np.zeros(n, dtype=np.int64)
         ranks[rest[np.argsort(-scores[rest], kind="stable")]] = np.arange(1, len(rest) + 1)
         p = power_law(ranks, self.exponent)
-        b = self.draws if len(rest) else 0
+        b = self.draws if len(rest) and self._sampling_on() else 0
         drawn = (
             self.rng_.choice(n, size=b, replace=True, p=p) if b else np.zeros(0, dtype=np.int64)
         )
@@ -320,6 +328,22 @@ class Review:
         new = new[np.argsort(-scores[new], kind="stable")]
         self.pending_ = [self.ids_[i] for i in new]
         return list(self.pending_)
+
+    def _sampling_on(self) -> bool:
+        """Whether this batch draws a sample (after the warm-up, see ``warmup_precision``)."""
+        if self.warmup_precision <= 0 or any(b["b"] > 0 for b in self.batches_):
+            return True
+        if not self.batches_ or not np.any(self.labels_ == 1):
+            return False
+        last = self.batches_[-1]["certain"]
+        judged = last[self.labels_[last] >= 0]
+        if len(judged) == 0:
+            return False
+        return float(np.mean(self.labels_[judged] == 1)) < self.warmup_precision
+
+    def n_sampling_batches(self) -> int:
+        """Completed batches of the current epoch that drew a sample."""
+        return sum(1 for b in self._complete_batches()[self.epoch_start_ :] if b["b"] > 0)
 
     def record_judgment(self, doc_id: str, relevant: bool) -> None:
         """Record a reviewer's judgment (a later judgment of the same id overrides)."""
@@ -374,7 +398,7 @@ class Review:
         their estimates noisy); each batch estimate is conditionally unbiased.
         """
         found = int(np.sum(self.labels_ == 1))
-        batches = self._complete_batches()[self.epoch_start_ :]
+        batches = [b for b in self._complete_batches()[self.epoch_start_ :] if b["b"] > 0]
         if not batches:
             return Estimate(float(found), 0.0, found)
         use = batches[-max(self.hh_window, 1) :]
@@ -400,7 +424,7 @@ class Review:
 
     def should_stop(self) -> bool:
         """Whether the stopping rule fires (never with judgments pending)."""
-        if self.pending_ or len(self.batches_) - self.epoch_start_ < max(self.min_batches, 1):
+        if self.pending_ or self.n_sampling_batches() < max(self.min_batches, 1):
             return False
         if np.all(self.labels_ >= 0):
             return True
@@ -438,7 +462,8 @@ class Review:
             "growth": self.growth, "n_negatives": self.n_negatives,
             "exponent": self.exponent, "target_recall": self.target_recall,
             "estimator": self.estimator, "confidence": self.confidence,
-            "min_batches": self.min_batches, "hh_window": self.hh_window, "C": self.C,
+            "min_batches": self.min_batches, "hh_window": self.hh_window,
+            "warmup_precision": self.warmup_precision, "C": self.C,
             "random_state": self.random_state,
         }
 

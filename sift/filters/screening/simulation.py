@@ -118,7 +118,7 @@ def simulate(
             result.labels.append(rel)
             found += rel
         result.checkpoints.append(len(result.labels))
-        batches_ok = len(review.batches_) - review.epoch_start_ >= max(review.min_batches, 1)
+        batches_ok = review.n_sampling_batches() >= max(review.min_batches, 1)
         ht = review.estimate_ht() if batches_ok else None
         hh = review.estimate_hh() if batches_ok else None
         elapsed = time.perf_counter() - t0
