@@ -50,8 +50,11 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < settings.web_port < 65536:
         raise SiftError(f"port must be between 1 and 65535, got {settings.web_port}")
     configure_logging(settings.log_level, settings.log_json)
-    for noisy in ("aiohttp.access", "kafka", "aiokafka"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # client libraries: their connection retries would bury the one-line error; a topic
+    # that does not exist yet (the changelog before the first worker) is not an error here
+    for noisy, level in (("aiohttp.access", logging.WARNING), ("kafka", logging.CRITICAL),
+                         ("aiokafka", logging.ERROR), ("aiokafka.cluster", logging.CRITICAL)):
+        logging.getLogger(noisy).setLevel(level)
     generated = not settings.api_token
     if generated:
         settings = replace(settings, api_token=secrets.token_urlsafe(24))
