@@ -328,3 +328,16 @@ def test_cli_all_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert rc == 0
     out = capsys.readouterr().out
     assert "dataset" in out and "\na " in out and "\nb " in out
+
+
+def test_warmup_draws_nothing_until_precision_drops() -> None:
+    ids, texts, labels = _corpus()
+    gold = dict(zip(ids, labels, strict=True))
+    review = Review("wilson disease copper", draws=6, n_top=4, warmup_precision=0.5,
+                    random_state=0)
+    review.add_documents(ids, texts)
+    _run_batches(review, gold, 1)
+    assert review.batches_[0]["b"] == 0  # the first greedy batch is all relevant
+    _run_batches(review, gold, 6)
+    assert any(b["b"] > 0 for b in review.batches_)  # relevant ran out: sampling began
+    assert review.n_sampling_batches() == sum(b["b"] > 0 for b in review.batches_)
