@@ -13,11 +13,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-import test_service as svc  # tests/integration is on sys.path (pytest rootdir-less import)
 
 from sift.agents.harness import WorkerProcess, send_all, total, wait_for
 from sift.settings import Settings
 from sift.topics.records import Document
+
+from . import test_service as svc
 
 PARTITIONS = 4
 N_PROFILES = 40
