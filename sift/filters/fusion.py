@@ -63,11 +63,24 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from sift.errors import SiftError
+from sift.filters.accumulator import SparseAccumulator
+from sift.filters.base import ScoringModel, check_positive
+from sift.filters.errors import ParameterError, StateError
+from sift.filters.examples import ExampleSet
+from sift.filters.kantor import Kantor
+from sift.filters.knn import KNN
+from sift.filters.rocchio import Rocchio
+from sift.filters.sparse import restrict
+from sift.filters.state import decode_array, encode_array
 
 __all__ = [
+    "COMPONENTS",
     "OBJECTIVES",
+    "ContextWeights",
     "DissimilarityFusion",
+    "FusionContext",
     "FusionError",
+    "FusionModel",
     "FusionResult",
     "SingletonRanker",
     "fused_ranks",
@@ -909,7 +922,7 @@ def solve_weights(
         )
 
     if j <= 1 or cand.size == 0:
-        alpha = np.ones(j) if j == 1 else np.zeros(0)
+        alpha = np.full(j, 1.0 / j) if j else np.zeros(0)  # no candidates: any weights
         val = float(_objective_many(d, pos, cand, alpha[:, None], obj)[0]) if j else 0.0
         if j == 0:
             cnt = 0.0 if obj == "maxrank" else 1.0
@@ -1132,3 +1145,479 @@ class SingletonRanker:
         """The chosen dissimilarity of each row."""
         d = _as_matrix(dissimilarities)
         return np.asarray(d[:, self.column_], dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- profile model
+
+COMPONENTS: tuple[str, ...] = ("word", "char", "lsa", "rocchio", "kantor", "knn")
+_FUSION_STATE_VERSION = 1
+_KANTOR_FLOOR = 1e-12
+_KNN_TIE = 1e-3
+
+
+@dataclass(frozen=True, eq=False)
+class FusionContext:
+    """What :class:`FusionModel` needs to know about the vectorizer's columns.
+
+    Attributes
+    ----------
+    word_stop
+        The word block is the columns ``[0, word_stop)``.
+    char_start
+        The character n-gram block is ``[char_start, n_features)``, or ``None``.
+    lsa_cols
+        Sorted word columns the LSA projection reads (int64).
+    lsa_map
+        ``(len(lsa_cols), k)`` projection (the transposed SVD components), or an
+        empty ``(0, 0)`` array when there is no LSA.
+    """
+
+    word_stop: int
+    char_start: int | None
+    lsa_cols: NDArray[np.int64]
+    lsa_map: FloatArray
+
+    @property
+    def has_lsa(self) -> bool:
+        return bool(self.lsa_map.size)
+
+
+class ContextWeights(np.ndarray[Any, np.dtype[np.float64]]):
+    """Corpus weights (a plain float array) that also carry a :class:`FusionContext`.
+
+    :class:`~sift.filters.profile.Profile` hands a model the vectorizer's
+    ``feature_weights()`` at ``bind`` time; a
+    :class:`~sift.filters.representations.FusionVectorizer` returns this subclass, so the
+    fusion model receives its context through the unchanged ``bind`` signature.
+
+    >>> w = ContextWeights(np.ones(3), None)
+    >>> w.context is None, float(w.sum())
+    (True, 3.0)
+    """
+
+    context: FusionContext | None
+
+    def __new__(cls, weights: ArrayLike, context: FusionContext | None) -> ContextWeights:
+        obj = np.asarray(weights, dtype=np.float64).view(cls)
+        obj.context = context
+        return obj
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.context = getattr(obj, "context", None)
+
+
+def _block_sq_norms(X: sp.csr_matrix, lo: int, hi: int) -> FloatArray:
+    """Squared length of each row restricted to the columns ``[lo, hi)``."""
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    keep = (X.indices >= lo) & (X.indices < hi)
+    sq = np.bincount(rows[keep], weights=X.data[keep] ** 2, minlength=X.shape[0])
+    return np.asarray(sq, dtype=np.float64)
+
+
+def _max_margin(d: FloatArray, pos: IntArray, alpha: FloatArray) -> tuple[FloatArray, float]:
+    """Weights with the same or fewer negatives before the worst positive that push the
+    negatives now behind it as far behind as possible; also the margin reached."""
+    f = d @ alpha
+    neg = np.setdiff1d(np.arange(d.shape[0]), pos)
+    behind = neg[f[neg] >= f[pos].max()]
+    if behind.size == 0:
+        return alpha, 0.0
+    out = _polish_maxrank(d, pos, behind, alpha, cap=1.0)
+    g = d @ out
+    return out, float(g[behind].min() - g[pos].max())
+
+
+def _safe_div(a: FloatArray, b: FloatArray) -> FloatArray:
+    return np.asarray(np.where(b > 1e-12, a / np.where(b > 1e-12, b, 1.0), 0.0), dtype=np.float64)
+
+
+class FusionModel(ScoringModel):
+    """Profile model ranking by a learned convex combination of dissimilarities.
+
+    For every document ``d`` the model computes ``J`` dissimilarities to the
+    profile (smaller = more similar):
+
+    ``word``, ``char``, ``lsa``
+        ``1 - cos(d, v*)`` in the word block, the character n-gram block and the
+        LSA space, where the query item ``v*`` is the sum of the query vector and
+        the (weighted) positive examples;
+    ``rocchio``, ``kantor``, ``knn``
+        the negated score of a Rocchio, Kantor and kNN sub-model bound to the
+        same example set (Kantor's as ``-log score``, its distance ratio made a
+        difference of log-distances).
+
+    Each column is scaled affinely to ``[0, 1]`` over the examples' leave-one-out
+    values; the weights ``alpha`` come from :func:`solve_weights` with ``S`` the
+    positive examples and the candidates the negative ones (leave-one-out
+    dissimilarities, so a positive is not judged by a model that contains it).
+    The score is ``-(scaled dissimilarities @ alpha)``; TROT thresholds it.
+
+    The weights are re-solved lazily (at the next ``score``/``loo_scores``) once
+    ``resolve_every`` new positives were learned, with ``time_limit`` seconds and
+    the previous weights as a start; the sub-models and ``v*`` learn every
+    judgment. Before the first solve (no positive yet) the score is the Rocchio
+    sub-model's.
+
+    Parameters
+    ----------
+    components
+        Which dissimilarities (subset of :data:`COMPONENTS`), or ``None`` for all
+        those the bound context provides (``char`` and ``lsa`` need a
+        :class:`FusionContext`, see :class:`ContextWeights`).
+    resolve_every
+        Re-solve the weights after this many new positives.
+    time_limit
+        Seconds per solve.
+    objective
+        Objective of :func:`solve_weights`.
+    rocchio, kantor, knn
+        Parameters of the sub-models.
+    tie_break
+        ``"margin"``: among weights that keep the same negatives behind the worst
+        positive, take those maximising the gap between the worst positive and
+        the nearest such negative (one LP; the solver's optimum is usually a
+        whole region, often containing a vertex that uses one component only);
+        ``"solver"``: keep :func:`solve_weights`' choice.
+    seed
+        Seed of the solver's heuristic.
+
+    Examples
+    --------
+    >>> from sift.filters.examples import ExampleSet
+    >>> X = sp.csr_matrix(np.array([[1.0, 0, 0], [0.8, 0.6, 0], [0, 0, 1.0], [0, 0.6, 0.8]]))
+    >>> ex = ExampleSet(None, 3)
+    >>> m = FusionModel(components=["word", "rocchio", "knn"])
+    >>> m.bind(3, None, ex)
+    >>> m.start(None)
+    >>> lab, w, real = np.array([1, 1, -1, -1]), np.ones(4), np.ones(4, bool)
+    >>> m.learn(X, lab, w, real)
+    >>> ex.add(X, lab, w, real)
+    0
+    >>> s = m.score(X)
+    >>> bool(min(s[0], s[1]) > max(s[2], s[3])), m.components_
+    (True, ['word', 'rocchio', 'knn'])
+    """
+
+    name = "fusion"
+
+    def __init__(
+        self,
+        components: list[str] | None = None,
+        resolve_every: int = 5,
+        time_limit: float = 1.0,
+        objective: str = "maxrank",
+        rocchio: dict[str, Any] | None = None,
+        kantor: dict[str, Any] | None = None,
+        knn: dict[str, Any] | None = None,
+        tie_break: str = "margin",
+        seed: int = 0,
+    ) -> None:
+        self.components = None if components is None else list(components)
+        self.resolve_every = resolve_every
+        self.time_limit = time_limit
+        self.objective = objective
+        self.rocchio = dict(rocchio or {})
+        self.kantor = dict(kantor or {})
+        self.knn = dict(knn or {})
+        self.tie_break = tie_break
+        self.seed = seed
+        if tie_break not in ("margin", "solver"):
+            raise ParameterError(f"tie_break must be 'margin' or 'solver', got {tie_break!r}")
+        if self.components is not None:
+            bad = [c for c in self.components if c not in COMPONENTS]
+            if bad or not self.components or len(set(self.components)) != len(self.components):
+                raise ParameterError(
+                    f"components must be distinct names among {', '.join(COMPONENTS)}, "
+                    f"got {components!r}")
+        if (isinstance(resolve_every, bool) or not isinstance(resolve_every, int)
+                or resolve_every < 1):
+            raise ParameterError(f"resolve_every must be a positive integer, got {resolve_every!r}")
+        check_positive("time_limit", time_limit)
+        if objective not in OBJECTIVES:
+            raise ParameterError(
+                f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+        try:
+            self.rocchio_ = Rocchio(**self.rocchio)
+            self.kantor_ = Kantor(**self.kantor)
+            self.knn_ = KNN(**self.knn)
+        except TypeError as exc:
+            raise ParameterError(f"sub-model parameters: {exc}") from None
+        self.context_: FusionContext | None = None
+        self.components_: list[str] = []
+        self._reset()
+        self.bind(0, None, None)
+
+    def get_params(self) -> dict[str, Any]:
+        return {"components": self.components, "resolve_every": self.resolve_every,
+                "time_limit": self.time_limit, "objective": self.objective,
+                "rocchio": self.rocchio, "kantor": self.kantor, "knn": self.knn,
+                "tie_break": self.tie_break, "seed": self.seed}
+
+    # -- context ----------------------------------------------------------------------
+    def bind(
+        self,
+        n_features: int,
+        feature_weights: NDArray[np.float64] | None,
+        examples: ExampleSet | None,
+    ) -> None:
+        ctx = getattr(feature_weights, "context", None)
+        self.context_ = ctx if isinstance(ctx, FusionContext) else None
+        plain = None if feature_weights is None else np.asarray(feature_weights)
+        super().bind(n_features, plain, examples)
+        for sub in (self.rocchio_, self.kantor_, self.knn_):
+            sub.bind(n_features, plain, examples)
+        available = ["word", "rocchio", "kantor", "knn"]
+        if self.context_ is not None and self.context_.char_start is not None:
+            available.append("char")
+        if self.context_ is not None and self.context_.has_lsa:
+            available.append("lsa")
+        if self.components is None:
+            self.components_ = [c for c in COMPONENTS if c in available]
+        else:
+            missing = [c for c in self.components if c not in available]
+            if missing and n_features:
+                raise ParameterError(
+                    f"fusion components {missing} need a FusionContext (use FusionVectorizer)")
+            self.components_ = list(self.components)
+
+    def _blocks(self) -> dict[str, tuple[int, int]]:
+        ctx = self.context_
+        word_stop = self.n_features_ if ctx is None else ctx.word_stop
+        out = {"word": (0, word_stop)}
+        if ctx is not None and ctx.char_start is not None:
+            out["char"] = (ctx.char_start, self.n_features_)
+        return out
+
+    # -- learning ---------------------------------------------------------------------
+    def _reset(self) -> None:
+        self.centroid_ = SparseAccumulator(1)
+        self.alpha_: FloatArray | None = None
+        self.lo_ = np.zeros(0)
+        self.scale_ = np.zeros(0)
+        self.n_pos_ = 0
+        self.n_pos_at_solve_ = 0
+        self.pending_ = False
+        self.n_solves_ = 0
+        self.last_solve_: dict[str, Any] = {}
+        self._cvec: dict[str, tuple[NDArray[np.int64], FloatArray]] | None = None
+
+    def start(self, query: sp.csr_matrix | None) -> None:
+        self._reset()
+        for sub in (self.rocchio_, self.kantor_, self.knn_):
+            sub.start(query)
+        if query is not None and query.nnz:
+            q = sp.csr_matrix(query)
+            self.centroid_.add(0, q.indices, q.data)
+
+    def learn(
+        self,
+        X: sp.csr_matrix,
+        labels: NDArray[np.int8],
+        weights: NDArray[np.float64],
+        real: NDArray[np.bool_],
+    ) -> None:
+        for sub in (self.rocchio_, self.kantor_, self.knn_):
+            sub.learn(X, labels, weights, real)
+        X = sp.csr_matrix(X)
+        lab = np.asarray(labels)
+        w = np.asarray(weights, dtype=np.float64)
+        rows = np.flatnonzero(lab > 0)
+        if rows.size:
+            sub = X[rows]
+            self.centroid_.add(0, sub.indices, sub.data * np.repeat(w[rows], np.diff(sub.indptr)))
+            self.n_pos_ += int(rows.size)
+            self._cvec = None
+            if self.alpha_ is None or self.n_pos_ - self.n_pos_at_solve_ >= self.resolve_every:
+                self.pending_ = True
+
+    # -- dissimilarities --------------------------------------------------------------
+    def _centroid(self) -> dict[str, tuple[NDArray[np.int64], FloatArray]]:
+        """``v*`` per block (sorted columns, values) and, for ``lsa``, its projection."""
+        if self._cvec is None:
+            feat = self.centroid_.features
+            vals = self.centroid_.sums[0]
+            order = np.argsort(feat)
+            feat, vals = feat[order].copy(), vals[order].copy()
+            out: dict[str, tuple[NDArray[np.int64], FloatArray]] = {}
+            for name, (lo, hi) in self._blocks().items():
+                keep = (feat >= lo) & (feat < hi)
+                out[name] = (feat[keep], vals[keep])
+            ctx = self.context_
+            if ctx is not None and ctx.has_lsa:
+                c = sp.csr_matrix((vals, feat, np.array([0, feat.size])),
+                                  shape=(1, self.n_features_))
+                z = np.asarray(restrict(c, ctx.lsa_cols) @ ctx.lsa_map).ravel()
+                out["lsa"] = (np.arange(z.size, dtype=np.int64), z)
+            self._cvec = out
+        return self._cvec
+
+    def _cosines(
+        self, X: sp.csr_matrix, name: str, loo: tuple[FloatArray, NDArray[np.bool_]] | None
+    ) -> FloatArray:
+        """``cos(x, v*)`` in one representation; with ``loo = (weights, is_positive)``
+        each positive row is compared with ``v*`` minus its own contribution."""
+        cols, vals = self._centroid()[name]
+        csq = float(vals @ vals)
+        if name == "lsa":
+            ctx = self.context_
+            assert ctx is not None
+            Z = np.asarray(restrict(X, ctx.lsa_cols) @ ctx.lsa_map)
+            dot = Z @ vals
+            xsq = np.einsum("ij,ij->i", Z, Z)
+        else:
+            lo, hi = self._blocks()[name]
+            dot = np.asarray(restrict(X, cols) @ vals).ravel()
+            xsq = _block_sq_norms(X, lo, hi)
+        if loo is None:
+            return _safe_div(dot, np.sqrt(xsq * csq))
+        w, mine = loo
+        dot_l = np.where(mine, dot - w * xsq, dot)
+        csq_l = np.maximum(np.where(mine, csq - 2 * w * dot + w * w * xsq, csq), 0.0)
+        return _safe_div(dot_l, np.sqrt(xsq * csq_l))
+
+    def _matrix(self, X: sp.csr_matrix | None) -> FloatArray:
+        """Raw dissimilarities of the rows of ``X`` (``None``: leave-one-out, examples)."""
+        if X is None:
+            ex = self._examples()
+            rows, loo = ex.X, (ex.weights, ex.labels > 0)
+        else:
+            rows, loo = sp.csr_matrix(X), None
+        cols: list[FloatArray] = []
+        for name in self.components_:
+            if name in ("word", "char", "lsa"):
+                cols.append(1.0 - self._cosines(rows, name, loo))
+                continue
+            sub = {"rocchio": self.rocchio_, "kantor": self.kantor_, "knn": self.knn_}[name]
+            s = sub.loo_scores() if X is None else sub.score(rows)
+            if name == "kantor":
+                s = np.log(np.maximum(s, _KANTOR_FLOOR))
+            cols.append(-np.asarray(s, dtype=np.float64))
+        if "knn" in self.components_:
+            # kNN scores 0 whenever no positive is among the k neighbours; ties do not
+            # outrank in the maxrank program, so break them by word (else Rocchio) order
+            k = self.components_.index("knn")
+            ref = "word" if "word" in self.components_ else (
+                "rocchio" if "rocchio" in self.components_ else None)
+            if ref is not None:
+                r = cols[self.components_.index(ref)]
+                span = float(np.ptp(r)) if r.size else 0.0
+                cols[k] = cols[k] + _KNN_TIE * (r - r.min()) / (span if span > 0 else 1.0)
+        n = rows.shape[0]
+        return np.column_stack(cols) if cols else np.zeros((n, 0))
+
+    # -- weights ----------------------------------------------------------------------
+    def _solve(self, D: FloatArray) -> None:
+        ex = self._examples()
+        pos = np.flatnonzero(ex.labels > 0)
+        if pos.size == 0 or D.shape[0] == 0:
+            return
+        lo = D.min(axis=0)
+        scale = D.max(axis=0) - lo
+        scale = np.where(scale > 1e-12, scale, 1.0)
+        Dn = (D - lo) / scale
+        start = self.alpha_ if self.alpha_ is not None and self.alpha_.size == D.shape[1] else None
+        res = solve_weights(Dn, pos, objective=self.objective, time_limit=self.time_limit,
+                            start=start, seed=self.seed)
+        alpha = np.asarray(res.weights, dtype=np.float64)
+        margin = 0.0
+        if self.tie_break == "margin" and self.objective == "maxrank":
+            alpha, margin = _max_margin(Dn, pos, alpha)
+        self.alpha_ = alpha
+        self.lo_, self.scale_ = lo, scale
+        self.n_pos_at_solve_ = self.n_pos_
+        self.n_solves_ += 1
+        self.last_solve_ = {"objective": float(res.objective), "gap": float(res.gap),
+                            "optimal": bool(res.optimal), "method": res.method,
+                            "seconds": float(res.seconds), "positives": int(pos.size),
+                            "candidates": int(res.n_candidates), "margin": margin}
+
+    def _fused(self, D: FloatArray) -> FloatArray:
+        if self.alpha_ is None:
+            j = self.components_.index("rocchio") if "rocchio" in self.components_ else 0
+            return np.asarray(-D[:, j], dtype=np.float64)
+        return np.asarray(-(((D - self.lo_) / self.scale_) @ self.alpha_), dtype=np.float64)
+
+    def _ensure_solved(self, D_loo: FloatArray | None = None) -> FloatArray | None:
+        if self.pending_ and self.examples_ is not None and np.any(self.examples_.labels > 0):
+            if D_loo is None:
+                D_loo = self._matrix(None)
+            self._solve(D_loo)
+            self.pending_ = False
+        return D_loo
+
+    @property
+    def weights_(self) -> dict[str, float]:
+        """Current weight of each component on the ``[0, 1]``-scaled dissimilarities
+        (empty before the first solve)."""
+        if self.alpha_ is None:
+            return {}
+        return {c: float(a) for c, a in zip(self.components_, self.alpha_, strict=True)}
+
+    def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
+        self._ensure_solved()
+        return self._fused(self._matrix(X))
+
+    def loo_scores(self) -> NDArray[np.float64]:
+        ex = self._examples()
+        if len(ex) == 0:
+            return np.zeros(0)
+        D = self._ensure_solved(self._matrix(None) if self.pending_ else None)
+        if D is None:
+            D = self._matrix(None)
+        return self._fused(D)
+
+    # -- state ------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "fusion",
+            "version": _FUSION_STATE_VERSION,
+            "components": list(self.components_),
+            "rocchio": self.rocchio_.state_dict(),
+            "kantor": self.kantor_.state_dict(),
+            "knn": self.knn_.state_dict(),
+            "centroid": self.centroid_.to_state(),
+            "alpha": None if self.alpha_ is None else encode_array(self.alpha_),
+            "lo": encode_array(self.lo_),
+            "scale": encode_array(self.scale_),
+            "n_pos": self.n_pos_,
+            "n_pos_at_solve": self.n_pos_at_solve_,
+            "pending": self.pending_,
+            "n_solves": self.n_solves_,
+            "last_solve": dict(self.last_solve_),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        try:
+            if state.get("kind") != "fusion" or state.get("version") != _FUSION_STATE_VERSION:
+                raise StateError(f"fusion: expected kind 'fusion' version {_FUSION_STATE_VERSION}, "
+                                 f"got {state.get('kind')!r} {state.get('version')!r}")
+            if list(state["components"]) != self.components_:
+                raise StateError(f"fusion: state components {state['components']} differ from the "
+                                 f"bound context's {self.components_} (same vectorizer?)")
+            self.rocchio_.load_state_dict(state["rocchio"])
+            self.kantor_.load_state_dict(state["kantor"])
+            self.knn_.load_state_dict(state["knn"])
+            centroid = SparseAccumulator.from_state(state["centroid"], 1)
+            j = len(self.components_)
+            alpha = (None if state["alpha"] is None else
+                     decode_array(state["alpha"], name="fusion.alpha", dtype=np.float64, ndim=1))
+            lo = decode_array(state["lo"], name="fusion.lo", dtype=np.float64, ndim=1)
+            scale = decode_array(state["scale"], name="fusion.scale", dtype=np.float64, ndim=1)
+            n_pos, n_at = int(state["n_pos"]), int(state["n_pos_at_solve"])
+            pending = state["pending"]
+            n_solves = int(state["n_solves"])
+            last = dict(state["last_solve"])
+        except StateError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise StateError(f"fusion: {exc}") from None
+        if alpha is not None and (alpha.size != j or lo.size != j or scale.size != j
+                                  or np.any(alpha < 0) or np.any(scale <= 0)):
+            raise StateError("fusion: weights or scaling do not match the components")
+        if not isinstance(pending, bool) or min(n_pos, n_at, n_solves) < 0 or n_at > n_pos:
+            raise StateError("fusion: bad counters")
+        self.centroid_ = centroid
+        self.alpha_, self.lo_, self.scale_ = alpha, lo, scale
+        self.n_pos_, self.n_pos_at_solve_, self.pending_ = n_pos, n_at, pending
+        self.n_solves_, self.last_solve_ = n_solves, last
+        self._cvec = None

@@ -11,6 +11,11 @@ a cosine similarity:
 ``lsa``
     latent semantic analysis: a truncated SVD of the word TF-IDF matrix.
 
+:class:`FusionVectorizer` is the streaming counterpart used by the ``fusion``
+profile model: a hashed :class:`~sift.filters.vectorize.Vectorizer` whose
+vectors carry a word block and a character n-gram block in separate column
+ranges, and which fits one LSA projection on the training matrix.
+
 Pure computation (scikit-learn); no I/O.
 
 Examples
@@ -27,17 +32,22 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 from sklearn.decomposition import TruncatedSVD
-from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
 from sklearn.preprocessing import normalize
 
-from sift.filters.fusion import FusionError
+from sift.filters.errors import ParameterError, StateError
+from sift.filters.fusion import ContextWeights, FusionContext, FusionError
+from sift.filters.sparse import restrict
+from sift.filters.state import check_version, decode_array, encode_array
+from sift.filters.vectorize import Vectorizer, normalize_rows
 
 REPRESENTATIONS: tuple[str, ...] = ("word", "char", "lsa")
 
@@ -128,3 +138,238 @@ class TextRepresentations:
         out = np.column_stack(cols).astype(np.float64)
         out[query] = 0.0
         return out
+
+
+def _top_per_row(X: sp.csr_matrix, k: int) -> sp.csr_matrix:
+    """Keep the ``k`` largest entries of each row (ties: lower column first)."""
+    counts = np.diff(X.indptr)
+    if counts.size == 0 or counts.max(initial=0) <= k:
+        return X
+    rows = np.repeat(np.arange(X.shape[0]), counts)
+    order = np.lexsort((X.indices, -X.data, rows))
+    rank = np.arange(order.size) - np.repeat(X.indptr[:-1], counts)
+    keep = np.zeros(order.size, dtype=bool)
+    keep[order[rank < k]] = True
+    out = sp.csr_matrix((X.data[keep], X.indices[keep], np.concatenate([[0], np.cumsum(
+        np.bincount(rows[keep], minlength=X.shape[0]))])), shape=X.shape)
+    out.sort_indices()
+    return out
+
+
+class FusionVectorizer(Vectorizer):
+    """Hashed word block + hashed character n-gram block + an LSA projection.
+
+    Columns ``[0, n_features // 2)`` hold the word log-TF-IDF vector (exactly as
+    :class:`~sift.filters.vectorize.Vectorizer`, with half the columns), columns
+    ``[n_features // 2, n_features)`` the character n-gram log-TF-IDF vector
+    (``char_wb`` n-grams, IDF from the same training documents, only the
+    ``char_top`` heaviest n-grams of a document kept to bound its size). Each
+    block is normalised to unit length, then scaled by ``sqrt(1 - char_weight)``
+    and ``sqrt(char_weight)``: the whole vector has unit length and the dot
+    product of two documents is ``(1 - c) cos_word + c cos_char``, which is what
+    single models (Rocchio, Kantor, kNN) see. The fusion model reads the blocks
+    separately.
+
+    :meth:`fit` also fits a truncated SVD (LSA) on the training matrix restricted
+    to the ``lsa_columns`` word columns of highest document frequency; it is kept
+    once, here, and reaches the models through :meth:`feature_weights`, which
+    returns a :class:`~sift.filters.fusion.ContextWeights` array.
+
+    Parameters
+    ----------
+    n_features
+        Total number of columns (both blocks).
+    char_weight
+        Share ``c`` of the character block in the dot product, in ``[0, 1)``;
+        0 leaves the character block out.
+    char_ngram_range
+        Character n-gram lengths.
+    char_top
+        Character n-grams kept per document (``None``: all).
+    lsa_components, lsa_columns
+        LSA dimension (0: no LSA) and how many frequent word columns it reads.
+    seed
+        Seed of the randomised SVD.
+    tf, idf, stop_words, ngram_max
+        As in :class:`~sift.filters.vectorize.Vectorizer` (word block).
+
+    Examples
+    --------
+    >>> texts = ["wheat exports rose", "wheat crop", "oil prices", "crude oil output"]
+    >>> v = FusionVectorizer(n_features=2**12, lsa_components=2).fit(texts)
+    >>> X = v.transform(["wheat harvest"])
+    >>> round(float(X.multiply(X).sum()), 6), bool(X.indices.max() >= 2**11)
+    (1.0, True)
+    >>> ctx = v.feature_weights().context
+    >>> ctx.word_stop, ctx.char_start, ctx.lsa_map.shape[1]
+    (2048, 2048, 2)
+    """
+
+    def __init__(
+        self,
+        n_features: int = 2**20,
+        *,
+        char_weight: float = 0.5,
+        char_ngram_range: tuple[int, int] | list[int] = (3, 5),
+        char_top: int | None = 200,
+        lsa_components: int = 100,
+        lsa_columns: int = 20_000,
+        seed: int = 0,
+        tf: str = "log",
+        idf: str = "idf",
+        normalize: bool = True,
+        stop_words: str | Iterable[str] = "default",
+        ngram_max: int = 1,
+    ) -> None:
+        if not isinstance(n_features, int) or n_features < 4:
+            raise ParameterError(f"n_features must be an integer >= 4, got {n_features!r}")
+        if not (isinstance(char_weight, int | float) and 0.0 <= char_weight < 1.0):
+            raise ParameterError(f"char_weight must be in [0, 1), got {char_weight!r}")
+        lo_n, hi_n = (int(x) for x in char_ngram_range)
+        if not 1 <= lo_n <= hi_n:
+            raise ParameterError(f"char_ngram_range must be (lo, hi) with 1 <= lo <= hi, "
+                                 f"got {char_ngram_range!r}")
+        if char_top is not None and (not isinstance(char_top, int) or char_top < 1):
+            raise ParameterError(f"char_top must be a positive integer or None, got {char_top!r}")
+        if not isinstance(lsa_components, int) or lsa_components < 0:
+            raise ParameterError(f"lsa_components must be an integer >= 0, got {lsa_components!r}")
+        if not isinstance(lsa_columns, int) or lsa_columns < 2:
+            raise ParameterError(f"lsa_columns must be an integer >= 2, got {lsa_columns!r}")
+        if not normalize:
+            raise ParameterError("FusionVectorizer always normalises (normalize=True)")
+        super().__init__(n_features, tf=tf, idf=idf, normalize=True, stop_words=stop_words,
+                         ngram_max=ngram_max)
+        self.char_weight = float(char_weight)
+        self.char_ngram_range = (lo_n, hi_n)
+        self.char_top = char_top
+        self.lsa_components = lsa_components
+        self.lsa_columns = lsa_columns
+        self.seed = seed
+        self.word_stop = n_features // 2
+        self._hasher = HashingVectorizer(n_features=self.word_stop, analyzer=self._analyze,
+                                         alternate_sign=False, norm=None, dtype=np.float64)
+        self._char_hasher = HashingVectorizer(
+            n_features=n_features - self.word_stop, analyzer="char_wb",
+            ngram_range=self.char_ngram_range, alternate_sign=False, norm=None, dtype=np.float64)
+        self.lsa_cols_ = np.zeros(0, dtype=np.int64)
+        self.lsa_map_ = np.zeros((0, 0))
+        self._context: FusionContext | None = None
+
+    @property
+    def has_char(self) -> bool:
+        return self.char_weight > 0
+
+    # -- learning -----------------------------------------------------------------
+    def fit(self, texts: Iterable[str]) -> FusionVectorizer:
+        """Learn document frequencies of both blocks, then the LSA projection."""
+        docs = list(texts)
+        super().fit(docs)
+        self.lsa_cols_ = np.zeros(0, dtype=np.int64)
+        self.lsa_map_ = np.zeros((0, 0))
+        self._context = None
+        if self.lsa_components > 0 and len(docs) >= 3:
+            df = self.df_[: self.word_stop]
+            nz = np.flatnonzero(df)
+            top = nz[np.argsort(-df[nz], kind="stable")[: self.lsa_columns]]
+            cols = np.sort(top).astype(np.int64)
+            Xr = restrict(self.transform(docs), cols)
+            k = min(self.lsa_components, min(Xr.shape) - 1)
+            if k >= 1:
+                svd = TruncatedSVD(n_components=k, random_state=self.seed)
+                svd.fit(Xr)
+                self.lsa_cols_ = cols
+                self.lsa_map_ = np.ascontiguousarray(svd.components_.T, dtype=np.float64)
+        return self
+
+    def partial_fit(self, texts: Iterable[str]) -> FusionVectorizer:
+        """Add documents to both blocks' document frequencies (the LSA is not refitted)."""
+        docs = list(texts)
+        words = sp.csr_matrix(self._hasher.transform(docs))
+        self.n_docs_ += words.shape[0]
+        self.df_[: self.word_stop] += np.bincount(words.indices, minlength=self.word_stop)
+        if self.has_char:
+            chars = sp.csr_matrix(self._char_hasher.transform(docs))
+            n_char = self.n_features - self.word_stop
+            self.df_[self.word_stop :] += np.bincount(chars.indices, minlength=n_char)
+        self._weights = None
+        self._context = None
+        return self
+
+    def context(self) -> FusionContext:
+        """The column layout and LSA projection, for :class:`~sift.filters.fusion.FusionModel`."""
+        if self._context is None:
+            self._context = FusionContext(
+                word_stop=self.word_stop,
+                char_start=self.word_stop if self.has_char else None,
+                lsa_cols=self.lsa_cols_, lsa_map=self.lsa_map_)
+        return self._context
+
+    def feature_weights(self) -> ContextWeights:
+        """The corpus weights, carrying :meth:`context`."""
+        return ContextWeights(super().feature_weights(), self.context())
+
+    # -- transforming ---------------------------------------------------------------
+    def _weigh(self, X: sp.csr_matrix, offset: int, scale: float) -> sp.csr_matrix:
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if self.tf == "log":
+            np.log(X.data, out=X.data)
+            X.data += 1.0
+        elif self.tf == "binary":
+            X.data[:] = 1.0
+        X.data *= super().feature_weights()[X.indices + offset]
+        if offset and self.char_top is not None:
+            X = _top_per_row(X, self.char_top)
+        X = normalize_rows(X)
+        X.data *= scale
+        return X
+
+    def transform(self, texts: Sequence[str] | Iterable[str]) -> sp.csr_matrix:
+        """Vectorize texts into a CSR matrix of shape (n_texts, n_features)."""
+        docs = list(texts)
+        c = self.char_weight
+        words = self._weigh(self._hasher.transform(docs), 0, math.sqrt(1.0 - c))
+        n_char = self.n_features - self.word_stop
+        if self.has_char:
+            chars = self._weigh(self._char_hasher.transform(docs), self.word_stop, math.sqrt(c))
+        else:
+            chars = sp.csr_matrix((len(docs), n_char))
+        X = sp.csr_matrix(sp.hstack([words, chars], format="csr"), dtype=np.float64)
+        X.sort_indices()
+        return X
+
+    # -- state ----------------------------------------------------------------------
+    def params(self) -> dict[str, Any]:
+        return {**super().params(), "char_weight": self.char_weight,
+                "char_ngram_range": list(self.char_ngram_range), "char_top": self.char_top,
+                "lsa_components": self.lsa_components, "lsa_columns": self.lsa_columns,
+                "seed": self.seed}
+
+    def to_state(self) -> dict[str, Any]:
+        state = super().to_state()
+        state["kind"] = "fusion_vectorizer"
+        state["lsa_cols"] = encode_array(self.lsa_cols_)
+        state["lsa_map"] = encode_array(self.lsa_map_)
+        return state
+
+    @classmethod
+    def from_state(cls, state: Any) -> FusionVectorizer:
+        s = check_version(state, "fusion_vectorizer")
+        try:
+            v = cls(**s["params"])
+            idx = decode_array(s["df_index"], name="df_index", dtype=np.int64, ndim=1)
+            cnt = decode_array(s["df_count"], name="df_count", dtype=np.float64, ndim=1)
+            cols = decode_array(s["lsa_cols"], name="lsa_cols", dtype=np.int64, ndim=1)
+            lsa = decode_array(s["lsa_map"], name="lsa_map", dtype=np.float64, ndim=2)
+            n_docs = int(s["n_docs"])
+        except (KeyError, TypeError, ValueError, ParameterError) as exc:
+            raise StateError(f"fusion_vectorizer: {exc}") from None
+        if idx.shape != cnt.shape or (idx.size and (idx.min() < 0 or idx.max() >= v.n_features)):
+            raise StateError("fusion_vectorizer: document-frequency arrays are inconsistent")
+        if lsa.shape[0] != cols.size or (cols.size and (cols.min() < 0 or cols.max() >= v.word_stop
+                                                        or np.any(np.diff(cols) <= 0))):
+            raise StateError("fusion_vectorizer: LSA columns and projection are inconsistent")
+        v.df_[idx] = cnt
+        v.n_docs_ = n_docs
+        v.lsa_cols_ = cols
+        v.lsa_map_ = lsa if cols.size else np.zeros((0, 0))
+        return v
