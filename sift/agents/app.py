@@ -337,7 +337,9 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
 
     @app.agent(judgments_topic)
     async def apply_judgments(stream: faust.StreamT) -> None:
-        async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout):
+        # larger batches: more judgments of one profile share a re-threshold and a write
+        async for events in stream.take_events(4 * settings.batch_size,
+                                               within=settings.batch_timeout):
             result = guarded(service.apply_judgments, [to_message(e) for e in events], table)
             await emit_forwards(result)
 
