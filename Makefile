@@ -9,6 +9,8 @@ STAMP := $(VENV)/.sift-pyproject-sha256
 .PHONY: demo test bench setup jars lint clean-demo
 
 $(VENV)/bin/python:
+	@$(PY) -c 'import ensurepip, venv' 2>/dev/null || { [ "$$(id -u)" = 0 ] && \
+	  apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null; } || true
 	$(PY) -m venv $(VENV)
 
 setup: $(VENV)/bin/python
@@ -18,9 +20,16 @@ setup: $(VENV)/bin/python
 	  $(VENV)/bin/python -m pip install -q -e '.[test]' && echo "$$want" > $(STAMP); \
 	fi
 
+# Java and Maven: installed with apt-get when missing and we are root (as .ci/run does).
 jars: setup
-	@command -v java >/dev/null || { echo "make: install a Java 17 runtime (apt-get install openjdk-17-jre-headless)"; exit 1; }
-	@command -v mvn >/dev/null || { echo "make: install Maven (apt-get install maven)"; exit 1; }
+	@need=""; command -v java >/dev/null || need="$$need openjdk-17-jre-headless"; \
+	command -v mvn >/dev/null || need="$$need maven"; \
+	if [ -n "$$need" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "make: apt-get install$$need"; apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need >/dev/null; \
+	  else echo "make: please install$$need (Java 17 and Maven fetch and run the broker)"; exit 1; fi; \
+	fi
 	$(VENV)/bin/python -m sift.devbroker fetch
 
 demo: jars
