@@ -29,7 +29,8 @@ def bootstrap(settings: Settings) -> list[str]:
 def client_config(settings: Settings) -> dict[str, Any]:
     """Connection and security options for any kafka-python client."""
     cfg: dict[str, Any] = {"bootstrap_servers": bootstrap(settings),
-                           "security_protocol": settings.security_protocol.upper()}
+                           "security_protocol": settings.security_protocol.upper(),
+                           "bootstrap_timeout_ms": 15_000}
     if settings.sasl_mechanism:
         cfg["sasl_mechanism"] = settings.sasl_mechanism.upper()
     if settings.sasl_username:
@@ -46,9 +47,8 @@ def client_config(settings: Settings) -> dict[str, Any]:
 
 def producer(settings: Settings, **overrides: Any) -> Any:
     """A KafkaProducer sending raw bytes (keys and values)."""
-    from kafka.errors import KafkaError
-
     from kafka import KafkaProducer
+    from kafka.errors import KafkaError
 
     cfg = {**client_config(settings), "linger_ms": 5, "batch_size": 256 * 1024,
            "max_request_size": 8 * 1024 * 1024, "acks": 1, "enable_idempotence": False,
@@ -61,9 +61,8 @@ def producer(settings: Settings, **overrides: Any) -> Any:
 
 def consumer(settings: Settings, *topics: str, **overrides: Any) -> Any:
     """A KafkaConsumer of raw bytes (no group unless ``group_id`` is given)."""
-    from kafka.errors import KafkaError
-
     from kafka import KafkaConsumer
+    from kafka.errors import KafkaError
 
     cfg = {**client_config(settings), "auto_offset_reset": "earliest",
            "enable_auto_commit": False, "group_id": None, **overrides}
@@ -74,9 +73,8 @@ def consumer(settings: Settings, *topics: str, **overrides: Any) -> Any:
 
 
 def admin(settings: Settings, timeout: float = 30.0) -> Any:
-    from kafka.errors import KafkaError
-
     from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
 
     try:
         return KafkaAdminClient(**client_config(settings), request_timeout_ms=int(timeout * 1000),

@@ -98,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env(broker=args.broker)
     if args.batch < 1 or args.batch > settings.max_batch_documents:
         raise SiftError(f"--batch must be between 1 and {settings.max_batch_documents}")
+    if not args.file.is_file():
+        raise SiftError(f"{args.file}: no such file")
     topic = settings.topic(args.topic)
     ensure_topics(settings, [topic])
     prod = producer(settings)
