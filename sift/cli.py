@@ -16,13 +16,21 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from sift import __version__
 from sift.errors import SiftError
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line and exit code 1, like every other sift error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(1, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="sift",
         description="Streaming adaptive document filter (Rocchio, Kantor, kNN, fusion + TROT).",
     )

@@ -1,0 +1,77 @@
+"""Reuters-21578 adaptive filtering: every model, adaptive vs batch, a peer, full training.
+
+Writes benchmarks/results/engine_replay.json (macro T11SU/T11F, micro P/R, groups,
+per-profile rows for each run). The protocol is sift.replay's (TREC 2002
+adaptive filtering: feedback only for delivered documents), 90 categories, 3
+initial positives, defaults as shipped. The peer (online logistic regression,
+see _peer.py) runs through the same loop with the same features, starting
+examples and feedback.
+
+    .venv/bin/python benchmarks/engine_replay.py                # test split (report)
+    .venv/bin/python benchmarks/engine_replay.py --validation   # 70/30 split of train (tuning)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peer import OnlineLogisticPeer  # noqa: E402
+
+from sift.replay import Corpus, ReplayConfig, load_corpus, replay  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--validation", action="store_true", help="first 70%% of train as train, rest as stream")
+    ap.add_argument("--models", default="rocchio,kantor,knn")
+    ap.add_argument("--no-full", action="store_true", help="skip the full-training runs")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    corpus = load_corpus(ROOT / "data/reuters21578/train.jsonl.gz", ROOT / "data/reuters21578/test.jsonl.gz")
+    split = "test"
+    if args.validation:
+        cut = int(len(corpus.train) * 0.7)
+        corpus = Corpus(corpus.train[:cut], corpus.train[cut:])
+        split = "validation"
+    runs: dict[str, dict] = {}
+
+    def record(name: str, metrics: dict, seconds: float) -> None:
+        runs[name] = {k: v for k, v in metrics.items()}
+        runs[name]["seconds"] = seconds
+        g = metrics["groups"]["others"]
+        extra = f" micro_f1 {metrics['micro_f1']:.3f} macro_f1 {metrics['macro_f1']:.3f}" if "micro_f1" in metrics else ""
+        print(f"{name:28s} T11SU {metrics['macro_t11su']:.3f} T11F {metrics['macro_t11f']:.3f} "
+              f"P {metrics['micro_precision']:.3f} R {metrics['micro_recall']:.3f}{extra} "
+              f"| others({g['profiles']}) {g['macro_t11su']:.3f}/{g['macro_t11f']:.3f} | {seconds:.0f} s",
+              flush=True)
+
+    for model in args.models.split(","):
+        for update in ("every", "never"):
+            t0 = time.perf_counter()
+            r = replay(corpus, ReplayConfig(model=model, update=update))
+            record(f"{model}/update={update}", r.metrics, time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    r = replay(corpus, ReplayConfig(model="rocchio"),
+               filterer_factory=lambda bank, vec, X: OnlineLogisticPeer(bank, vec, X))
+    record("peer:online-logreg", r.metrics, time.perf_counter() - t0)
+    if not args.no_full:
+        for model in ("knn", "rocchio"):
+            t0 = time.perf_counter()
+            r = replay(corpus, ReplayConfig(model=model, full_training=True, update="never", measure="f1"))
+            record(f"{model}/full-training", r.metrics, time.perf_counter() - t0)
+    out = Path(args.out) if args.out else ROOT / "benchmarks/results" / f"engine_replay_{split}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps({"split": split, "runs": runs}, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
