@@ -280,7 +280,8 @@ class Profile:
                 self.examples_.add(sub, lab[rows], weights[rows], real[rows], share=share)
         self._fitted = True
         self.fallback_threshold_ = math.inf
-        if X_train is not None and m and self.fallback_rate > 0:
+        no_positive = not np.any(self.examples_.labels > 0)
+        if no_positive and X_train is not None and m and self.fallback_rate > 0:
             scores = self.model_.score(X_train)
             top = max(int(math.ceil(self.fallback_rate * m)), 1)
             cut = float(np.partition(scores, m - top)[m - top])
