@@ -21,9 +21,9 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _peer import OnlineLogisticPeer  # noqa: E402
+from _peer import OnlineLogisticPeer
 
-from sift.replay import Corpus, ReplayConfig, load_corpus, replay  # noqa: E402
+from sift.replay import Corpus, ReplayConfig, load_corpus, replay
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +47,9 @@ def main() -> None:
         runs[name] = {k: v for k, v in metrics.items()}
         runs[name]["seconds"] = seconds
         g = metrics["groups"]["others"]
-        extra = f" micro_f1 {metrics['micro_f1']:.3f} macro_f1 {metrics['macro_f1']:.3f}" if "micro_f1" in metrics else ""
+        extra = ""
+        if "micro_f1" in metrics:
+            extra = f" micro_f1 {metrics['micro_f1']:.3f} macro_f1 {metrics['macro_f1']:.3f}"
         print(f"{name:28s} T11SU {metrics['macro_t11su']:.3f} T11F {metrics['macro_t11f']:.3f} "
               f"P {metrics['micro_precision']:.3f} R {metrics['micro_recall']:.3f}{extra} "
               f"| others({g['profiles']}) {g['macro_t11su']:.3f}/{g['macro_t11f']:.3f} | {seconds:.0f} s",
@@ -69,7 +71,8 @@ def main() -> None:
             record(f"{model}/full-training", r.metrics, time.perf_counter() - t0)
     out = Path(args.out) if args.out else ROOT / "benchmarks/results" / f"engine_replay_{split}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(orjson.dumps({"split": split, "runs": runs}, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    opts = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+    out.write_bytes(orjson.dumps({"split": split, "runs": runs}, option=opts))
     print(f"wrote {out}")
 
 

@@ -68,7 +68,7 @@ _POOL_INDEX: list[tuple[weakref.ref[sp.csr_matrix], int, _PoolIndex]] = []
 def pool_index(pool: sp.csr_matrix) -> _PoolIndex:
     """Cached :class:`_PoolIndex` of a pool matrix (by identity; a few kept)."""
     for ref, nnz, idx in _POOL_INDEX:
-        if ref() is pool and nnz == pool.nnz:
+        if nnz == pool.nnz and ref() is pool:
             return idx
     idx = _PoolIndex(pool)
     _POOL_INDEX.insert(0, (weakref.ref(pool), pool.nnz, idx))
@@ -112,7 +112,7 @@ class _SelfNeighbourCache:
 
     def get(self, pool: sp.csr_matrix, k: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         for ref, kk, nnz, value in self.items:
-            if ref() is pool and kk == k and nnz == pool.nnz:
+            if kk == k and nnz == pool.nnz and ref() is pool:
                 return value  # type: ignore[no-any-return]
         value = neighbours(pool, pool, k, exclude_self=True)
         try:

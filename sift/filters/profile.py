@@ -69,7 +69,7 @@ def model_class(name: str) -> type[ScoringModel]:
     """The scoring-model class registered under ``name``."""
     if name == "fusion" and "fusion" not in MODEL_CLASSES:
         try:
-            from sift.filters.fusion import FusionModel  # noqa: PLC0415
+            from sift.filters.fusion import FusionModel
         except ImportError:
             raise ParameterError("model 'fusion' is not available") from None
         MODEL_CLASSES["fusion"] = FusionModel
@@ -283,7 +283,7 @@ class Profile:
         no_positive = not np.any(self.examples_.labels > 0)
         if no_positive and X_train is not None and m and self.fallback_rate > 0:
             scores = self.model_.score(X_train)
-            top = max(int(math.ceil(self.fallback_rate * m)), 1)
+            top = max(math.ceil(self.fallback_rate * m), 1)
             cut = float(np.partition(scores, m - top)[m - top])
             if cut > 0:
                 self.fallback_threshold_ = cut

@@ -20,7 +20,6 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-
 _SCRATCH: dict[int, NDArray[np.int32]] = {}
 
 
@@ -133,7 +132,7 @@ class ColumnStack:
             self.cols = np.concatenate([self.cols, fresh])
             pos = self.lut[cols]
             self._grow_rows()
-        return pos.astype(np.int32)
+        return np.asarray(pos, dtype=np.int32)
 
     def _grow_rows(self) -> None:
         """New columns joined the union: add zero rows to a dense matrix (amortised

@@ -24,6 +24,7 @@ Examples
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -40,10 +41,14 @@ from sift.filters.state import check_version, decode_array, encode_array
 # words elsewhere ("interest", "computer", "system", ...) stay: they can be a
 # profile's whole query.
 STOP_WORDS = frozenset(
-    """a about after all also an and any are as at be been but by can could did do does for
-    from had has have he her his how i if in into is it its may more most no not of on or our
-    she should so such than that the their them then there these they this those to was we were
-    what when which who will with would you your said""".split()
+    [
+        "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been",
+        "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he",
+        "her", "his", "how", "i", "if", "in", "into", "is", "it", "its", "may", "more", "most", "no",
+        "not", "of", "on", "or", "our", "she", "should", "so", "such", "than", "that", "the", "their",
+        "them", "then", "there", "these", "they", "this", "those", "to", "was", "we", "were", "what",
+        "when", "which", "who", "will", "with", "would", "you", "your", "said",
+    ]
 )
 
 _TOKEN = re.compile(r"(?u)\b[^\W\d_][\w'-]*\w\b|\b[^\W\d_]\b")
@@ -135,7 +140,7 @@ class Vectorizer:
     def _analyze(self, text: str) -> list[str]:
         tokens = tokenize(text, stop_words=self._stop)
         if self.ngram_max == 2 and len(tokens) > 1:
-            tokens = tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)]
+            tokens = tokens + [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
         return tokens
 
     # -- learning -----------------------------------------------------------------
@@ -158,7 +163,8 @@ class Vectorizer:
     @property
     def idf_(self) -> NDArray[np.float64]:
         """IDF per column: ``ln(N+1) - ln(n+1)``."""
-        return np.log(self.n_docs_ + 1.0) - np.log(self.df_ + 1.0)
+        out: NDArray[np.float64] = np.log(self.n_docs_ + 1.0) - np.log(self.df_ + 1.0)
+        return out
 
     def feature_weights(self) -> NDArray[np.float64]:
         """The corpus weight applied to every column (idf, idf squared, or ones)."""

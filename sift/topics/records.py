@@ -187,17 +187,25 @@ class ProfileSpec:
             raise RecordError("bad_delete", "profile spec field 'delete' must be true or false")
         model = o.get("model", "rocchio")
         if model not in MODELS:
-            raise RecordError("bad_model", f"profile spec field 'model' must be one of {', '.join(MODELS)}, got {model!r}")
+            raise RecordError(
+                "bad_model", f"profile spec field 'model' must be one of {', '.join(MODELS)}, got {model!r}"
+            )
         query = _str(o, "query", required=False, what="profile spec", allow_empty=True) or ""
         params = o.get("params") or {}
         if not isinstance(params, dict):
             raise RecordError("bad_params", "profile spec field 'params' must be an object")
         measure = o.get("measure", "t11su")
         if measure not in MEASURES:
-            raise RecordError("bad_measure", f"profile spec field 'measure' must be one of {', '.join(MEASURES)}, got {measure!r}")
+            raise RecordError(
+                "bad_measure", f"profile spec field 'measure' must be one of {', '.join(MEASURES)}, got {measure!r}"
+            )
         update = o.get("update", "every")
-        if isinstance(update, bool) or not (update in ("every", "never") or (isinstance(update, int) and update >= 1)):
-            raise RecordError("bad_update", f"profile spec field 'update' must be 'every', 'never' or a positive integer, got {update!r}")
+        valid_update = update in ("every", "never") or (isinstance(update, int) and update >= 1)
+        if isinstance(update, bool) or not valid_update:
+            raise RecordError(
+                "bad_update",
+                f"profile spec field 'update' must be 'every', 'never' or a positive integer, got {update!r}",
+            )
         positives = o.get("positives") or []
         if not isinstance(positives, list) or not all(isinstance(p, str) for p in positives):
             raise RecordError("bad_positives", "profile spec field 'positives' must be a list of strings")

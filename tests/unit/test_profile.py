@@ -123,7 +123,7 @@ def test_state_rejects_corruption(vec: Vectorizer, model: str) -> None:
         Profile.from_state(state)
 
 
-_judgments = st.lists(st.tuples(st.sampled_from(TRAIN + ["zinc smelter", "wheat"]), st.booleans()),
+_judgments = st.lists(st.tuples(st.sampled_from([*TRAIN, "zinc smelter", "wheat"]), st.booleans()),
                       min_size=0, max_size=8)
 
 
@@ -137,7 +137,7 @@ def test_state_round_trip_is_exact(vec: Vectorizer, model: str, judgments, updat
     blob = orjson.dumps(p.to_state())
     q = Profile.from_state(orjson.loads(blob), vec.feature_weights())
     assert orjson.dumps(q.to_state()) == blob
-    X = vec.transform(TRAIN + ["wheat harvest", "zinc"])
+    X = vec.transform([*TRAIN, "wheat harvest", "zinc"])
     assert np.array_equal(p.score(X), q.score(X))
     assert p.threshold_ == q.threshold_
     # and they keep learning identically
@@ -177,7 +177,7 @@ def test_bank_stacked_scores_equal_single_scores(vec: Vectorizer, model: str) ->
         pos = [i for i, t in enumerate(TRAIN) if name in t][:2]
         p.fit(vec.transform([words]), X_train, positives=pos)
         bank.add(p)
-    X = vec.transform(TRAIN + ["wheat and oil", "gold and wheat", ""])
+    X = vec.transform([*TRAIN, "wheat and oil", "gold and wheat", ""])
     S = bank.score(X)
     for j, p in enumerate(bank):
         assert S[:, j] == pytest.approx(p.score(X))
