@@ -18,7 +18,7 @@ Examples
 >>> from sift.filters.vectorize import Vectorizer
 >>> train = ["wheat exports rose", "wheat crop", "oil prices", "gold mine", "oil output"]
 >>> v = Vectorizer(n_features=2**12).fit(train)
->>> p = Profile("wheat", query="wheat", model="rocchio")
+>>> p = Profile("wheat", query="wheat", model="rocchio", pseudolabel={})  # 5 documents: no pseudolabels
 >>> p.fit(v.transform(["wheat"]), v.transform(train), positives=[0], feature_weights=v.feature_weights())
 >>> bool(p.decide(v.transform(["wheat harvest"]))[0]), bool(p.decide(v.transform(["oil"]))[0])
 (True, False)
