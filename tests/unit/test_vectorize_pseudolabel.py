@@ -73,7 +73,7 @@ def test_pseudolabel_counts_exactly_as_designed() -> None:
     scores = np.linspace(1.0, 0.0, n)  # example i has rank i + 1
     labels = np.zeros(n, dtype=np.int8)
     p = Pseudolabeler(max_pos_rank=10, pos_fraction=0.5, pos_weight=0.3,
-                      min_neg_rank=61, neg_fraction=0.25, neg_weight=0.7)
+                      min_neg_rank=61, neg_fraction=0.25, neg_weight=0.7, min_pool=0)
     idx, lab, w = p.select(scores, labels, np.random.default_rng(0))
     pos, neg = idx[lab > 0], idx[lab < 0]
     assert pos.size == 5 and np.all(pos < 10)           # 0.5 * 10 of the top 10
@@ -87,11 +87,17 @@ def test_pseudolabel_never_overwrites_real_labels() -> None:
     labels = np.zeros(n, dtype=np.int8)
     labels[:3] = -1      # real non-relevant at the top
     labels[-3:] = 1      # real relevant at the bottom
-    p = Pseudolabeler(max_pos_rank=5, pos_fraction=1.0, min_neg_rank=16, neg_fraction=1.0)
+    p = Pseudolabeler(max_pos_rank=5, pos_fraction=1.0, min_neg_rank=16, neg_fraction=1.0, min_pool=0)
     idx, lab, _ = p.select(scores, labels, np.random.default_rng(1))
     assert set(idx.tolist()).isdisjoint({0, 1, 2, 17, 18, 19})
     assert sorted(idx[lab > 0].tolist()) == [3, 4]
     assert sorted(idx[lab < 0].tolist()) == [15, 16]
+
+
+def test_no_positive_pseudolabels_on_a_small_pool() -> None:
+    p = Pseudolabeler(max_pos_rank=10, pos_fraction=0.5, min_neg_rank=1, neg_fraction=0.5, min_pool=200)
+    idx, lab, _ = p.select(np.linspace(1, 0, 50), np.zeros(50, np.int8), np.random.default_rng(0))
+    assert not np.any(lab > 0) and np.sum(lab < 0) == 25
 
 
 def test_pseudolabel_is_seeded() -> None:
