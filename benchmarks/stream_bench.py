@@ -302,6 +302,8 @@ def throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int, batch
 def judgments(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], n: int,
               n_profiles: int) -> dict[str, Any]:
     """``n`` judgments of recently scored documents, spread over the profiles."""
+    # let the backlog of the latency runs drain: a judgment needs its document scored
+    wait_for(lambda: _still(workers, "scored"), 600, "backlog drained")
     rng = random.Random(1)
     recent = [f"{corpus.test[i % len(corpus.test)].id}-{i}"
               for i in range(max(corpus.serial - 5000, 0), corpus.serial)]
@@ -314,6 +316,13 @@ def judgments(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], 
     out = measure(workers, "judgments", base, base + n, timeout=600)
     out["load"] = load()
     return out
+
+
+def _still(workers: list[WorkerProcess], key: str, quiet: float = 3.0) -> bool:
+    """True once the counter has not moved for ``quiet`` seconds."""
+    before = total(workers, key)
+    time.sleep(quiet)
+    return total(workers, key) == before
 
 
 def baselines(settings: Settings, n: int) -> dict[str, Any]:
