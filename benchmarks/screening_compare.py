@@ -29,14 +29,17 @@ RES = ROOT / "benchmarks" / "results"
 
 
 def knee_cost(order: str, n: int) -> tuple[float, float]:
-    """(cost, recall) of the knee rule checked after every record of ``order``."""
-    labels = [int(c) for c in order]
+    """(cost, recall) of the knee rule checked after every record of ``order``.
+
+    ASReview's order ends at the last relevant record, so the rest of the collection
+    is all non-relevant whatever its order: it is padded with zeros up to ``n``.
+    """
+    labels = [int(c) for c in order] + [0] * (n - len(order))
     r = sum(labels)
-    found = 0
-    for i in range(len(labels)):
-        found += labels[i]
-        if i + 1 >= 150 and knee_rule(labels[: i + 1]):
-            return (i + 1) / n, found / r
+    cum = np.cumsum(labels)
+    for i in range(149, n):
+        if knee_rule(labels[: i + 1]):
+            return (i + 1) / n, float(cum[i]) / r
     return 1.0, 1.0  # never fired: screen everything
 
 
