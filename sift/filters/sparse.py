@@ -92,8 +92,8 @@ class ColumnStack:
     grows (append-only, with a persistent look-up table of one int32 per hashed
     column), so replacing one vector costs time proportional to that vector, and a
     product restricts the documents to the union with one gather. The matrix is
-    dense while ``len(union) * n_vectors`` is at most ``dense_limit``, else CSC,
-    rebuilt lazily from the per-vector arrays.
+    dense while ``len(union) * n_vectors`` is at most ``dense_limit``, else sparse
+    (CSR), rebuilt lazily from the per-vector arrays.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> st = ColumnStack(6, [(np.array([1, 4]), np.array([1.0, 2.0])), (np.array([4]), np.array([3.0]))])
@@ -175,7 +175,9 @@ class ColumnStack:
                 indptr = np.concatenate([[0], np.cumsum(lengths)])
                 indices = np.concatenate(self._pos) if self._pos else np.zeros(0, np.int32)
                 data = np.concatenate(self._vals) if self._vals else np.zeros(0)
-                self._W = sp.csc_matrix((data, indices, indptr), shape=(k, m))
+                # built column by column, kept as CSR: a product converts its right
+                # operand to CSR, so converting once here saves it on every batch
+                self._W = sp.csc_matrix((data, indices, indptr), shape=(k, m)).tocsr()
         return self._W
 
     def gather(self, X: sp.csr_matrix) -> sp.csr_matrix:
