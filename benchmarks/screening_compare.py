@@ -7,7 +7,7 @@ applied to ASReview's screening orders, at every record from 150 on.
 
 Usage::
 
-    .venv/bin/python benchmarks/screening_compare.py
+    .venv/bin/python benchmarks/screening_compare.py [--plots]
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sift.commands._common import write_json  # noqa: E402
+from sift.commands.screen import plot_run  # noqa: E402
+from sift.filters.screening.simulation import SimulationResult, StopPoint  # noqa: E402
 from sift.filters.screening.stopping import knee_rule  # noqa: E402
 
 RES = ROOT / "benchmarks" / "results"
@@ -100,6 +102,19 @@ def main() -> None:
         print(f"| {ds} | " + " | ".join(cells) + " |")
     out["stopping"] = sift["overall"]
     write_json(RES / "screening_compare.json", out)
+    if "--plots" in sys.argv:  # redraw docs/img/screening/*.png from the stored seed-0 runs
+        for run in sift["runs"]:
+            if run["seed"] != 0:
+                continue
+            n, r = run["n"], run["relevant"]
+            res = SimulationResult([], [int(c) for c in run["order"]], n, r, [])
+            for key in ("bound@0.95", "knee"):
+                st = run["stops"][key]
+                if st["fired"]:
+                    res.stops[key] = StopPoint(round(st["cost"] * n), round(st["recall"] * r),
+                                               0.0, 0.0, 0.0)
+            plot_run(res, ROOT / "docs" / "img" / "screening" / f"{run['dataset']}.png",
+                     f"{run['dataset']} (seed 0)", "bound@0.95")
 
 
 if __name__ == "__main__":

@@ -42,11 +42,14 @@ def main() -> None:
     ap.add_argument("--img", default=str(ROOT / "docs" / "img" / "screening"))
     ap.add_argument("--no-timing", action="store_true")
     ap.add_argument("--params", default="{}", help="JSON of Review parameters to override")
+    ap.add_argument("--only", default="", help="comma-separated dataset names (default: all)")
     args = ap.parse_args()
     params: dict[str, Any] = {
         "estimator": "bound", "target_recall": 0.95, **orjson.loads(args.params)
     }
     files = sorted(Path(args.data).glob("*.jsonl.gz"))
+    if args.only:
+        files = [f for f in files if f.name.split(".")[0] in args.only.split(",")]
     timing = None
     if not args.no_timing:
         radj = Path(args.data) / "Radjenovic_2013.jsonl.gz"
@@ -85,13 +88,13 @@ def main() -> None:
                 plot_run(result, Path(args.img) / f"{name}.png", f"{name} (seed 0)",
                          "bound@0.95")
             bar.update()
-        write_results(Path(args.out), runs, seed + 1, params, timing)
+        write_results(Path(args.out), runs, seed + 1, params, timing, args)
     bar.close()
 
 
 def write_results(
     out: Path, runs: list[dict[str, Any]], seeds: int, params: dict[str, Any],
-    timing: dict[str, Any] | None,
+    timing: dict[str, Any] | None, args: argparse.Namespace,
 ) -> None:
     per_dataset: dict[str, Any] = {}
     for name in sorted({r["dataset"] for r in runs}):
@@ -129,7 +132,9 @@ def write_results(
               f"cost {o['cost_mean']:.3f}", flush=True)
     write_json(out, {
         "command": f"python benchmarks/screening_sift.py --seeds {seeds}"
-        + (f" --params '{orjson.dumps(params).decode()}'" if len(params) > 2 else ""),
+        + (f" --params '{args.params}'" if args.params != "{}" else "")
+        + (f" --only {args.only}" if args.only else "")
+        + (" --no-timing" if args.no_timing else ""),
         "params": {**DEFAULTS, **params}, "seeds": seeds, "overall": overall,
         "per_dataset": per_dataset, "timing": timing, "runs": runs,
     })

@@ -165,6 +165,9 @@ def plot_run(result: SimulationResult, path: Path, title: str, rule: str) -> boo
     n, r = result.n_total, result.n_relevant
     x = np.arange(0, len(result.labels) + 1) / n
     y = np.concatenate([[0.0], np.cumsum(result.labels)]) / r
+    if sum(result.labels) == r and len(result.labels) < n:
+        # every relevant record is found: the rest of the curve is flat, whatever the order
+        x, y = np.append(x, 1.0), np.append(y, 1.0)
     fig, ax = plt.subplots(figsize=(5, 3.6), dpi=100)
     ax.plot(x, y, color="C0", lw=1.5, label="sift (CAL + power-law sampling)")
     ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls=":", label="random order")
