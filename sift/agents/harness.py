@@ -60,7 +60,7 @@ class WorkerProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "sift.cli", "worker"], env=env,
                                          stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
+                                         stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         return self
 
     def alive(self) -> bool:
@@ -112,6 +112,15 @@ class WorkerProcess:
         except OSError:
             return ""
         return "\n".join(lines[-n:])
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the parent dies (Linux), so a killed test
+    or benchmark leaves no orphaned worker behind."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
