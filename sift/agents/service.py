@@ -29,6 +29,7 @@ by profile name reaches the right worker. A message on the wrong partition
 
 from __future__ import annotations
 
+import logging
 import time
 import zlib
 from collections import Counter, OrderedDict
@@ -53,6 +54,8 @@ from sift.topics.codecs import decode_judgment, decode_profile_spec, loads
 from sift.topics.deadletter import DeadLetter
 from sift.topics.errors import RecordError
 from sift.topics.records import Decision, Document, Judgment, ProfileSpec
+
+log = logging.getLogger("sift.worker")
 
 RECORD_FORMAT = 1
 #: Idempotency keys remembered per profile (oldest forgotten first).
@@ -197,8 +200,10 @@ def encode_profile_record(entry: ProfileEntry, *, compress: bool = False) -> byt
     return zlib.compress(raw, 1) if compress else raw
 
 
-def decode_profile_record(data: bytes, feature_weights: np.ndarray | None) -> ProfileEntry:
-    """Inverse of :func:`encode_profile_record`; raises ServiceError on a bad record."""
+def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
+                          name: str | None = None) -> ProfileEntry:
+    """Inverse of :func:`encode_profile_record`; raises ServiceError on a bad record,
+    or on a record of another profile than ``name`` (the table key)."""
     try:
         obj = orjson.loads(data if data[:1] == b"{" else zlib.decompress(data))
         if obj.get("format") != RECORD_FORMAT:
@@ -207,6 +212,9 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None) -> Pr
         spec = ProfileSpec.from_obj(obj["spec"])
         profile = Profile.from_state(obj["state"], feature_weights)
         judged = dict.fromkeys(str(k) for k in obj.get("judged", ()))
+        if name is not None and (spec.profile != name or profile.name != name):
+            raise ServiceError(f"record under {name!r} is for profile {spec.profile!r} "
+                               f"(state {profile.name!r})")
     except ServiceError:
         raise
     except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, AttributeError,
@@ -317,6 +325,7 @@ class Service:
         self._raw: dict[str, bytes] = {}
         self._entries: dict[str, ProfileEntry] = {}
         self._banks: dict[int, ProfileBank] = {}
+        self._bad: dict[str, bytes] = {}
 
     # -- helpers ------------------------------------------------------------------------------
     def shard(self, name: str) -> int:
@@ -369,7 +378,11 @@ class Service:
                     docs.append(doc)
                 except RecordError as exc:
                     err = RecordError(exc.reason, f"batch item {i}: {exc}")
-                    self._dead(dead, msg, err, orjson.dumps(item))
+                    try:
+                        original = orjson.dumps(item)
+                    except TypeError:  # nested past orjson's limit: keep the whole message
+                        original = value
+                    self._dead(dead, msg, err, original)
             return docs
         if len(value) > self.max_document_bytes:
             self._dead(dead, msg, RecordError(
@@ -415,10 +428,8 @@ class Service:
                 continue
             if self._raw.get(name) is raw and name in bank:
                 continue
-            try:
-                entry = decode_profile_record(raw, self.weights)
-            except ServiceError:
-                self.stats["bad_state"] += 1
+            entry = self._decode(name, raw)
+            if entry is None:
                 continue
             bank.add(entry.profile)
             self._raw[name] = raw
@@ -450,12 +461,24 @@ class Service:
             return None
         if self._raw.get(name) is raw and name in self._entries:
             return self._entries[name]
-        try:
-            entry = decode_profile_record(raw, self.weights)
-        except ServiceError:
-            self.stats["bad_state"] += 1
+        entry = self._decode(name, raw)
+        if entry is None:
             return None
         self._put(name, raw, entry)
+        return entry
+
+    def _decode(self, name: str, raw: bytes) -> ProfileEntry | None:
+        """Decode a table value; a bad one is logged and counted once (per value)."""
+        if self._bad.get(name) is raw:
+            return None
+        try:
+            entry = decode_profile_record(raw, self.weights, name)
+        except ServiceError as exc:
+            self._bad[name] = raw
+            self.stats["bad_state"] += 1
+            log.warning("profile %r: unusable state record, profile skipped: %s", name, exc)
+            return None
+        self._bad.pop(name, None)
         return entry
 
     def _put(self, name: str, raw: bytes, entry: ProfileEntry) -> None:
