@@ -321,7 +321,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     async def score_documents(stream: faust.StreamT) -> None:
         async for event in stream.events():
             try:
-                decisions = service.score(event.message.partition, event.value, table)
+                decisions = service.score(event.message.partition, event.value, table,
+                                          to_message(event))
             except Exception as exc:  # a bug must not stop the stream: dead-letter the batch
                 log.exception("scoring failed")
                 await emit_dead([internal_error(to_message(event), exc)])

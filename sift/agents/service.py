@@ -326,6 +326,7 @@ class Service:
         self._entries: dict[str, ProfileEntry] = {}
         self._banks: dict[int, ProfileBank] = {}
         self._bad: dict[str, bytes] = {}
+        self._done: dict[tuple[str, int], int] = {}  # highest offset processed here
 
     # -- helpers ------------------------------------------------------------------------------
     def shard(self, name: str) -> int:
@@ -397,18 +398,41 @@ class Service:
             return []
         return [doc]
 
+    def redelivered(self, msg: InputMessage) -> bool:
+        """Whether this worker already processed ``msg`` (see :meth:`processed`).
+
+        Faust (at least once) re-delivers messages whose offsets were not committed
+        yet when a rebalance happens, to the same worker: offsets at or below the
+        highest one this worker processed on that partition are skipped. (After a
+        crash, another worker cannot know: then documents are scored again.)
+        """
+        if msg.offset >= 0 and msg.offset <= self._done.get((msg.topic, msg.partition), -1):
+            self.stats["redelivered_skipped"] += 1
+            return True
+        return False
+
+    def processed(self, messages: Iterable[InputMessage]) -> None:
+        """Remember messages as processed (after success: a failed batch is retried)."""
+        for msg in messages:
+            key = (msg.topic, msg.partition)
+            if msg.offset > self._done.get(key, -1):
+                self._done[key] = msg.offset
+
     def route(self, messages: Iterable[InputMessage]) -> RouteResult:
         """Decode and vectorize a batch of document messages (once), for every shard."""
         dead: list[DeadLetter] = []
         docs: list[Document] = []
-        for msg in messages:
+        fresh = [m for m in messages if not self.redelivered(m)]
+        for msg in fresh:
             docs.extend(self.decode_documents(msg, dead))
         if not docs:
+            self.processed(fresh)
             return RouteResult([], dead, 0)
         X = self.vectorizer.transform([d.text for d in docs])
         ids = [d.id for d in docs]
         payloads = [encode_vector_batch(ids[a:b], X[a:b]) for a, b in split_rows(X)]
         self.stats["documents"] += len(docs)
+        self.processed(fresh)
         return RouteResult(payloads, dead, len(docs))
 
     # -- 2. scoring one shard ------------------------------------------------------------------
@@ -436,15 +460,24 @@ class Service:
             self._entries[name] = entry
         return bank
 
-    def score(self, shard: int, payload: bytes,
-              table: MutableMapping[str, bytes]) -> list[Decision]:
-        """Score one vector batch against the profiles of ``shard``; the deliveries as decisions."""
+    def score(self, shard: int, payload: bytes, table: MutableMapping[str, bytes],
+              source: InputMessage | None = None) -> list[Decision]:
+        """Score one vector batch against the profiles of ``shard``; the deliveries as decisions.
+
+        ``source`` (the consumed message) lets a re-delivered batch be skipped.
+        """
+        if source is not None and self.redelivered(source):
+            return []
         ids, X = decode_vector_batch(payload)
         self.store.put(ids, X)
         bank = self.sync_shard(shard, table)
         if not len(bank) or not ids:
+            if source is not None:
+                self.processed([source])
             return []
         hits = bank.decide(X)
+        if source is not None:
+            self.processed([source])
         now = time.time()
         for name in bank.names:
             self.scored[name] += len(ids)

@@ -203,3 +203,19 @@ def test_document_store_is_bounded() -> None:
     store = DocumentStore(3)
     store.put([f"d{i}" for i in range(5)], vec.transform([f"w{i}" for i in range(5)]))
     assert len(store) == 3 and store.get("d0") is None and store.get("d4") is not None
+
+
+def test_messages_redelivered_to_the_same_worker_are_skipped(service: Service) -> None:
+    """Faust re-delivers uncommitted offsets after a rebalance: no double scoring."""
+    table: dict[str, bytes] = {}
+    add_wheat(service, table)
+    first = service.route([msg({"id": "a", "text": "wheat"}, offset=5),
+                           msg({"id": "b", "text": "wheat"}, offset=6)])
+    again = service.route([msg({"id": "a", "text": "wheat"}, offset=5),
+                           msg({"id": "c", "text": "wheat"}, offset=7)])
+    assert first.n_documents == 2 and again.n_documents == 1
+    shard = service.shard("wheat")
+    src = InputMessage(first.payloads[0], "shard", shard, 3)
+    assert service.score(shard, first.payloads[0], table, src)
+    assert service.score(shard, first.payloads[0], table, src) == []
+    assert service.scored["wheat"] == 2 and service.stats["redelivered_skipped"] == 2
