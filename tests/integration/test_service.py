@@ -237,11 +237,9 @@ def test_worker_killed_mid_stream_loses_nothing(
         w1.kill()
         w2 = WorkerProcess(replace(settings, data_dir=str(tmp_path / "w2")), "w2").start()
         w2.wait_ready()
-        seen_before = int(orjson.loads((Path(settings.data_dir) / "stats.json").read_bytes())
-                          ["stats"]["documents"])
-        wait_for(lambda: seen_before + total([w2], "documents") >= len(msgs), 90, "the rest")
-        got = decisions(settings)
-        assert set(got) == expected  # nothing lost; duplicates carry the same score
+        # nothing lost: every expected decision arrives (duplicates carry the same score)
+        wait_for(lambda: set(decisions(settings)) >= expected, 120, "every decision")
+        assert set(decisions(settings)) == expected
     finally:
         w1.kill()
         if w2 is not None:
