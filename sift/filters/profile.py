@@ -81,6 +81,15 @@ def model_class(name: str) -> type[ScoringModel]:
         ) from None
 
 
+def _threshold(value: Any, name: str) -> float:
+    """A stored threshold: ``None`` (meaning +inf) or a finite number, nothing else."""
+    if value is None:
+        return math.inf
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise StateError(f"profile: {name} must be null or a finite number, got {value!r}")
+    return float(value)
+
+
 def _check_update(update: Any) -> str | int:
     if update in ("every", "never"):
         return str(update)
@@ -380,12 +389,8 @@ class Profile:
             p.examples_ = ExampleSet.from_state(s["examples"])
             p.model_.bind(n_features, feature_weights, p.examples_)
             p.model_.load_state_dict(s["model"])
-            thr = s["threshold"]
-            p.threshold_ = math.inf if thr is None else float(thr)
-            fb = s["fallback_threshold"]
-            p.fallback_threshold_ = math.inf if fb is None else float(fb)
-            if math.isnan(p.threshold_) or math.isnan(p.fallback_threshold_):
-                raise StateError("profile: threshold is NaN")
+            p.threshold_ = _threshold(s["threshold"], "threshold")
+            p.fallback_threshold_ = _threshold(s["fallback_threshold"], "fallback_threshold")
             p.version_ = int(s["model_version"])
             p.n_judged_ = int(s["n_judged"])
             p.n_ignored_ = int(s["n_ignored"])

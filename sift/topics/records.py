@@ -194,6 +194,12 @@ class ProfileSpec:
         params = o.get("params") or {}
         if not isinstance(params, dict):
             raise RecordError("bad_params", "profile spec field 'params' must be an object")
+        for key, value in params.items():
+            flat = isinstance(value, str | int | float | bool) or value is None or (
+                isinstance(value, list) and all(isinstance(v, str | int | float | bool) for v in value))
+            if not flat or (isinstance(value, float) and not math.isfinite(value)):
+                raise RecordError("bad_params", f"profile spec param {key!r} must be a finite number, "
+                                  "string, boolean or a flat list of them")
         measure = o.get("measure", "t11su")
         if measure not in MEASURES:
             raise RecordError(

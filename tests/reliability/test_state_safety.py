@@ -104,7 +104,7 @@ def check_survives(world: tuple[Service, dict[str, bytes], bytes], name: str,
     svc = fresh(world)
     bad_table = {**table, name: corrupt}
     try:
-        decode_profile_record(corrupt, svc.weights)
+        decode_profile_record(corrupt, svc.weights, name)
         accepted = True
     except ServiceError as exc:
         assert str(exc) and "\n" not in str(exc)
@@ -197,10 +197,6 @@ def test_every_array_is_validated(world: tuple[Service, dict[str, bytes], bytes]
 NAME_PATHS = {("spec", "profile"), ("state", "params", "name")}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "decode_profile_record/Service.sync_shard never check that the record's spec.profile and "
-    "state.params.name equal the table key: a record under 'crude' naming 'other' is accepted, "
-    "the bank scores it as 'other' and decisions go out for a profile that does not exist"))
 @pytest.mark.parametrize("path", sorted(NAME_PATHS))
 def test_record_of_another_profile_is_refused(
         world: tuple[Service, dict[str, bytes], bytes], path: tuple[str, ...]) -> None:
@@ -231,10 +227,6 @@ def test_any_field_replaced_by_anything_is_survived(
     check_survives(world, name, text)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Profile.from_state (sift/filters/profile.py) does float(s['threshold']) and rejects only "
-    "NaN: the strings '-inf'/'1e999' (and fallback_threshold alike) are accepted, so a corrupt "
-    "record can deliver every document (threshold -inf) or none"))
 def test_state_is_not_accepted_with_an_infinite_threshold_of_the_wrong_sign(
         world: tuple[Service, dict[str, bytes], bytes]) -> None:
     """``threshold: null`` means +inf (deliver nothing); a "-inf" string would deliver all."""
@@ -246,10 +238,6 @@ def test_state_is_not_accepted_with_an_infinite_threshold_of_the_wrong_sign(
         assert not accepted, value
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Service.sync_shard/Service.entry count a corrupt record in stats['bad_state'] but log "
-    "nothing: the profile's name and the reason are not reported anywhere, and the record "
-    "is decoded (and counted) again on every scored batch"))
 def test_corrupt_record_is_reported_once_with_profile_and_reason(
         world: tuple[Service, dict[str, bytes], bytes], caplog: pytest.LogCaptureFixture) -> None:
     _, table, payload = world
