@@ -67,7 +67,7 @@ def main() -> None:
     if not args.no_full:
         for model in ("knn", "rocchio"):
             t0 = time.perf_counter()
-            r = replay(corpus, ReplayConfig(model=model, full_training=True, update="never", measure="f1"))
+            r = replay(corpus, ReplayConfig(model=model, full_training=True, update="never"))
             record(f"{model}/full-training", r.metrics, time.perf_counter() - t0)
     out = Path(args.out) if args.out else ROOT / "benchmarks/results" / f"engine_replay_{split}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -109,6 +109,8 @@ class ReplayConfig:
     pseudolabel: dict[str, Any] | None = None
     max_examples: int | None = 2000
     vectorizer: dict[str, Any] = field(default_factory=dict)
+    #: "auto": the fusion vectorizer (word + character n-gram blocks, LSA) when model == "fusion"
+    vectorizer_class: str = "auto"
     batch_size: int = 256
     profile_params: dict[str, Any] = field(default_factory=dict)
 
@@ -278,7 +280,13 @@ def replay(
     """Run the whole job: vectorize, train the profiles, stream, evaluate."""
     t0 = time.perf_counter()
     specs = list(specs) if specs is not None else default_specs(corpus)
-    vec = Vectorizer(**cfg.vectorizer)
+    use_fusion = cfg.vectorizer_class == "fusion" or (cfg.vectorizer_class == "auto" and cfg.model == "fusion")
+    if use_fusion:
+        from sift.filters.representations import FusionVectorizer
+
+        vec: Vectorizer = FusionVectorizer(**cfg.vectorizer)
+    else:
+        vec = Vectorizer(**cfg.vectorizer)
     vec.fit(d.text for d in corpus.train)
     X_train = vec.transform([d.text for d in corpus.train])
     X_test = vec.transform([d.text for d in corpus.test])

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
         model_params=dict(args.param),
         update="never" if args.full_training else args.update,
-        measure="f1" if args.full_training and args.measure == "t11su" else args.measure,
+        measure=args.measure,
         initial_positives=args.initial_positives,
         full_training=args.full_training,
         seed=args.seed,
