@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from sift.filters.errors import StateError
@@ -89,6 +90,22 @@ class SparseAccumulator:
             return
         slots = self.slots(indices)  # may grow (and replace) the arrays
         np.add.at(self._sums[which], slots, values)
+
+    def add_rows(self, which: int, X: sp.csr_matrix, weights: NDArray[np.float64],
+                 mask: NDArray[np.bool_]) -> float:
+        """Add ``weights[i] * X[i]`` for the rows where ``mask`` holds; return their total weight."""
+        rows = np.flatnonzero(mask)
+        if rows.size == 0:
+            return 0.0
+        sub = X[rows]
+        self.add(which, sub.indices, sub.data * np.repeat(weights[rows], np.diff(sub.indptr)))
+        return float(weights[rows].sum())
+
+    def add_query(self, which: int, query: sp.csr_matrix | None) -> None:
+        """Add a (1 x F) query vector, if any."""
+        if query is not None and query.nnz:
+            q = sp.csr_matrix(query)
+            self.add(which, q.indices, q.data)
 
     def to_state(self) -> dict[str, Any]:
         return {"features": encode_array(self.features.copy()), "sums": encode_array(self.sums.copy())}

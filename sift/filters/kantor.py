@@ -75,9 +75,7 @@ class Kantor(ScoringModel):
     def start(self, query: sp.csr_matrix | None) -> None:
         self.acc_ = SparseAccumulator(3)
         self.k_ = 0
-        if query is not None and query.nnz:
-            q = sp.csr_matrix(query)
-            self.acc_.add(_Q, q.indices, q.data)
+        self.acc_.add_query(_Q, query)
         self._vecs = None
 
     def learn(
@@ -90,11 +88,8 @@ class Kantor(ScoringModel):
         X = sp.csr_matrix(X)
         lab = np.asarray(labels)
         w = np.asarray(weights, dtype=np.float64)
-        for which, sign in ((_P, 1), (_N, -1)):
-            rows = np.flatnonzero(lab == sign)
-            if rows.size:
-                sub = X[rows]
-                self.acc_.add(which, sub.indices, sub.data * np.repeat(w[rows], np.diff(sub.indptr)))
+        self.acc_.add_rows(_P, X, w, lab == 1)
+        self.acc_.add_rows(_N, X, w, lab == -1)
         self.k_ += int(np.count_nonzero(real))
         self._vecs = None
 

@@ -95,9 +95,7 @@ class Rocchio(ScoringModel):
         self.acc_ = SparseAccumulator(3)
         self.w_pos_ = 0.0
         self.w_neg_ = 0.0
-        if query is not None and query.nnz:
-            q = sp.csr_matrix(query)
-            self.acc_.add(_Q, q.indices, q.data)
+        self.acc_.add_query(_Q, query)
         self._coef = None
 
     def learn(
@@ -110,17 +108,8 @@ class Rocchio(ScoringModel):
         X = sp.csr_matrix(X)
         lab = np.asarray(labels)
         w = np.asarray(weights, dtype=np.float64)
-        for which, sign in ((_P, 1), (_N, -1)):
-            rows = np.flatnonzero(lab == sign)
-            if rows.size == 0:
-                continue
-            sub = X[rows]
-            row_w = np.repeat(w[rows], np.diff(sub.indptr))
-            self.acc_.add(which, sub.indices, sub.data * row_w)
-            if sign == 1:
-                self.w_pos_ += float(w[rows].sum())
-            else:
-                self.w_neg_ += float(w[rows].sum())
+        self.w_pos_ += self.acc_.add_rows(_P, X, w, lab == 1)
+        self.w_neg_ += self.acc_.add_rows(_N, X, w, lab == -1)
         self._coef = None
 
     # -- the model -------------------------------------------------------------------
