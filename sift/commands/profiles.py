@@ -34,9 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--broker", help="broker URL (SIFT_BROKER)")
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
-    ls = verbs.add_parser("list", help="the profiles and their thresholds")
+    raw = argparse.RawDescriptionHelpFormatter
+    ls = verbs.add_parser("list", help="the profiles and their thresholds", formatter_class=raw,
+                          epilog="example:\n  sift profiles list --json")
     ls.add_argument("--json", action="store_true", help="one JSON object per profile")
-    add = verbs.add_parser("add", help="create or replace a profile")
+    add = verbs.add_parser("add", help="create or replace a profile", formatter_class=raw,
+                           epilog='example:\n  sift profiles add wheat --query "wheat grain exports" --positive r123')
     add.add_argument("name")
     add.add_argument("--query", default="")
     add.add_argument("--model", default="rocchio")
@@ -45,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add.add_argument("--positive", action="append", default=[], help="document id or text")
     add.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="model parameter (value parsed as JSON when it can be)")
-    rm = verbs.add_parser("rm", help="delete a profile")
+    rm = verbs.add_parser("rm", help="delete a profile", formatter_class=raw,
+                          epilog="example:\n  sift profiles rm wheat")
     rm.add_argument("name")
     p.set_defaults(func=run)
 
