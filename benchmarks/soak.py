@@ -58,27 +58,9 @@ def rss_bytes(pid: int) -> int:
 
 
 def lag(settings: Settings) -> int:
-    from kafka import TopicPartition
+    from sift.kafkaclient import group_lag
 
-    from sift.kafkaclient import admin, consumer
-
-    topics = [settings.topic(t) for t in ("documents", "judgments", "shard-documents")]
-    cli = admin(settings)
-    try:
-        committed = cli.list_group_offsets({settings.app_id: None}).get(settings.app_id, {})
-    finally:
-        cli.close()
-    cons = consumer(settings)
-    try:
-        tps = [TopicPartition(t, p) for t in topics for p in range(settings.partitions)]
-        ends = cons.end_offsets(tps)
-    finally:
-        cons.close()
-    out = 0
-    for tp in tps:
-        meta = committed.get(tp)
-        out += ends.get(tp, 0) - (meta.offset if meta is not None and meta.offset >= 0 else 0)
-    return out
+    return group_lag(settings, ("documents", "judgments", "shard-documents"))
 
 
 def profile_specs(train: list[Document], n: int) -> list[dict[str, Any]]:

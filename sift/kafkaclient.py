@@ -122,3 +122,27 @@ def partition_counts(settings: Settings, names: Iterable[str]) -> dict[str, int]
         raise KafkaClientError(f"cannot describe topics on {settings.broker}: {exc}") from None
     finally:
         client.close()
+
+
+def group_lag(settings: Settings, names: Iterable[str]) -> int:
+    """Messages not yet committed by the worker group (``settings.app_id``) over the
+    logical topics ``names`` (all ``settings.partitions`` partitions of each)."""
+    from kafka import TopicPartition
+
+    topics = [settings.topic(n) for n in names]
+    cli = admin(settings)
+    try:
+        committed = cli.list_group_offsets({settings.app_id: None}).get(settings.app_id, {})
+    finally:
+        cli.close()
+    cons = consumer(settings)
+    try:
+        tps = [TopicPartition(t, p) for t in topics for p in range(settings.partitions)]
+        ends = cons.end_offsets(tps)
+    finally:
+        cons.close()
+    out = 0
+    for tp in tps:
+        meta = committed.get(tp)
+        out += ends.get(tp, 0) - (meta.offset if meta is not None and meta.offset >= 0 else 0)
+    return int(out)

@@ -148,28 +148,9 @@ def decisions_of(settings: Settings, profiles: list[str]) -> list[tuple[str, str
 
 def lag(settings: Settings) -> int:
     """Consumer lag of the worker group over the input topics (documents, judgments, shard)."""
-    from kafka import TopicPartition
+    from sift.kafkaclient import group_lag
 
-    from sift.kafkaclient import admin, consumer
-
-    topics = [settings.topic(t) for t in ("documents", "judgments", "profiles",
-                                          "shard-documents")]
-    cli = admin(settings)
-    try:
-        committed = cli.list_group_offsets({settings.app_id: None}).get(settings.app_id, {})
-    finally:
-        cli.close()
-    cons = consumer(settings)
-    try:
-        tps = [TopicPartition(t, p) for t in topics for p in range(settings.partitions)]
-        ends = cons.end_offsets(tps)
-    finally:
-        cons.close()
-    total = 0
-    for tp in tps:
-        meta = committed.get(tp)
-        total += ends.get(tp, 0) - (meta.offset if meta is not None and meta.offset >= 0 else 0)
-    return total
+    return group_lag(settings, ("documents", "judgments", "profiles", "shard-documents"))
 
 
 @dataclass

@@ -16,17 +16,7 @@ from sift.filters.fusion import COMPONENTS, ContextWeights, FusionModel
 from sift.filters.profile import Profile
 from sift.filters.representations import FusionVectorizer
 from sift.filters.vectorize import Vectorizer
-
-TRAIN = [
-    "wheat exports rose sharply this week",
-    "wheat crop forecast raised by usda",
-    "crude oil prices fell on opec output",
-    "gold mine output up in south africa",
-    "oil tanker attacked in the gulf",
-    "corn and wheat futures higher",
-    "bank raises interest rates",
-    "opec oil ministers meet",
-] * 3
+from tests.unit.test_profile import TRAIN
 
 
 @pytest.fixture(scope="module")
