@@ -36,6 +36,7 @@ import faust
 import orjson
 from faust.types import EventT
 
+from sift.agents import review as review_mode
 from sift.agents.service import (
     InputMessage,
     RouteResult,
@@ -102,6 +103,7 @@ def prepare_topics(settings: Settings) -> None:
 
     names = [settings.topic(t) for t in WIRE_TOPICS]
     ensure_topics(settings, names, settings.partitions)
+    review_mode.prepare_review_topics(settings)
     # Faust creates internal topics itself, but while its consumer already subscribes:
     # the group then assigns no partition of the missing topic and nothing is scored
     # until the next rebalance. Create it first.
@@ -211,6 +213,7 @@ class Worker:
     settings: Settings
     topics: dict[str, faust.TopicT]
     table: Any
+    reviews: Any = None  # sift.agents.review.ReviewHooks
 
     def stats(self) -> dict[str, Any]:
         out = self.service.counters()
@@ -308,6 +311,10 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                         dl.offset, dl.message)
             await dead_letters_topic.send(key=dl.reason.encode(), value=orjson.dumps(dl.to_obj()))
 
+    reviews = review_mode.attach(app, settings, topic, documents_topic, profiles_topic, table,
+                                 emit_dead)
+    worker.reviews = reviews
+
     @app.agent(documents_topic)
     async def route_documents(stream: faust.StreamT) -> None:
         async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout):
@@ -333,7 +340,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     @app.agent(profiles_topic)
     async def apply_specs(stream: faust.StreamT) -> None:
         async for events in stream.take_events(8, within=settings.batch_timeout):
-            result = guarded(service.apply_specs, [to_message(e) for e in events], table)
+            msgs = await reviews.take_specs([to_message(e) for e in events])
+            result = guarded(service.apply_specs, msgs, table)
             await emit_forwards(result)
 
     @app.agent(judgments_topic)
@@ -341,7 +349,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         # larger batches: more judgments of one profile share a re-threshold and a write
         async for events in stream.take_events(4 * settings.batch_size,
                                                within=settings.batch_timeout):
-            result = guarded(service.apply_judgments, [to_message(e) for e in events], table)
+            msgs = await reviews.take_judgments([to_message(e) for e in events])
+            result = guarded(service.apply_judgments, msgs, table)
             await emit_forwards(result)
 
     async def emit_forwards(result: Any) -> None:

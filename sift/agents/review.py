@@ -1,0 +1,500 @@
+"""Review mode in the stream: thin agents over :class:`~sift.filters.screening.Review`.
+
+:class:`ReviewService` is plain Python (testable without Kafka): it decodes messages,
+calls the core, writes the core's versioned orjson state to a mapping (a Faust table
+in the worker, keyed by review name, co-partitioned with the judgments and profiles
+topics) and returns what to emit. :func:`attach` wires it into the worker's Faust app.
+
+============================  ======================================================
+agent / hook                  consumes -> emits
+============================  ======================================================
+``take_specs`` (hook)         profiles: specs with ``"mode": "review"`` -> table,
+                              requests, status, dead letters; the rest goes on to the
+                              standing-profile agent
+``route_review_documents``    documents (a second subscriber): documents whose
+                              ``metadata.review`` names a review -> the internal
+                              ``review-documents`` topic, partition = the review's shard
+``apply_review_documents``    review-documents -> table, requests, status
+``take_judgments`` (hook)     judgments whose ``profile`` is a review here -> table,
+                              requests, status; the rest goes on
+============================  ======================================================
+
+After every change the review asks for its next batch when nothing is pending and the
+stopping rule has not fired: one :class:`~sift.topics.review.JudgmentRequest` per
+document on ``<prefix>requests``, then a :class:`~sift.topics.review.ReviewStatus` on
+``<prefix>review-status`` (R-hat, its variance, recall so far, the stop signal).
+
+Documents that join a running review enter the sampling population at the next batch;
+the estimator stays valid without restarting (see ``docs/screening.md``). A document
+for a review that does not exist (yet) is dead-lettered (``unknown_review``): create the
+review first and wait for its first status.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from collections import Counter
+from collections.abc import Iterable, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from sift.agents.service import Forward, InputMessage, dead_letter, shard_of
+from sift.filters.screening import Review
+from sift.filters.screening.errors import ScreeningError
+from sift.topics.codecs import decode_judgment, loads
+from sift.topics.deadletter import DeadLetter
+from sift.topics.errors import RecordError
+from sift.topics.records import Document
+from sift.topics.review import (
+    REQUESTS_TOPIC,
+    STATUS_TOPIC,
+    JudgmentRequest,
+    ReviewDocuments,
+    ReviewSpec,
+    ReviewStatus,
+    decode_review_documents,
+    encode_review,
+    is_review_obj,
+    review_names,
+)
+
+log = logging.getLogger("sift.worker")
+
+REVIEW_FORMAT = 1
+REVIEW_TABLE = "review_to_state"
+REVIEW_DOCUMENTS_TOPIC = "review-documents"
+#: Topics the worker must create before it subscribes (see ``prepare_topics``).
+REVIEW_WIRE_TOPICS = (REQUESTS_TOPIC, STATUS_TOPIC)
+
+
+@dataclass
+class ReviewEntry:
+    """A review as the service keeps it: spec, the core's review, judgment keys seen."""
+
+    spec: ReviewSpec
+    review: Review
+    judged: dict[str, None] = field(default_factory=dict)
+
+
+def encode_review_record(entry: ReviewEntry) -> bytes:
+    """Table value: orjson of the spec, the core's versioned state and the judgment keys."""
+    return orjson.dumps({"format": REVIEW_FORMAT, "spec": entry.spec.to_obj(),
+                         "state": entry.review.to_state(), "judged": list(entry.judged)})
+
+
+def decode_review_record(data: bytes, name: str | None = None) -> ReviewEntry:
+    """Inverse of :func:`encode_review_record`; ScreeningError on a bad record."""
+    try:
+        obj = orjson.loads(data)
+        if obj.get("format") != REVIEW_FORMAT:
+            raise ScreeningError(f"review record format {obj.get('format')!r} is not "
+                                 f"{REVIEW_FORMAT}")
+        spec = ReviewSpec.from_obj(obj["spec"])
+        review = Review.from_state(obj["state"])
+        judged = dict.fromkeys(str(k) for k in obj.get("judged", ()))
+    except ScreeningError:
+        raise
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, RecordError) as exc:
+        raise ScreeningError(f"bad review record: {exc}") from None
+    if name is not None and spec.review != name:
+        raise ScreeningError(f"record under {name!r} is for review {spec.review!r}")
+    return ReviewEntry(spec, review, judged)
+
+
+@dataclass
+class ReviewResult:
+    """What one call produced: records to emit and dead letters."""
+
+    requests: list[JudgmentRequest] = field(default_factory=list)
+    statuses: list[ReviewStatus] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    forwards: list[Forward] = field(default_factory=list)
+    documents: list[ReviewDocuments] = field(default_factory=list)
+
+    def extend(self, other: ReviewResult) -> None:
+        self.requests.extend(other.requests)
+        self.statuses.extend(other.statuses)
+        self.dead_letters.extend(other.dead_letters)
+        self.forwards.extend(other.forwards)
+        self.documents.extend(other.documents)
+
+
+def status_of(name: str, review: Review) -> ReviewStatus:
+    """The status record of a review now."""
+    est = review.estimate()
+    n = review.n_documents
+    return ReviewStatus(
+        review=name, documents=n, screened=review.screened, found=est.found,
+        pending=len(review.pending_), batches=len(review.batches_), r_hat=float(est.r_hat),
+        r_hat_var=float(est.var), recall_estimate=float(est.recall()),
+        recall_lower=float(est.recall_lower(review.confidence)), estimator=review.estimator,
+        target_recall=float(review.target_recall), stop=bool(n and review.should_stop()),
+        complete=bool(n and review.screened == n), ts=time.time())
+
+
+class ReviewService:
+    """Review specs, documents and judgments -> state in a mapping, requests and statuses.
+
+    Parameters
+    ----------
+    n_shards
+        Partitions of the profiles, judgments and review-documents topics.
+    standing
+        The standing profiles' table (a review may not take a standing profile's name).
+    """
+
+    def __init__(self, *, n_shards: int = 4,
+                 standing: MutableMapping[str, bytes] | None = None) -> None:
+        self.n_shards = n_shards
+        self.standing = standing
+        self.stats: Counter[str] = Counter()
+        self._cache: dict[str, tuple[bytes, ReviewEntry]] = {}
+
+    def _dead(self, out: ReviewResult, msg: InputMessage, err: RecordError,
+              original: bytes | None = None) -> None:
+        self.stats["review_dead_letters"] += 1
+        out.dead_letters.append(dead_letter(msg, err, original))
+
+    # -- state ----------------------------------------------------------------------------
+    def entry(self, name: str, table: MutableMapping[str, bytes]) -> ReviewEntry | None:
+        raw = table.get(name)
+        if raw is None:
+            return None
+        hit = self._cache.get(name)
+        if hit is not None and hit[0] is raw:
+            return hit[1]
+        try:
+            entry = decode_review_record(raw, name)
+        except ScreeningError as exc:
+            self.stats["review_bad_state"] += 1
+            log.warning("review %r: unusable state record: %s", name, exc)
+            return None
+        self._cache[name] = (raw, entry)
+        return entry
+
+    def _write(self, name: str, entry: ReviewEntry, table: MutableMapping[str, bytes]) -> None:
+        raw = encode_review_record(entry)
+        table[name] = raw
+        self._cache[name] = (raw, entry)
+        self.stats["review_state_bytes_max"] = max(self.stats["review_state_bytes_max"], len(raw))
+
+    def _advance(self, name: str, entry: ReviewEntry, out: ReviewResult, *,
+                 resend: bool = False) -> None:
+        """Ask for the next batch when nothing is pending and the rule has not fired."""
+        review = entry.review
+        if review.n_documents and not review.pending_ and not review.should_stop():
+            batch = review.next_batch()
+            resend = bool(batch)
+        if resend and review.pending_:
+            t, now = len(review.batches_), time.time()
+            out.requests.extend(JudgmentRequest(name, d, t, i + 1, now)
+                                for i, d in enumerate(review.pending_))
+            self.stats["review_requests"] += len(review.pending_)
+        out.statuses.append(status_of(name, review))
+
+    # -- specs ----------------------------------------------------------------------------
+    @staticmethod
+    def is_review_spec(msg: InputMessage) -> bool:
+        """Whether a profiles-topic message is a review spec (undecodable ones are not)."""
+        try:
+            return is_review_obj(loads(msg.value or b""))
+        except RecordError:
+            return False
+
+    def apply_specs(self, messages: Iterable[InputMessage],
+                    table: MutableMapping[str, bytes]) -> ReviewResult:
+        out = ReviewResult()
+        for msg in messages:
+            try:
+                spec = ReviewSpec.from_obj(loads(msg.value or b""))
+            except RecordError as exc:
+                self._dead(out, msg, exc)
+                continue
+            name = spec.review
+            if shard_of(name, self.n_shards) != msg.partition:
+                out.forwards.append(Forward(msg.topic, shard_of(name, self.n_shards),
+                                            name.encode(), msg.value or b""))
+                continue
+            current = self.entry(name, table)
+            if spec.delete:
+                if name not in table:
+                    self._dead(out, msg, RecordError(
+                        "unknown_review", f"cannot delete review {name!r}: no such review"))
+                    continue
+                del table[name]
+                self._cache.pop(name, None)
+                self.stats["reviews_deleted"] += 1
+                continue
+            if current is not None:
+                if current.spec != spec:
+                    self._dead(out, msg, RecordError(
+                        "review_exists", f"review {name!r} exists with another query or "
+                        "params; delete it first"))
+                    continue
+                self._advance(name, current, out, resend=True)
+                continue
+            if self.standing is not None and name in self.standing:
+                self._dead(out, msg, RecordError(
+                    "profile_exists", f"{name!r} is a standing profile; a review needs "
+                    "another name"))
+                continue
+            params = dict(spec.params)
+            params.setdefault("random_state", zlib.crc32(name.encode()))
+            try:
+                review = Review(spec.query, **params)
+            except (ScreeningError, TypeError) as exc:
+                self._dead(out, msg, RecordError("bad_params", f"review {name!r}: {exc}"))
+                continue
+            entry = ReviewEntry(spec, review)
+            self._write(name, entry, table)
+            self.stats["reviews_created"] += 1
+            self._advance(name, entry, out)
+        return out
+
+    # -- documents ------------------------------------------------------------------------
+    def route_documents(self, messages: Iterable[InputMessage]) -> ReviewResult:
+        """Documents naming a review -> :class:`ReviewDocuments` for the review's shard.
+
+        Undecodable documents are the standing agent's to dead-letter; here only a bad
+        ``metadata.review`` is (``bad_review``).
+        """
+        out = ReviewResult()
+        groups: dict[str, tuple[list[str], list[str]]] = {}
+        for msg in messages:
+            try:
+                obj = loads(msg.value or b"")
+            except RecordError:
+                continue
+            items = obj["documents"] if (isinstance(obj, dict) and "documents" in obj
+                                         and "id" not in obj) else [obj]
+            if not isinstance(items, list):
+                continue
+            for item in items:
+                try:
+                    doc = Document.from_obj(item)
+                except RecordError:
+                    continue
+                try:
+                    names = review_names(doc)
+                except RecordError as exc:
+                    self._dead(out, msg, exc, orjson.dumps(item))
+                    continue
+                for name in names:
+                    ids, texts = groups.setdefault(name, ([], []))
+                    ids.append(doc.id)
+                    texts.append(doc.text)
+        out.documents = [ReviewDocuments(n, tuple(i), tuple(t)) for n, (i, t) in groups.items()]
+        return out
+
+    def add_documents(self, messages: Iterable[InputMessage],
+                      table: MutableMapping[str, bytes]) -> ReviewResult:
+        """Internal review-documents messages -> the review's collection.
+
+        Ids already in the collection are skipped (a re-delivered message, or a document
+        sent twice), so this is idempotent.
+        """
+        out = ReviewResult()
+        changed: dict[str, ReviewEntry] = {}
+        for msg in messages:
+            try:
+                batch = decode_review_documents(msg.value or b"")
+            except RecordError as exc:
+                self._dead(out, msg, exc)
+                continue
+            entry = self.entry(batch.review, table)
+            if entry is None:
+                self._dead(out, msg, RecordError(
+                    "unknown_review", f"{len(batch.ids)} document(s) for unknown review "
+                    f"{batch.review!r}: create the review first"))
+                continue
+            known = entry.review.index_
+            seen: set[str] = set()
+            ids, texts = [], []
+            for doc_id, text in zip(batch.ids, batch.texts, strict=True):
+                if doc_id not in known and doc_id not in seen:
+                    seen.add(doc_id)
+                    ids.append(doc_id)
+                    texts.append(text)
+            if ids:
+                entry.review.add_documents(ids, texts)
+                self.stats["review_documents"] += len(ids)
+                changed[batch.review] = entry
+        for name, entry in changed.items():
+            self._advance(name, entry, out)
+            self._write(name, entry, table)
+        return out
+
+    # -- judgments ------------------------------------------------------------------------
+    def claims(self, msg: InputMessage, table: MutableMapping[str, bytes]) -> bool:
+        """Whether a judgments-topic message is for a review held in ``table``."""
+        try:
+            j = decode_judgment(msg.value or b"")
+        except RecordError:
+            return False
+        return j.profile in table
+
+    def apply_judgments(self, messages: Iterable[InputMessage],
+                        table: MutableMapping[str, bytes]) -> ReviewResult:
+        out = ReviewResult()
+        changed: dict[str, ReviewEntry] = {}
+        for msg in messages:
+            try:
+                j = decode_judgment(msg.value or b"")
+            except RecordError as exc:
+                self._dead(out, msg, exc)
+                continue
+            entry = self.entry(j.profile, table)
+            if entry is None:
+                self._dead(out, msg, RecordError(
+                    "unknown_review", f"judgment for unknown review {j.profile!r}"))
+                continue
+            if j.key in entry.judged:
+                self.stats["review_judgments_duplicate"] += 1
+                continue
+            if j.doc_id not in entry.review.index_:
+                self._dead(out, msg, RecordError(
+                    "unknown_document", f"judgment of document {j.doc_id!r}, which is not in "
+                    f"review {j.profile!r}"))
+                continue
+            entry.review.record_judgment(j.doc_id, j.relevant)
+            entry.judged[j.key] = None
+            self.stats["review_judgments"] += 1
+            changed[j.profile] = entry
+        for name, entry in changed.items():
+            self._advance(name, entry, out)
+            self._write(name, entry, table)
+        return out
+
+
+# --------------------------------------------------------------------------- Faust wiring
+@dataclass
+class ReviewHooks:
+    """The review agents of one worker, and the hooks the standing agents call."""
+
+    service: ReviewService
+    table: MutableMapping[str, bytes]
+    topics: dict[str, Any]
+    emit_dead: Any
+
+    async def emit(self, result: ReviewResult) -> None:
+        await self.emit_dead(result.dead_letters)
+        for r in result.requests:
+            await self.topics[REQUESTS_TOPIC].send(key=r.review.encode(), value=encode_review(r))
+        for s in result.statuses:
+            await self.topics[STATUS_TOPIC].send(key=s.review.encode(), value=encode_review(s))
+        for d in result.documents:
+            await self.topics[REVIEW_DOCUMENTS_TOPIC].send(
+                key=d.review.encode(), value=encode_review(d),
+                partition=shard_of(d.review, self.service.n_shards))
+        for f in result.forwards:
+            await self.topics["profiles"].send(key=f.key, value=f.value, partition=f.partition)
+
+    async def take_specs(self, messages: Sequence[InputMessage]) -> list[InputMessage]:
+        """Apply the review specs among ``messages``; return the others."""
+        mine = [m for m in messages if self.service.is_review_spec(m)]
+        if not mine:
+            return list(messages)
+        await self.emit(guarded(self.service.apply_specs, mine, self.table))
+        return [m for m in messages if not any(m is x for x in mine)]
+
+    async def take_judgments(self, messages: Sequence[InputMessage]) -> list[InputMessage]:
+        """Apply the judgments of reviews held here; return the others."""
+        mine = [m for m in messages if self.service.claims(m, self.table)]
+        if not mine:
+            return list(messages)
+        await self.emit(guarded(self.service.apply_judgments, mine, self.table))
+        return [m for m in messages if not any(m is x for x in mine)]
+
+
+def guarded(fn: Any, messages: list[InputMessage], table: Any) -> ReviewResult:
+    """``fn(messages, table)``; on a bug, message by message, dead-lettering failures.
+
+    Retrying is safe: specs of existing reviews re-publish, documents and judgments
+    already applied are skipped.
+    """
+    try:
+        return fn(messages, table)  # type: ignore[no-any-return]
+    except Exception:
+        log.exception("review batch of %d messages failed; retrying one by one", len(messages))
+    out = ReviewResult()
+    for msg in messages:
+        try:
+            out.extend(fn([msg], table))
+        except Exception as exc:
+            log.exception("review message %s[%d]@%d failed", msg.topic, msg.partition, msg.offset)
+            out.dead_letters.append(dead_letter(msg, RecordError(
+                "internal_error", f"{type(exc).__name__}: {exc}")))
+    return out
+
+
+def attach(app: Any, settings: Any, topic: Any, documents_topic: Any, profiles_topic: Any,
+           standing: MutableMapping[str, bytes], emit_dead: Any) -> ReviewHooks:
+    """Add the review table, topics and agents to a worker's Faust app.
+
+    ``topic(name, **kw)`` declares a raw-bytes topic with the worker's prefix and
+    partitions; ``emit_dead(letters)`` sends dead letters.
+    """
+    from sift.agents.app import MAX_STATE_BYTES, SHARD_RETENTION_MS, ShardedTable, TableView
+    from sift.agents.service import InputMessage as Msg
+
+    P = settings.partitions
+    service = ReviewService(n_shards=P, standing=standing)
+    raw_table = app.tables.add(ShardedTable(
+        app, name=REVIEW_TABLE, beacon=app.tables.beacon, partitions=P, key_type=bytes,
+        value_type=bytes, extra_topic_configs={"max.message.bytes": str(MAX_STATE_BYTES)}))
+    topics = {
+        REQUESTS_TOPIC: topic(REQUESTS_TOPIC),
+        STATUS_TOPIC: topic(STATUS_TOPIC),
+        REVIEW_DOCUMENTS_TOPIC: topic(REVIEW_DOCUMENTS_TOPIC, retention=SHARD_RETENTION_MS / 1000,
+                                      internal=True),
+        "profiles": profiles_topic,
+    }
+    hooks = ReviewHooks(service, TableView(raw_table), topics, emit_dead)
+
+    def to_msg(e: Any) -> InputMessage:
+        m = e.message
+        value = m.value if isinstance(m.value, bytes | None) else bytes(m.value)
+        return Msg(value, m.topic, m.partition, m.offset, m.key)
+
+    @app.agent(documents_topic, name="route_review_documents")
+    async def route_review_documents(stream: Any) -> None:
+        async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout):
+            await hooks.emit(service.route_documents([to_msg(e) for e in events]))
+
+    @app.agent(topics[REVIEW_DOCUMENTS_TOPIC], name="apply_review_documents")
+    async def apply_review_documents(stream: Any) -> None:
+        async for events in stream.take_events(64, within=settings.batch_timeout):
+            await hooks.emit(guarded(service.add_documents, [to_msg(e) for e in events],
+                                     hooks.table))
+
+    return hooks
+
+
+def prepare_review_topics(settings: Any) -> None:
+    """Create the review topics before the worker subscribes (see ``prepare_topics``)."""
+    from sift.agents.app import SHARD_RETENTION_MS
+    from sift.kafkaclient import ensure_topics
+
+    ensure_topics(settings, [settings.topic(t) for t in REVIEW_WIRE_TOPICS], settings.partitions)
+    ensure_topics(settings, [settings.topic(REVIEW_DOCUMENTS_TOPIC)], settings.partitions,
+                  configs={"retention.ms": str(SHARD_RETENTION_MS)})
+
+
+def gold_reviewer(labels: dict[str, bool]) -> Any:
+    """A simulated reviewer for tests and demos: answers requests from gold labels."""
+
+    def answer(req: JudgmentRequest) -> dict[str, Any]:
+        return {"id": f"{req.review}/{req.doc_id}", "doc_id": req.doc_id, "profile": req.review,
+                "relevant": bool(labels[req.doc_id]), "judge": "gold"}
+
+    return answer
+
+
+__all__ = ["REVIEW_DOCUMENTS_TOPIC", "REVIEW_TABLE", "ReviewEntry", "ReviewHooks",
+           "ReviewResult", "ReviewService", "attach", "decode_review_record",
+           "encode_review_record", "gold_reviewer", "prepare_review_topics", "status_of"]
+

@@ -1,0 +1,253 @@
+"""Wire records of review mode: review specs, judgment requests and review statuses.
+
+A *review* is a profile in review mode (see ``docs/screening.md``):
+
+* **spec** (profiles topic, keyed by the review name)::
+
+      {"profile": "wilson", "mode": "review", "query": "Wilson disease therapies",
+       "params": {"target_recall": 0.95, "estimator": "bound", ...}}
+
+  ``params`` are :class:`~sift.filters.screening.Review` hyperparameters. ``"delete": true``
+  ends the review. A spec for an existing review with the same query and params changes
+  nothing but re-publishes the pending requests and the status (a client that lost them
+  can ask again); other params are refused (``review_exists``): delete first.
+* **documents** (documents topic): a document joins a review's collection when its
+  ``metadata.review`` names the review (a string or a list of names).
+* **judgments** (judgments topic): the ordinary :class:`~sift.topics.records.Judgment`,
+  with ``profile`` the review name.
+* **requests** (``<prefix>requests``, keyed by review): one :class:`JudgmentRequest` per
+  document the review wants judged.
+* **status** (``<prefix>review-status``, keyed by review): :class:`ReviewStatus`, the
+  estimate of R, recall so far and the stop signal, after every change.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from sift.topics.codecs import dumps, loads
+from sift.topics.errors import RecordError
+from sift.topics.records import MAX_ID_CHARS, Document
+
+REVIEW_MODE = "review"
+REQUESTS_TOPIC = "requests"
+STATUS_TOPIC = "review-status"
+#: Review hyperparameters a spec may set (those of ``sift.filters.screening.Review``).
+REVIEW_PARAMS = ("draws", "n_top", "growth", "n_negatives", "exponent", "target_recall",
+                 "estimator", "confidence", "min_batches", "hh_window", "warmup_precision",
+                 "C", "random_state")
+
+
+def is_review_obj(obj: Any) -> bool:
+    """Whether a decoded profiles-topic object is a review spec (``"mode": "review"``)."""
+    return isinstance(obj, dict) and obj.get("mode") == REVIEW_MODE
+
+
+def _name(obj: dict[str, Any], key: str, what: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise RecordError(f"missing_{key}", f"{what} has no {key!r} (a non-empty string)")
+    if len(value) > MAX_ID_CHARS:
+        raise RecordError(f"bad_{key}", f"{what} field {key!r} is longer than {MAX_ID_CHARS} "
+                          "characters")
+    return value
+
+
+@dataclass(frozen=True)
+class ReviewSpec:
+    """Create or delete a review: ``{"profile", "mode": "review", "query", "params"?, "delete"?}``."""
+
+    review: str
+    query: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    delete: bool = False
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> ReviewSpec:
+        if not isinstance(obj, dict):
+            raise RecordError("not_an_object",
+                              f"review spec must be a JSON object, got {type(obj).__name__}")
+        name = _name(obj, "profile", "review spec")
+        if obj.get("mode") != REVIEW_MODE:
+            raise RecordError("bad_mode", f"review spec field 'mode' must be 'review', "
+                              f"got {obj.get('mode')!r}")
+        delete = obj.get("delete", False)
+        if not isinstance(delete, bool):
+            raise RecordError("bad_delete", "review spec field 'delete' must be true or false")
+        query = obj.get("query", "")
+        if not isinstance(query, str):
+            raise RecordError("bad_query", "review spec field 'query' must be a string")
+        if not delete and not query.strip():
+            raise RecordError("missing_query", f"review {name!r} has no 'query' (its topic text)")
+        params = obj.get("params") or {}
+        if not isinstance(params, dict):
+            raise RecordError("bad_params", "review spec field 'params' must be an object")
+        for key, value in params.items():
+            if key not in REVIEW_PARAMS:
+                raise RecordError("bad_params", f"review spec param {key!r} is not one of "
+                                  f"{', '.join(REVIEW_PARAMS)}")
+            ok = value is None or isinstance(value, str | bool | int) or (
+                isinstance(value, float) and math.isfinite(value))
+            if not ok:
+                raise RecordError("bad_params", f"review spec param {key!r} must be a finite "
+                                  "number, a string or a boolean")
+        return cls(name, query, dict(params), delete)
+
+    def to_obj(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"profile": self.review, "mode": REVIEW_MODE, "query": self.query,
+                               "params": self.params}
+        if self.delete:
+            out["delete"] = True
+        return out
+
+
+def review_names(doc: Document) -> list[str]:
+    """The reviews a document joins (``metadata.review``: a name or a list of names).
+
+    Raises RecordError (``bad_review``) when the field is present but not names.
+    """
+    meta = doc.metadata or {}
+    value = meta.get("review")
+    if value is None:
+        return []
+    names = [value] if isinstance(value, str) else value
+    if (not isinstance(names, list) or not names
+            or not all(isinstance(n, str) and n.strip() and len(n) <= MAX_ID_CHARS
+                       for n in names)):
+        raise RecordError("bad_review", f"document {doc.id!r}: metadata 'review' must be a "
+                          "review name or a list of names")
+    return list(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class ReviewDocuments:
+    """Internal: documents of one review, on their way to the review's shard."""
+
+    review: str
+    ids: tuple[str, ...]
+    texts: tuple[str, ...]
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> ReviewDocuments:
+        if not isinstance(obj, dict):
+            raise RecordError("not_an_object", "review documents must be a JSON object")
+        name = _name(obj, "review", "review documents")
+        ids, texts = obj.get("ids"), obj.get("texts")
+        if (not isinstance(ids, list) or not isinstance(texts, list) or len(ids) != len(texts)
+                or not all(isinstance(x, str) and x for x in ids)
+                or not all(isinstance(x, str) for x in texts)):
+            raise RecordError("bad_batch", "review documents need equal-length string lists "
+                              "'ids' and 'texts'")
+        return cls(name, tuple(ids), tuple(texts))
+
+    def to_obj(self) -> dict[str, Any]:
+        return {"review": self.review, "ids": list(self.ids), "texts": list(self.texts)}
+
+
+@dataclass(frozen=True)
+class JudgmentRequest:
+    """Please judge a document: ``{"review", "doc_id", "batch", "rank", "ts"}``.
+
+    ``batch`` counts the review's batches from 1; ``rank`` is the position in the batch
+    (best-ranked first). Answer with a judgment whose ``profile`` is the review.
+    """
+
+    review: str
+    doc_id: str
+    batch: int
+    rank: int
+    ts: float = 0.0
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> JudgmentRequest:
+        if not isinstance(obj, dict):
+            raise RecordError("not_an_object", "judgment request must be a JSON object")
+        review = _name(obj, "review", "judgment request")
+        doc_id = _name(obj, "doc_id", "judgment request")
+        batch, rank = obj.get("batch"), obj.get("rank")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (batch, rank)):
+            raise RecordError("bad_batch", "judgment request 'batch' and 'rank' must be integers")
+        ts = obj.get("ts", 0.0)
+        assert isinstance(batch, int) and isinstance(rank, int)
+        return cls(review, doc_id, batch, rank, float(ts) if isinstance(ts, int | float) else 0.0)
+
+    def to_obj(self) -> dict[str, Any]:
+        return {"review": self.review, "doc_id": self.doc_id, "batch": self.batch,
+                "rank": self.rank, "ts": self.ts}
+
+
+@dataclass(frozen=True)
+class ReviewStatus:
+    """Where a review stands.
+
+    ``{"review", "documents", "screened", "found", "pending", "batches", "r_hat",
+    "r_hat_var", "recall_estimate", "recall_lower", "estimator", "target_recall", "stop",
+    "complete", "ts"}``: ``recall_estimate`` is ``found / R-hat``, ``recall_lower`` the
+    lower confidence bound on recall; ``stop`` is the stopping rule's signal (it can turn
+    false again when new documents join the collection); ``complete`` means every
+    document is judged.
+    """
+
+    review: str
+    documents: int
+    screened: int
+    found: int
+    pending: int
+    batches: int
+    r_hat: float
+    r_hat_var: float
+    recall_estimate: float
+    recall_lower: float
+    estimator: str
+    target_recall: float
+    stop: bool
+    complete: bool
+    ts: float = 0.0
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> ReviewStatus:
+        if not isinstance(obj, dict):
+            raise RecordError("not_an_object", "review status must be a JSON object")
+        try:
+            return cls(
+                review=_name(obj, "review", "review status"),
+                documents=int(obj["documents"]), screened=int(obj["screened"]),
+                found=int(obj["found"]), pending=int(obj["pending"]),
+                batches=int(obj["batches"]), r_hat=float(obj["r_hat"]),
+                r_hat_var=float(obj["r_hat_var"]),
+                recall_estimate=float(obj["recall_estimate"]),
+                recall_lower=float(obj["recall_lower"]), estimator=str(obj["estimator"]),
+                target_recall=float(obj["target_recall"]), stop=bool(obj["stop"]),
+                complete=bool(obj["complete"]), ts=float(obj.get("ts", 0.0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordError("bad_status", f"review status is malformed: {exc!r}") from None
+
+    def to_obj(self) -> dict[str, Any]:
+        return {"review": self.review, "documents": self.documents, "screened": self.screened,
+                "found": self.found, "pending": self.pending, "batches": self.batches,
+                "r_hat": self.r_hat, "r_hat_var": self.r_hat_var,
+                "recall_estimate": self.recall_estimate, "recall_lower": self.recall_lower,
+                "estimator": self.estimator, "target_recall": self.target_recall,
+                "stop": self.stop, "complete": self.complete, "ts": self.ts}
+
+
+def decode_review_spec(data: bytes) -> ReviewSpec:
+    return ReviewSpec.from_obj(loads(data))
+
+
+def decode_request(data: bytes) -> JudgmentRequest:
+    return JudgmentRequest.from_obj(loads(data))
+
+
+def decode_status(data: bytes) -> ReviewStatus:
+    return ReviewStatus.from_obj(loads(data))
+
+
+def decode_review_documents(data: bytes) -> ReviewDocuments:
+    return ReviewDocuments.from_obj(loads(data))
+
+
+def encode_review(record: ReviewSpec | JudgmentRequest | ReviewStatus | ReviewDocuments) -> bytes:
+    return dumps(record.to_obj())

@@ -1,0 +1,260 @@
+"""Review mode in the stream without a broker: the plain-Python ReviewService and the hooks."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from unittest.mock import AsyncMock, Mock
+
+import numpy as np
+import orjson
+import pytest
+
+from sift.agents.app import create_app
+from sift.agents.review import (
+    REVIEW_DOCUMENTS_TOPIC,
+    ReviewResult,
+    ReviewService,
+    decode_review_record,
+    gold_reviewer,
+)
+from sift.agents.service import InputMessage, TrainingSet, shard_of
+from sift.filters.vectorize import Vectorizer
+from sift.settings import Settings
+from sift.topics.review import ReviewStatus, decode_request, decode_status
+
+P = 2
+NAME = "wilson"
+PARAMS = {"draws": 10, "n_top": 5, "min_batches": 3, "n_negatives": 30, "random_state": 0}
+
+
+def collection(n: int = 160, every: int = 8, seed: int = 0) -> tuple[list[dict[str, Any]],
+                                                                   dict[str, bool]]:
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(300)]
+    docs, gold = [], {}
+    for i in range(n):
+        rel = i % every == 0
+        text = " ".join(rng.choice(words, 12))
+        if rel:
+            text += " wilson disease copper chelation therapy trial"
+        docs.append({"id": f"d{i}", "text": text, "metadata": {"review": NAME}})
+        gold[f"d{i}"] = rel
+    return docs, gold
+
+
+def spec(**params: Any) -> bytes:
+    return orjson.dumps({"profile": NAME, "mode": "review", "query": "wilson disease therapy",
+                         "params": {**PARAMS, **params}})
+
+
+def msg(value: bytes, topic: str, partition: int | None = None, offset: int = 0) -> InputMessage:
+    part = shard_of(NAME, P) if partition is None else partition
+    return InputMessage(value, topic, part, offset, NAME.encode())
+
+
+def run_review(service: ReviewService, table: dict[str, bytes], docs: list[dict[str, Any]],
+               gold: dict[str, bool], *, restart_every: int = 0) -> tuple[list[ReviewStatus], int]:
+    """Create, load, answer requests from gold labels until the stop signal."""
+    out = service.apply_specs([msg(spec(), "profiles")], table)
+    assert not out.dead_letters and out.statuses and not out.requests  # no documents yet
+    routed = service.route_documents([msg(orjson.dumps({"documents": docs}), "documents")])
+    assert [d.review for d in routed.documents] == [NAME]
+    from sift.topics.review import encode_review
+
+    result = service.add_documents([msg(encode_review(d), REVIEW_DOCUMENTS_TOPIC)
+                                    for d in routed.documents], table)
+    statuses = list(result.statuses)
+    requests = list(result.requests)
+    answer = gold_reviewer(gold)
+    rounds = 0
+    while requests:
+        rounds += 1
+        judgments = [msg(orjson.dumps(answer(decode_request(orjson.dumps(r.to_obj())))),
+                         "judgments") for r in requests]
+        if restart_every and rounds % restart_every == 0:
+            service = ReviewService(n_shards=P)  # a new worker: state from the table only
+        result = service.apply_judgments(judgments, table)
+        assert not result.dead_letters
+        statuses.extend(result.statuses)
+        requests = list(result.requests)
+    return statuses, rounds
+
+
+def test_review_service_reaches_the_stop_signal_from_gold_labels() -> None:
+    docs, gold = collection()
+    table: dict[str, bytes] = {}
+    statuses, rounds = run_review(ReviewService(n_shards=P), table, docs, gold)
+    last = statuses[-1]
+    assert last.stop and last.pending == 0 and rounds >= PARAMS["min_batches"]
+    assert last.documents == len(docs) and last.screened < len(docs)
+    assert last.found == sum(1 for d in docs if gold[d["id"]] and d["id"] in
+                             decode_review_record(table[NAME]).review.order_)
+    # the stop signal follows the rule: bound rule at the target recall
+    assert last.recall_lower >= last.target_recall
+    assert all(not s.stop for s in statuses[:-1])
+    # the status round-trips through its codec
+    assert decode_status(orjson.dumps(last.to_obj())) == last
+
+
+def test_review_state_survives_a_new_worker_exactly() -> None:
+    docs, gold = collection()
+    t1: dict[str, bytes] = {}
+    t2: dict[str, bytes] = {}
+    s1, _ = run_review(ReviewService(n_shards=P), t1, docs, gold)
+    s2, _ = run_review(ReviewService(n_shards=P), t2, docs, gold, restart_every=2)
+    strip = [(s.screened, s.found, s.r_hat, s.stop) for s in s1]
+    assert strip == [(s.screened, s.found, s.r_hat, s.stop) for s in s2]
+    assert decode_review_record(t1[NAME]).review.order_ == \
+        decode_review_record(t2[NAME]).review.order_
+
+
+def test_documents_joining_a_running_review_are_requested_later() -> None:
+    docs, gold = collection(n=200)
+    first, later = docs[:120], docs[120:]
+    service = ReviewService(n_shards=P)
+    table: dict[str, bytes] = {}
+    statuses, _ = run_review(service, table, first, gold)
+    assert statuses[-1].stop
+    from sift.topics.review import encode_review
+
+    routed = service.route_documents([msg(orjson.dumps({"documents": later}), "documents")])
+    out = service.add_documents([msg(encode_review(d), REVIEW_DOCUMENTS_TOPIC)
+                                 for d in routed.documents], table)
+    # the collection grew: the stop signal is withdrawn and sampling goes on over all 200
+    assert out.statuses[-1].documents == 200 and not out.statuses[-1].stop
+    assert out.requests
+    # re-delivery of the same documents changes nothing
+    again = service.add_documents([msg(encode_review(d), REVIEW_DOCUMENTS_TOPIC)
+                                   for d in routed.documents], table)
+    assert not again.requests and not again.statuses
+
+
+def test_bad_review_input_is_dead_lettered_with_a_reason() -> None:
+    service = ReviewService(n_shards=P, standing={"earn": b"x"})
+    table: dict[str, bytes] = {}
+    bad_specs = [
+        orjson.dumps({"profile": NAME, "mode": "review"}),  # no query
+        orjson.dumps({"profile": NAME, "mode": "review", "query": "q", "params": {"bogus": 1}}),
+        orjson.dumps({"profile": NAME, "mode": "review", "query": "q",
+                      "params": {"draws": -3}}),
+        orjson.dumps({"profile": NAME, "mode": "review", "query": "q", "delete": True}),
+    ]
+    out = service.apply_specs([msg(b, "profiles") for b in bad_specs], table)
+    assert [d.reason for d in out.dead_letters] == ["missing_query", "bad_params", "bad_params",
+                                                     "unknown_review"]
+    earn = orjson.dumps({"profile": "earn", "mode": "review", "query": "q"})
+    out = service.apply_specs([msg(earn, "profiles", shard_of("earn", P))], table)
+    assert [d.reason for d in out.dead_letters] == ["profile_exists"]
+    # documents before the review exists; a bad metadata.review
+    routed = service.route_documents([msg(orjson.dumps(
+        {"documents": [{"id": "a", "text": "x", "metadata": {"review": NAME}},
+                       {"id": "b", "text": "x", "metadata": {"review": 5}}]}), "documents")])
+    assert [d.reason for d in routed.dead_letters] == ["bad_review"]
+    from sift.topics.review import encode_review
+
+    out = service.add_documents([msg(encode_review(routed.documents[0]), "rd")], table)
+    assert [d.reason for d in out.dead_letters] == ["unknown_review"]
+    out = service.add_documents([msg(b"{not json", "rd")], table)
+    assert [d.reason for d in out.dead_letters] == ["bad_json"]
+    # judgments: unknown document, bad value; a changed spec is refused
+    assert not service.apply_specs([msg(spec(), "profiles")], table).dead_letters
+    out = service.apply_judgments([
+        msg(orjson.dumps({"doc_id": "zz", "profile": NAME, "relevant": True}), "judgments"),
+        msg(orjson.dumps({"doc_id": "a", "profile": NAME, "relevant": "maybe"}), "judgments"),
+    ], table)
+    assert [d.reason for d in out.dead_letters] == ["unknown_document", "bad_relevant"]
+    out = service.apply_specs([msg(spec(draws=12), "profiles")], table)
+    assert [d.reason for d in out.dead_letters] == ["review_exists"]
+    # a spec on the wrong partition is forwarded to the review's shard
+    wrong = 1 - shard_of(NAME, P)
+    out = service.apply_specs([msg(spec(), "profiles", wrong)], table)
+    assert [f.partition for f in out.forwards] == [shard_of(NAME, P)]
+
+
+def test_the_same_spec_again_republishes_pending_requests() -> None:
+    docs, _ = collection()
+    service = ReviewService(n_shards=P)
+    table: dict[str, bytes] = {}
+    service.apply_specs([msg(spec(), "profiles")], table)
+    routed = service.route_documents([msg(orjson.dumps({"documents": docs}), "documents")])
+    from sift.topics.review import encode_review
+
+    first = service.add_documents([msg(encode_review(routed.documents[0]), "rd")], table)
+    again = service.apply_specs([msg(spec(), "profiles")], table)
+    assert [r.doc_id for r in again.requests] == [r.doc_id for r in first.requests]
+    assert isinstance(again, ReviewResult) and again.statuses[-1].pending == len(first.requests)
+
+
+# ----------------------------------------------------------------------- the Faust hooks
+TRAIN = ["wheat exports rose", "wheat crop", "crude oil prices", "oil output", "gold mine"]
+
+
+@pytest.fixture
+def worker(tmp_path: Any) -> Any:
+    vec = Vectorizer(n_features=2**12).fit(TRAIN)
+    training = TrainingSet(vec, vec.transform(TRAIN), {f"t{i}": i for i in range(len(TRAIN))})
+    settings = Settings(broker="kafka://127.0.0.1:1", app_id="sift-test", partitions=P,
+                        data_dir=str(tmp_path), batch_timeout=0.01)
+    w = create_app(settings, training=training)
+    w.app.finalize()
+    w.app.conf.store = "memory://"
+    w.app.flow_control.resume()
+    sent: dict[str, AsyncMock] = {}
+    for t in list(w.topics.values()):
+        t.send = AsyncMock()  # type: ignore[method-assign]
+    hooks = w.reviews  # type: ignore[attr-defined]
+    for name, t in hooks.topics.items():
+        t.send = AsyncMock()  # type: ignore[method-assign]
+        sent[name] = t.send
+    for table in w.app.tables.values():
+        table.send_changelog = Mock()  # the changelog producer needs a broker
+    return w
+
+
+def agent(worker: Any, name: str) -> Any:
+    return next(a for a in worker.app.agents.values() if a.name.endswith(name))
+
+
+def test_hooks_take_review_specs_and_judgments_and_leave_the_rest(worker: Any) -> None:
+    part = shard_of(NAME, P)
+    docs, gold = collection(n=40, every=4)
+    hooks = worker.reviews
+
+    async def run() -> None:
+        async with agent(worker, "apply_specs").test_context() as a:
+            await a.put(spec(), key=NAME.encode(), partition=part)
+            await a.put(orjson.dumps({"profile": "wheat", "query": "wheat", "positives": ["t0"]}),
+                        key=b"wheat", partition=shard_of("wheat", P))
+            await asyncio.sleep(0.1)
+        async with agent(worker, "route_review_documents").test_context() as a:
+            await a.put(orjson.dumps({"documents": docs}))
+            await asyncio.sleep(0.1)
+        sends = hooks.topics[REVIEW_DOCUMENTS_TOPIC].send.await_args_list
+        assert [c.kwargs["partition"] for c in sends] == [part]
+        async with agent(worker, "apply_review_documents").test_context() as a:
+            for c in sends:
+                await a.put(c.kwargs["value"], key=c.kwargs["key"], partition=part)
+            await asyncio.sleep(0.2)
+        requests = [decode_request(c.kwargs["value"])
+                    for c in hooks.topics["requests"].send.await_args_list]
+        assert requests and all(r.review == NAME for r in requests)
+        async with agent(worker, "apply_judgments").test_context() as a:
+            for r in requests:
+                await a.put(orjson.dumps(gold_reviewer(gold)(r)), key=NAME.encode(),
+                            partition=part)
+            await a.put(orjson.dumps({"doc_id": "t1", "profile": "wheat", "relevant": True,
+                                     "text": "wheat crop"}),
+                        key=b"wheat", partition=shard_of("wheat", P))
+            await asyncio.sleep(0.2)
+
+    asyncio.run(run())
+    # the standing profile was created by the standing service, the review by the hook
+    assert worker.service.stats["profiles_created"] == 1
+    assert worker.service.stats["judgments"] == 1
+    assert hooks.service.stats["reviews_created"] == 1
+    assert hooks.service.stats["review_judgments"] > 0
+    statuses = [decode_status(c.kwargs["value"])
+                for c in hooks.topics["review-status"].send.await_args_list]
+    assert statuses[-1].screened == hooks.service.stats["review_judgments"]
+    assert not worker.topics["dead-letters"].send.await_args_list
