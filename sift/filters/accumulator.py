@@ -46,6 +46,12 @@ class SparseAccumulator:
         """The sums, shape ``(n_sums, size)`` (a view)."""
         return self._sums[:, : self.size]
 
+    @property
+    def order(self) -> NDArray[np.int64]:
+        """Slots in feature order: ``features[order]`` is sorted. Models compute in this
+        order, so that results do not depend on the order in which slots were made."""
+        return self._sorted_slot
+
     def find(self, indices: NDArray[np.integer[Any]]) -> NDArray[np.int64]:
         """Slots of global columns, ``-1`` for columns without a slot."""
         idx = np.asarray(indices, dtype=np.int64)
@@ -70,10 +76,10 @@ class SparseAccumulator:
             self._feat[self.size : self.size + n_new] = uniq[new]
             slot_u[new] = new_slots
             self.size += n_new
-            feat = self._feat[: self.size]
-            order = np.argsort(feat, kind="stable")
-            self._sorted_feat = feat[order]
-            self._sorted_slot = order.astype(np.int64)
+            # uniq is sorted: insert the new features into the sorted view, O(size)
+            at = np.searchsorted(self._sorted_feat, uniq[new])
+            self._sorted_feat = np.insert(self._sorted_feat, at, uniq[new])
+            self._sorted_slot = np.insert(self._sorted_slot, at, new_slots)
         return slot_u[inv]
 
     def _grow(self) -> None:
@@ -108,7 +114,10 @@ class SparseAccumulator:
             self.add(which, q.indices, q.data)
 
     def to_state(self) -> dict[str, Any]:
-        return {"features": encode_array(self.features.copy()), "sums": encode_array(self.sums.copy())}
+        """The sums by feature, in feature order (canonical: slot order depends on how
+        documents were batched, the state does not)."""
+        return {"features": encode_array(self._sorted_feat.copy()),
+                "sums": encode_array(self.sums[:, self._sorted_slot].copy())}
 
     @classmethod
     def from_state(cls, state: dict[str, Any], n_sums: int) -> SparseAccumulator:

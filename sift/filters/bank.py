@@ -21,7 +21,7 @@ scoring call, when a member's ``version_`` changed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +77,33 @@ class ProfileBank:
     def remove(self, name: str) -> Profile | None:
         """Remove a profile; returns it, or ``None`` if there was none."""
         return self._profiles.pop(name, None)
+
+    def learn_many(self, judgments: Iterable[tuple[str, sp.csr_matrix, bool]]) -> list[str]:
+        """Apply a batch of ``(profile, document vector, relevant)`` judgments.
+
+        Each profile gets its judgments in their order through
+        :meth:`Profile.learn_many` (one re-threshold per profile per batch, the same
+        final state as one by one); its stacked scoring vector is refreshed on the next
+        scoring call. Returns the names of the profiles whose model or threshold
+        changed. Unknown profile names raise :class:`FilterError` before anything is
+        applied.
+        """
+        groups: dict[str, tuple[list[sp.csr_matrix], list[bool]]] = {}
+        for name, x, relevant in judgments:
+            if name not in self._profiles:
+                raise FilterError(f"no profile named {name!r}")
+            rows, rels = groups.setdefault(name, ([], []))
+            rows.append(x)
+            rels.append(bool(relevant))
+        changed = []
+        for name, (rows, rels) in groups.items():
+            p = self._profiles[name]
+            before = p.version_
+            X = rows[0] if len(rows) == 1 else sp.vstack(rows, format="csr")
+            p.learn_many(X, rels)
+            if p.version_ != before:
+                changed.append(name)
+        return changed
 
     def thresholds(self) -> NDArray[np.float64]:
         return np.array([p.threshold_ for p in self._profiles.values()], dtype=np.float64)

@@ -41,7 +41,8 @@ from numpy.typing import NDArray
 from sift.filters.accumulator import SparseAccumulator
 from sift.filters.base import ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
-from sift.filters.sparse import ColumnStack, restrict, rowwise_sq_norms
+from sift.filters.sparse import ColumnStack, restrict
+from sift.filters.state import decode_count
 from sift.filters.vectorize import normalize_rows
 
 _Q, _P, _N = 0, 1, 2
@@ -102,14 +103,15 @@ class Kantor(ScoringModel):
         """``(columns, P, N, |U_p|, |U_n|)``: the unit vectors over the sorted columns the
         model uses, and the norms of the unnormalised sums."""
         if self._vecs is None:
-            feat = self.acc_.features
+            order = self.acc_.order  # feature order, whatever the slot order
+            feat = self.acc_.features[order]
             up, un = self._unnormalised()
+            up, un = up[order], un[order]
             norm_p = float(np.linalg.norm(up))
             norm_n = float(np.linalg.norm(un))
-            order = np.argsort(feat)
-            p = up[order] / norm_p if norm_p > 0 else np.zeros(feat.size)
-            n = un[order] / norm_n if norm_n > 0 else np.zeros(feat.size)
-            self._vecs = (feat[order].copy(), p, n, norm_p, norm_n)
+            p = up / norm_p if norm_p > 0 else np.zeros(feat.size)
+            n = un / norm_n if norm_n > 0 else np.zeros(feat.size)
+            self._vecs = (feat, p, n, norm_p, norm_n)
         return self._vecs
 
     @staticmethod
@@ -129,12 +131,11 @@ class Kantor(ScoringModel):
         if len(ex) == 0:
             return np.zeros(0)
         cols, P, N, norm_p, norm_n = self.vectors()
-        D = restrict(normalize_rows(ex.X), cols)
-        # unnormalised dot products d.U = (d.P) |U|
-        du_p = np.asarray(D @ P) * norm_p
-        du_n = np.asarray(D @ N) * norm_n
+        x_norm = ex.row_norms()
+        inv = np.where(x_norm > 0, 1.0 / np.where(x_norm > 0, x_norm, 1.0), 0.0)
+        # unnormalised dot products d.U = (d.P) |U| of the normalised examples d
+        du_p, du_n = (ex.products(cols, np.stack([P * norm_p, N * norm_n], axis=1)) * inv[:, None]).T
         # the example's own contribution w x, with x the stored row: d.(w x) = w |x|
-        x_norm = np.sqrt(rowwise_sq_norms(ex.X))
         own = ex.weights * x_norm
         own_sq = own**2
         pos = ex.labels > 0
@@ -153,7 +154,7 @@ class Kantor(ScoringModel):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         try:
             self.acc_ = SparseAccumulator.from_state(state["acc"], 3)
-            self.k_ = int(state["k"])
+            self.k_ = decode_count(state["k"], name="kantor.k")
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"kantor: {exc}") from None
         if self.k_ < 0:

@@ -44,7 +44,7 @@ from sift.filters.knn import KNN
 from sift.filters.measures import get_measure
 from sift.filters.pseudolabel import Pseudolabeler
 from sift.filters.rocchio import Rocchio
-from sift.filters.state import STATE_VERSION, check_version, decode_csr, encode_csr
+from sift.filters.state import STATE_VERSION, check_version, decode_count, decode_csr, encode_csr
 from sift.filters.threshold import trot
 
 MODEL_CLASSES: dict[str, type[ScoringModel]] = {"rocchio": Rocchio, "kantor": Kantor, "knn": KNN}
@@ -191,7 +191,8 @@ class Profile:
         self.n_judged_ = 0
         self.n_ignored_ = 0
         self.n_features_ = 0
-        self._pending: list[tuple[sp.csr_matrix, int, float]] = []
+        # judgments waiting for the update policy: (rows, labels +1/-1, weights) blocks
+        self._pending: list[tuple[sp.csr_matrix, NDArray[np.int8], NDArray[np.float64]]] = []
         self._fitted = False
         self.fallback_threshold_ = math.inf
 
@@ -204,7 +205,7 @@ class Profile:
 
     @property
     def n_pending_(self) -> int:
-        return len(self._pending)
+        return sum(int(p[1].size) for p in self._pending)
 
     def _bind(self, n_features: int, feature_weights: NDArray[np.float64] | None) -> None:
         self.n_features_ = n_features
@@ -312,31 +313,72 @@ class Profile:
     def learn_one(self, x: sp.csr_matrix, relevant: bool, weight: float = 1.0) -> None:
         """Apply (or buffer, or ignore) one real judgment of a document vector."""
         self._check_fitted()
-        x = sp.csr_matrix(x)
+        x = x if isinstance(x, sp.csr_matrix) else sp.csr_matrix(x)
         if x.shape != (1, self.n_features_):
             raise FilterError(f"expected a 1 x {self.n_features_} vector, got {x.shape}")
-        if not (math.isfinite(weight) and weight > 0):
+        if not (isinstance(weight, int | float) and math.isfinite(weight) and weight > 0):
             raise FilterError(f"weight must be a positive finite number, got {weight!r}")
-        if self.update == "never":
-            self.n_ignored_ += 1
+        self.learn_many(x, [relevant], [weight])
+
+    def learn_many(self, X: sp.csr_matrix, relevant: ArrayLike, weights: ArrayLike | None = None) -> None:
+        """Apply (or buffer, or ignore) real judgments of the rows of ``X``, in order.
+
+        The result is exactly that of calling :meth:`learn_one` on each row in turn
+        (the same running sums, examples, pending buffer and final threshold), but the
+        threshold is re-trained once per batch instead of once per judgment: under
+        ``update="every"`` it is current when the call returns, which is when the next
+        document can be scored. Under ``update=n`` the complete groups of ``n`` are
+        applied and the rest stays pending, as one by one.
+
+        Parameters
+        ----------
+        X
+            Judged document vectors, one per row (``m x n_features``).
+        relevant
+            One boolean per row.
+        weights
+            One positive weight per row (default 1).
+        """
+        self._check_fitted()
+        X = X if isinstance(X, sp.csr_matrix) else sp.csr_matrix(X)
+        rel = np.asarray(relevant, dtype=bool).ravel()
+        m = X.shape[0]
+        if X.ndim != 2 or X.shape[1] != self.n_features_ or rel.size != m:
+            raise FilterError(f"expected an m x {self.n_features_} matrix and m labels, "
+                              f"got {X.shape} and {rel.size} labels")
+        w = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+        if w.size != m or not np.all(np.isfinite(w) & (w > 0)):
+            raise FilterError(f"weights must be {m} positive finite numbers, got {w.tolist()!r}")
+        if m == 0:
             return
-        self._pending.append((x, 1 if relevant else -1, float(weight)))
+        if self.update == "never":
+            self.n_ignored_ += m
+            return
+        self._pending.append((X, np.where(rel, 1, -1).astype(np.int8), w))
         every = 1 if self.update == "every" else int(self.update)
-        if len(self._pending) >= every:
-            self.flush()
+        waiting = self.n_pending_
+        if waiting >= every:
+            self._apply(waiting - waiting % every)
 
     def flush(self) -> None:
         """Apply buffered judgments now and re-threshold."""
-        if not self._pending:
-            return
-        X = sp.vstack([p[0] for p in self._pending], format="csr")
-        lab = np.array([p[1] for p in self._pending], dtype=np.int8)
-        w = np.array([p[2] for p in self._pending])
-        real = np.ones(lab.size, dtype=bool)
-        self._pending = []
+        if self._pending:
+            self._apply(self.n_pending_)
+
+    def _apply(self, n: int) -> None:
+        """Learn the first ``n`` pending judgments, keep the rest pending, re-threshold."""
+        X = self._pending[0][0] if len(self._pending) == 1 else sp.vstack(
+            [p[0] for p in self._pending], format="csr")
+        lab = np.concatenate([p[1] for p in self._pending])
+        w = np.concatenate([p[2] for p in self._pending])
+        rest = X.shape[0] - n
+        self._pending = [(X[n:], lab[n:], w[n:])] if rest else []
+        if rest:
+            X, lab, w = X[:n], lab[:n], w[:n]
+        real = np.ones(n, dtype=bool)
         self.model_.learn(X, lab, w, real)
         self.examples_.add(X, lab, w, real)
-        self.n_judged_ += int(lab.size)
+        self.n_judged_ += n
         self._rethreshold()
 
     def _rethreshold(self) -> None:
@@ -358,6 +400,8 @@ class Profile:
         self._check_fitted()
         pend = (sp.vstack([p[0] for p in self._pending], format="csr") if self._pending
                 else sp.csr_matrix((0, self.n_features_)))
+        plab = [int(v) for p in self._pending for v in p[1]]
+        pw = [float(v) for p in self._pending for v in p[2]]
         return {
             "kind": "profile",
             "version": STATE_VERSION,
@@ -371,8 +415,7 @@ class Profile:
             "n_ignored": self.n_ignored_,
             "model": self.model_.state_dict(),
             "examples": self.examples_.to_state(),
-            "pending": {"X": encode_csr(pend), "labels": [p[1] for p in self._pending],
-                        "weights": [p[2] for p in self._pending]},
+            "pending": {"X": encode_csr(pend), "labels": plab, "weights": pw},
         }
 
     @classmethod
@@ -383,23 +426,27 @@ class Profile:
             params = dict(s["params"])
             p = cls(params.pop("name"), **params)
             n_features = int(s["n_features"])
-            if n_features < 1:
-                raise StateError(f"profile: n_features must be >= 1, got {n_features}")
+            if not 1 <= n_features <= 2**31 - 1:
+                raise StateError(f"profile: n_features must be in [1, 2**31 - 1], got {n_features}")
             p._bind(n_features, feature_weights)
             p.examples_ = ExampleSet.from_state(s["examples"])
             p.model_.bind(n_features, feature_weights, p.examples_)
             p.model_.load_state_dict(s["model"])
             p.threshold_ = _threshold(s["threshold"], "threshold")
             p.fallback_threshold_ = _threshold(s["fallback_threshold"], "fallback_threshold")
-            p.version_ = int(s["model_version"])
-            p.n_judged_ = int(s["n_judged"])
-            p.n_ignored_ = int(s["n_ignored"])
+            p.version_ = decode_count(s["model_version"], name="profile.model_version")
+            p.n_judged_ = decode_count(s["n_judged"], name="profile.n_judged")
+            p.n_ignored_ = decode_count(s["n_ignored"], name="profile.n_ignored")
             pend = decode_csr(s["pending"]["X"], name="pending")
             labels = list(s["pending"]["labels"])
             weights = list(s["pending"]["weights"])
             if pend.shape[0] != len(labels) or len(labels) != len(weights):
                 raise StateError("profile: pending judgments are inconsistent")
-            p._pending = [(pend[i], int(labels[i]), float(weights[i])) for i in range(len(labels))]
+            lab_arr = np.array([int(v) for v in labels], dtype=np.int8)
+            w_arr = np.array([float(v) for v in weights], dtype=np.float64)
+            if np.any((lab_arr != 1) & (lab_arr != -1)) or not np.all(np.isfinite(w_arr) & (w_arr > 0)):
+                raise StateError("profile: pending labels must be +1/-1 with positive finite weights")
+            p._pending = [(pend, lab_arr, w_arr)] if labels else []
         except StateError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError, FilterError) as exc:

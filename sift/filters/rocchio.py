@@ -132,17 +132,16 @@ class Rocchio(ScoringModel):
         """``(columns, coefficients, g)``: the selected model (sorted by column) and the
         corpus weight ``g`` of each selected column."""
         if self._coef is None:
-            feat = self.acc_.features
+            order = self.acc_.order  # feature order, whatever the slot order
+            feat = self.acc_.features[order]
             g = self._corpus(feat)
-            q = self._raw() * g
+            q = self._raw()[order] * g
             keep = q > 0 if self.nonnegative else q != 0
             idx = np.flatnonzero(keep)
             if self.top_k is not None and idx.size > self.top_k:
                 part = np.argpartition(-q[idx], self.top_k - 1)[: self.top_k]
-                idx = idx[part]
-            order = np.argsort(feat[idx])
-            idx = idx[order]
-            self._coef = (feat[idx].copy(), q[idx].copy(), g[idx].copy())
+                idx = np.sort(idx[part])
+            self._coef = (feat[idx], q[idx], g[idx])
         return self._coef
 
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
@@ -158,9 +157,8 @@ class Rocchio(ScoringModel):
         s = self.acc_.sums
         # per selected column: g*q, g*P, g*N
         V = np.stack([g * s[_Q][slots], g * s[_P][slots], g * s[_N][slots]], axis=1)
-        J = restrict(ex.X, cols)
-        a, b, c = np.asarray(J @ V).T
-        self_sq = np.asarray(J.multiply(J) @ g).ravel()
+        a, b, c = ex.products(cols, V).T
+        self_sq = ex.products(cols, g, squared=True).ravel()
         w = ex.weights
         pos = ex.labels > 0
         out = self.alpha * a

@@ -109,3 +109,15 @@ def check_version(state: Any, kind: str) -> dict[str, Any]:
     if state.get("version") != STATE_VERSION:
         raise StateError(f"{kind} state version {state.get('version')!r} is not {STATE_VERSION}")
     return state
+
+
+#: Largest counter a state may carry (far above any real count, and safe for int64
+#: arithmetic and for orjson, which refuses integers beyond 64 bits).
+MAX_COUNT = 2**62
+
+
+def decode_count(value: Any, *, name: str) -> int:
+    """A non-negative integer counter from a state, validated."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise StateError(f"{name}: must be an integer in [0, 2**62], got {value!r}")
+    return int(value)

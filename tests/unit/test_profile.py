@@ -191,3 +191,58 @@ def test_bank_stacked_scores_equal_single_scores(vec: Vectorizer, model: str) ->
         (int(r), bank.names[c]) for r, c in zip(*np.nonzero(bank.thresholds() <= S2), strict=True)
     }
     assert bank.remove("gold") is not None and bank.score(X).shape == (X.shape[0], 2)
+
+
+@pytest.mark.parametrize("model", ["rocchio", "kantor", "knn"])
+@pytest.mark.parametrize("update", ["every", 3, "never"])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(judgments=st.lists(st.tuples(st.integers(0, len(TRAIN) - 1), st.booleans()), min_size=1, max_size=12),
+       cut=st.integers(0, 12))
+def test_learn_many_equals_one_by_one(vec: Vectorizer, model: str, update, judgments, cut) -> None:  # type: ignore[no-untyped-def]
+    """A batch (split anywhere into two calls) leaves exactly the state of one-by-one learning."""
+    X = vec.transform(TRAIN)
+    one = _fit(vec, model, update=update, max_examples=20)
+    many = _fit(vec, model, update=update, max_examples=20)
+    for i, rel in judgments:
+        one.learn_one(X[i], rel)
+    rows = [i for i, _ in judgments]
+    rels = [r for _, r in judgments]
+    k = min(cut, len(rows))
+    for part in (slice(0, k), slice(k, None)):
+        many.learn_many(X[rows[part]], rels[part])
+    a, b = one.to_state(), many.to_state()
+    a.pop("model_version"), b.pop("model_version")  # counts re-thresholds, not judgments
+    assert orjson.dumps(a) == orjson.dumps(b)
+    assert one.threshold_ == many.threshold_ and one.n_pending_ == many.n_pending_
+
+
+def test_learn_many_rejects_bad_shapes_and_weights(vec: Vectorizer) -> None:
+    p = _fit(vec)
+    X = vec.transform(TRAIN[:2])
+    with pytest.raises(FilterError, match="got \\(2, 16384\\) and 1 labels"):
+        p.learn_many(X, [True])
+    with pytest.raises(FilterError, match="weights must be"):
+        p.learn_many(X, [True, False], [1.0, -1.0])
+    assert p.n_judged_ == 0 and p.n_pending_ == 0
+
+
+def test_bank_learn_many_groups_by_profile(vec: Vectorizer) -> None:
+    bank = ProfileBank()
+    for name in ("wheat", "oil"):
+        p = Profile(name, query=name, pseudolabel={})
+        X = vec.transform(TRAIN)
+        p.fit(vec.transform([name]), X, positives=[i for i, t in enumerate(TRAIN) if name in t][:2],
+              feature_weights=vec.feature_weights())
+        bank.add(p)
+    X = vec.transform(TRAIN)
+    before = bank.score(X)
+    changed = bank.learn_many([("oil", X[2], True), ("oil", X[6], False), ("oil", X[3], False)])
+    assert changed == ["oil"]
+    assert bank["oil"].n_judged_ == 3 and bank["wheat"].n_judged_ == 0
+    after = bank.score(X)
+    np.testing.assert_array_equal(after[:, 0], before[:, 0])
+    assert not np.array_equal(after[:, 1], before[:, 1])
+    np.testing.assert_allclose(after[:, 1], bank["oil"].score(X))
+    with pytest.raises(FilterError, match="no profile named 'gold'"):
+        bank.learn_many([("oil", X[0], True), ("gold", X[0], True)])
+    assert bank["oil"].n_judged_ == 3
