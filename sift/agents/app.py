@@ -58,6 +58,10 @@ log = logging.getLogger("sift.worker")
 #: Upper bound of one profile record (the changelog topic's max.message.bytes).
 MAX_STATE_BYTES = 16 * 1024 * 1024
 SHARD_TOPIC = "shard-documents"
+#: Changelog segment size: Kafka never compacts the active segment (1 GiB by default), and
+#: every judgment batch writes its profile's whole record (up to a few MB), so with the
+#: default a replacement worker would recover (read) up to a GiB per partition.
+CHANGELOG_SEGMENT_BYTES = 64 * 1024 * 1024
 #: The internal fan-out topic only needs to outlive a restart.
 SHARD_RETENTION_MS = 3_600_000
 #: Seconds between two writes of ``<data_dir>/stats.json``.
@@ -274,6 +278,13 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         producer_max_request_size=MAX_STATE_BYTES,
         consumer_max_fetch_size=MAX_STATE_BYTES,
         stream_buffer_maxsize=max(4 * settings.batch_size, 4096),
+        # Faust's default (None) hands its drain loop every record aiokafka has buffered
+        # at once; when one agent's stream buffer is full the loop blocks on it for the
+        # rest of that batch, and every other agent of the worker starves (a replacement
+        # worker with 10,000 judgments to catch up scored nothing for two minutes). With
+        # at most maxsize / 5 records per poll a buffer under pressure (Faust stops
+        # fetching its partition at maxsize / 1.25) can never fill, so it never blocks.
+        broker_max_poll_records=max(4 * settings.batch_size, 4096) // 5,
         broker_commit_every=10_000,
         broker_commit_interval=1.0,
         web_enabled=web,
@@ -296,7 +307,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     shard_topic = topic(SHARD_TOPIC, retention=SHARD_RETENTION_MS / 1000, internal=True)
     profile_to_state = app.tables.add(ShardedTable(
         app, name=TABLE, beacon=app.tables.beacon, partitions=P, key_type=bytes,
-        value_type=bytes, extra_topic_configs={"max.message.bytes": str(MAX_STATE_BYTES)},
+        value_type=bytes, extra_topic_configs={"max.message.bytes": str(MAX_STATE_BYTES),
+                                               "segment.bytes": str(CHANGELOG_SEGMENT_BYTES)},
     ))
     table = TableView(profile_to_state)
     worker = Worker(app, service, settings,

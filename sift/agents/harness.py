@@ -146,7 +146,10 @@ def read_all(settings: Settings, topic: str, *, idle: float = 2.0,
     """Every message now in ``topic`` (key, value, partition, offset), until idle."""
     from sift.kafkaclient import consumer
 
-    cons = consumer(settings, topic, auto_offset_reset="earliest")
+    # kafka-python checks CRC32C in pure Python (a few MB/s): reading a table changelog of
+    # hundreds of MB took longer than the tests that wrote it. The broker checked them.
+    cons = consumer(settings, topic, auto_offset_reset="earliest", check_crcs=False,
+                    max_partition_fetch_bytes=16 * 1024 * 1024)
     out: list[tuple[bytes | None, bytes, int, int]] = []
     start = last = time.monotonic()
     try:
