@@ -62,16 +62,24 @@ def _latent_positions(rng: np.random.Generator, n: int) -> NDArray[np.float64]:
 
 def rdpg_run(
     rng: np.random.Generator, *, n: int = 51, k: int = 1000, alphas: tuple[float, ...] = ALPHAS,
-    positives: int = 5,
+    positives: int = 5, x: NDArray[np.float64] | None = None,
 ) -> dict[str, dict[str, list[float]]]:
     """One Monte Carlo run: reciprocal rank of the 6th closest item, per alpha.
+
+    The latent positions ``x`` are drawn from ``rng`` unless given (the paper's
+    fixed realisation). The ground truth ``d_alpha`` is computed on the true
+    ``P``; the ILP learns on, and the rankers rank by, the observed matrix
+    (``P`` itself, or the mean of ``k`` Bernoulli(``P``) adjacencies). The
+    query ``v*`` and ``S`` are excluded from the ranked list.
 
     Returns ``{"P": {"ilp": [...], "ase": [...], "lse": [...]}, "Abar": {...}}``
     with one value per alpha.
     """
     from sift.filters.fusion import solve_weights
 
-    x = _latent_positions(rng, n)
+    if x is None:
+        x = _latent_positions(rng, n)
+    n = x.shape[0]
     p = x @ x.T
     d_ase_true = _dist_to_first(_ase(p))
     d_lse_true = _dist_to_first(_lse(p))
@@ -105,13 +113,20 @@ def _reciprocal_rank(scores: NDArray[np.float64], item: int, exclude: list[int])
 
 def simulate_rdpg(
     seed: int, *, runs: int = 100, k: int = 1000, n: int = 51, positives: int = 5,
-    progress: Progress | None = None,
+    fixed_positions: bool = False, progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Monte Carlo estimate of the paper's Figure 2 (mean reciprocal rank and 95% CI)."""
+    """Monte Carlo estimate of the paper's Figure 2 (mean reciprocal rank and 95% CI).
+
+    With ``fixed_positions`` the latent positions are drawn once (from ``seed``)
+    and only the adjacency samples vary between runs, as in the paper's single
+    realisation (then the ``P`` panel is the same in every run); otherwise they
+    are redrawn in every run.
+    """
     rng = np.random.default_rng(seed)
+    x_fixed = _latent_positions(rng, n) if fixed_positions else None
     raw: dict[str, dict[str, list[list[float]]]] = {}
     for _ in range(runs):
-        one = rdpg_run(rng, n=n, k=k, positives=positives)
+        one = rdpg_run(rng, n=n, k=k, positives=positives, x=x_fixed)
         for obs, by in one.items():
             for ranker, vals in by.items():
                 raw.setdefault(obs, {}).setdefault(ranker, []).append(vals)
@@ -128,8 +143,13 @@ def simulate_rdpg(
             summary[obs][ranker] = {"mean": mean.tolist(), "lo": (mean - half).tolist(),
                                     "hi": (mean + half).tolist()}
     return {"alphas": list(ALPHAS), "runs": runs, "k": k, "n": n, "seed": seed,
+            "latent_positions": ("fixed: one draw from the seed" if fixed_positions
+                                 else "redrawn in every run"),
+            "positions": None if x_fixed is None else np.round(x_fixed, 6).tolist(),
             "observed": {"P": "P itself", "Abar": f"mean of k = {k} Bernoulli(P) adjacencies"},
-            "mrr": summary}
+            "mrr": summary,
+            "per_run": {obs: {r: np.round(np.array(rows), 6).tolist() for r, rows in by.items()}
+                        for obs, by in raw.items()}}
 
 
 def plot_rdpg(result: dict[str, Any], path: Path) -> bool:
@@ -275,7 +295,8 @@ def _run(args: argparse.Namespace) -> int:
         runs = _positive_int("--runs", args.runs)
         k = _positive_int("--k", args.k)
         bar = Progress(runs, "rdpg")
-        res = simulate_rdpg(args.seed, runs=runs, k=k, progress=bar)
+        res = simulate_rdpg(args.seed, runs=runs, k=k, fixed_positions=args.fixed_positions,
+                            progress=bar)
         bar.close()
         write_json(out / "rdpg.json", res)
         for obs in ("P", "Abar"):
@@ -334,6 +355,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--runs", type=int, default=100, help="Monte Carlo runs for rdpg (default 100)")
     p.add_argument("--k", type=int, default=1000,
                    help="adjacency samples averaged for rdpg (default 1000)")
+    p.add_argument("--fixed-positions", action="store_true",
+                   help="rdpg: draw the latent positions once (from --seed) and vary only the "
+                        "adjacency samples, as in the paper's single realisation")
     p.add_argument("--objective", choices=["maxrank", "meanrank", "mrr"], default="maxrank",
                    help="what the ILP optimises (default: maxrank, the paper's)")
     p.add_argument("--time-limit", type=float, default=30.0,

@@ -297,3 +297,40 @@ def test_bad_input_is_one_line_error(kwargs: dict[str, object], match: str) -> N
         solve_weights(**kwargs)  # type: ignore[arg-type]
     assert isinstance(info.value, SiftError)
     assert "\n" not in str(info.value)
+
+
+@given(seed=st.integers(0, 10_000), j=st.integers(3, 5))
+@settings(max_examples=15, deadline=None)
+def test_line_search_never_worse_and_counts_exactly(seed: int, j: int) -> None:
+    d, pos = _instance(seed, 200, 4, j)
+    prob = fu._problem(d, pos, None)
+    pr = fu._prune_maxrank(prob.d, prob.positives, prob.candidates)
+    a0 = np.eye(prob.d.shape[1])[0]
+    v0 = float(fu._objective_many(prob.d, pr.pos_rows, pr.active, a0[:, None], "maxrank")[0])
+    a, v = fu._line_search(prob.d, pr.pos_rows, pr.active, a0, v0,
+                           np.random.default_rng(seed), None, restarts=2)
+    assert v <= v0
+    assert np.isclose(a.sum(), 1.0) and np.all(a >= 0)
+    recount = fu._objective_many(prob.d, pr.pos_rows, pr.active, a[:, None], "maxrank")[0]
+    assert v == recount
+    # the J = 2 sweep is exact, so on two columns a line search reaches the optimum
+    if j == 3:
+        d2 = prob.d[:, :2]
+        pr2 = fu._prune_maxrank(d2, prob.positives, prob.candidates)
+        if pr2.active.size:
+            b0 = np.array([1.0, 0.0])
+            w0 = float(fu._objective_many(d2, pr2.pos_rows, pr2.active, b0[:, None],
+                                          "maxrank")[0])
+            _, w = fu._line_search(d2, pr2.pos_rows, pr2.active, b0, w0,
+                                   np.random.default_rng(0), None)
+            _, best = fu._sweep_maxrank(d2, pr2.pos_rows, pr2.active)
+            assert w == best
+
+
+def test_short_time_limit_returns_valid_weights_with_gap() -> None:
+    d, pos = _instance(3, 3000, 10, 6)
+    r = solve_weights(d, pos, time_limit=0.3, seed=0)
+    assert np.isclose(r.weights.sum(), 1.0) and np.all(r.weights >= 0)
+    assert r.objective == objective_value(d, pos, r.weights)
+    assert r.optimal or (np.isnan(r.gap) or 0.0 <= r.gap <= 1.0)
+    assert r.method in ("heuristic", "milp", "milp+search")
