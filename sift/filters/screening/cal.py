@@ -69,6 +69,20 @@ def _dec(obj: Any, name: str) -> NDArray[Any]:
     return np.frombuffer(raw, dtype=dt).reshape(shape).copy()
 
 
+def class_weights(y: NDArray[np.int64], ratio: float) -> NDArray[np.float64]:
+    """Sample weights giving the positives ``ratio`` times the negatives' total weight.
+
+    Normalised to sum to ``len(y)``; ``ratio=1`` equals ``class_weight="balanced"``.
+
+    >>> class_weights(np.array([1, 0, 0, 0]), 1.0).tolist()
+    [2.0, 0.6666666666666666, 0.6666666666666666, 0.6666666666666666]
+    """
+    pos = y == 1
+    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
+    w = np.where(pos, ratio / max(n_pos, 1), 1.0 / max(n_neg, 1))
+    return np.asarray(w * (len(y) / w.sum()), dtype=np.float64)
+
+
 class Review:
     """An incremental technology-assisted review of one topic.
 
@@ -107,6 +121,15 @@ class Review:
         Sampling batches required (since the collection last grew) before the rule may stop.
     C
         Inverse regularisation strength of the logistic regression.
+    class_ratio
+        Total training weight of the relevant examples (the pseudo document included)
+        over that of the non-relevant ones (judged and temporary); 1 is scikit-learn's
+        ``class_weight="balanced"``. Larger values favour recall of the rare class.
+    max_df
+        Terms in more than this fraction of the documents are dropped from the TF-IDF
+        vocabulary (1.0 keeps all).
+    stop_words
+        Drop English stop words from the TF-IDF vocabulary.
     random_state
         Seed of the review's random generator.
 
@@ -144,6 +167,9 @@ class Review:
         hh_window: int = 10,
         warmup_precision: float = 0.2,
         C: float = 1.0,
+        class_ratio: float = 1.0,
+        max_df: float = 1.0,
+        stop_words: bool = True,
         random_state: int | None = None,
     ) -> None:
         self.topic = topic
@@ -159,6 +185,9 @@ class Review:
         self.hh_window = hh_window
         self.warmup_precision = warmup_precision
         self.C = C
+        self.class_ratio = class_ratio
+        self.max_df = max_df
+        self.stop_words = stop_words
         self.random_state = random_state
         self._validate()
         self.ids_: list[str] = []
@@ -190,12 +219,17 @@ class Review:
             raise bad("draws", self.draws, "and n_top cannot both be 0")
         if self.estimator != "ht" and self.draws < 2:
             raise bad("draws", self.draws, f"must be >= 2 for estimator {self.estimator!r}")
+        positive = ("C", "class_ratio", "max_df")
         for name, lo, hi in (("exponent", 0.0, 10.0), ("growth", 0.0, 1.0), ("C", 0.0, math.inf),
-                              ("warmup_precision", 0.0, 1.0)):
+                              ("warmup_precision", 0.0, 1.0), ("class_ratio", 0.0, math.inf),
+                              ("max_df", 0.0, 1.0)):
             v = getattr(self, name)
-            if not isinstance(v, int | float) or not lo <= v <= hi or (name == "C" and v == 0):
-                extra = " and > 0" if name == "C" else ""
+            if (not isinstance(v, int | float) or isinstance(v, bool) or not lo <= v <= hi
+                    or (name in positive and v == 0)):
+                extra = " and > 0" if name in positive else ""
                 raise bad(name, v, f"must be a number in [{lo}, {hi}]{extra}")
+        if not isinstance(self.stop_words, bool):
+            raise bad("stop_words", self.stop_words, "must be true or false")
         for name in ("target_recall", "confidence"):
             v = getattr(self, name)
             upper_ok = v <= 1.0 if name == "target_recall" else v < 1.0
@@ -244,8 +278,9 @@ class Review:
     def _features(self) -> sp.csr_matrix:
         if self._X is None:
             vec = TfidfVectorizer(
-                ngram_range=(1, 2), sublinear_tf=True, min_df=1, stop_words="english",
-                dtype=np.float64,
+                ngram_range=(1, 2), sublinear_tf=True, min_df=1,
+                max_df=self.max_df if len(self.texts_) > 1 else 1.0,
+                stop_words="english" if self.stop_words else None, dtype=np.float64,
             )
             corpus = [*self.texts_, self.topic or ""]
             try:
@@ -280,8 +315,8 @@ class Review:
         if len(np.unique(yt)) < 2:
             # nothing to contrast yet: rank by random scores (a uniform start)
             return self.rng_.random(self.n_documents)
-        model = LogisticRegression(C=self.C, class_weight="balanced", solver="liblinear")
-        model.fit(Xt, yt)
+        model = LogisticRegression(C=self.C, solver="liblinear")
+        model.fit(Xt, yt, sample_weight=class_weights(yt, self.class_ratio))
         return np.asarray(model.decision_function(X), dtype=np.float64)
 
     # ----------------------------------------------------------------- batches
@@ -464,6 +499,8 @@ class Review:
             "estimator": self.estimator, "confidence": self.confidence,
             "min_batches": self.min_batches, "hh_window": self.hh_window,
             "warmup_precision": self.warmup_precision, "C": self.C,
+            "class_ratio": self.class_ratio, "max_df": self.max_df,
+            "stop_words": self.stop_words,
             "random_state": self.random_state,
         }
 
