@@ -105,3 +105,144 @@ def trot_with_value(
             thr -= placement * (thr - float(s_sorted[ends[i + 1]]))
         return thr, float(values[i])
     return math.inf, best_value
+
+
+def _distinct_sweep(
+    s: np.ndarray, y: np.ndarray, w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct scores in decreasing order with the weight of relevant (``a``) and
+    non-relevant (``b``) examples scoring at or above each."""
+    if s.size == 0:
+        return s, s.copy(), s.copy()
+    order = np.argsort(-s, kind="stable")
+    s_sorted = s[order]
+    ends = np.flatnonzero(np.r_[s_sorted[1:] != s_sorted[:-1], True])
+    a = np.cumsum(np.where(y[order], w[order], 0.0))[ends]
+    b = np.cumsum(np.where(y[order], 0.0, w[order]))[ends]
+    return s_sorted[ends], a, b
+
+
+def scut(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    weights: ArrayLike | None = None,
+    *,
+    measure: str | Measure = "f1",
+    fbr: float = 0.0,
+    fallback: str = "top",
+    placement: float = 0.0,
+    min_score: float | None = None,
+) -> float:
+    """Score-cut thresholding with an fbr fallback (Yang 2001, SCut and SCutFBR).
+
+    See :func:`scut_with_value`; this returns the threshold only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = np.array([0.9, 0.7, 0.6, 0.2, 0.0, 0.0])
+    >>> y = np.array([1, -1, 1, -1, -1, -1])
+    >>> scut(s, y)                  # F1: 2/3 at 0.9, 1/2 at 0.7, 4/5 at 0.6 (a=2, b=1, c=0)
+    0.6
+    >>> scut(np.array([0.3, 0.0, 0.0]), np.array([-1, 1, -1]), fbr=0.3)  # best F1 1/2 at 0
+    0.0
+    >>> scut(np.array([0.3, 0.0, 0.0]), np.array([-1, 1, -1]), fbr=0.3, min_score=0.0)  # F1 0 above 0
+    0.3
+    """
+    return scut_with_value(scores, labels, weights, measure=measure, fbr=fbr, fallback=fallback,
+                           placement=placement, min_score=min_score)[0]
+
+
+def scut_with_value(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    weights: ArrayLike | None = None,
+    *,
+    measure: str | Measure = "f1",
+    fbr: float = 0.0,
+    fallback: str = "top",
+    placement: float = 0.0,
+    min_score: float | None = None,
+) -> tuple[float, float]:
+    """The threshold that maximises ``measure`` on validation scores, with a guard.
+
+    The sweep is TROT's (:func:`trot_with_value`: distinct scores in decreasing order,
+    ties move together, answering No to everything is the starting point and wins ties),
+    with two additions for categories with few relevant examples:
+
+    - ``min_score``: only thresholds strictly above it are candidates (examples scoring
+      at or below it are never accepted). For a kNN vote, ``min_score=0`` forbids
+      accepting documents with no relevant neighbour, which F1 would otherwise do for a
+      category whose only relevant example scores 0 among hundreds of ties.
+    - ``fbr``: when the best value is below ``fbr``, the threshold is not trusted and is
+      replaced (SCutFBR): ``fallback="top"`` sets it to the highest example score above
+      ``min_score`` (accept only what scores like the top-ranked example; SCutFBR.1),
+      ``fallback="none"`` to ``+inf`` (accept nothing; SCutFBR.0).
+
+    Parameters
+    ----------
+    scores
+        Validation (e.g. leave-one-out) score of each example.
+    labels
+        ``1`` (or True) for relevant, ``-1``/``0`` (or False) for non-relevant.
+    weights
+        Weight of each example (default 1).
+    measure
+        Name of a measure in :mod:`sift.filters.measures` or a callable of (a, b, c, d).
+    fbr
+        The fallback rank threshold, in the measure's units (``0`` turns the fallback off).
+    fallback
+        ``"top"`` or ``"none"``.
+    placement
+        As in :func:`trot`: the threshold is ``s - placement * (s - s')`` where ``s`` is
+        the lowest accepted score and ``s'`` the next lower example score (or
+        ``min_score`` if that is higher). Not applied to the fallback threshold.
+    min_score
+        Lower bound (exclusive) of the candidate thresholds, or ``None``.
+
+    Returns
+    -------
+    tuple of float
+        The threshold (``math.inf``: accept nothing) and the measure's value on the
+        examples at that threshold.
+    """
+    if not 0.0 <= placement < 1.0:
+        raise FilterError(f"placement must be in [0, 1), got {placement!r}")
+    if not (isinstance(fbr, int | float) and math.isfinite(fbr)):
+        raise FilterError(f"fbr must be a finite number, got {fbr!r}")
+    if fallback not in ("top", "none"):
+        raise FilterError(f"fallback must be 'top' or 'none', got {fallback!r}")
+    if min_score is not None and not math.isfinite(min_score):
+        raise FilterError(f"min_score must be a finite number or None, got {min_score!r}")
+    fn = get_measure(measure)
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    y = np.asarray(labels).ravel() > 0
+    w = np.ones_like(s) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+    if not (s.shape == y.shape == w.shape):
+        raise FilterError(
+            f"scores, labels and weights must have one entry per example, got {s.shape}, {y.shape}, {w.shape}"
+        )
+    if s.size and not np.all(np.isfinite(s)):
+        raise FilterError("scores must be finite")
+    pos_total = float(w[y].sum())
+    neg_total = float(w[~y].sum())
+    nothing = float(np.asarray(fn(0.0, 0.0, pos_total, neg_total)))
+    distinct, a, b = _distinct_sweep(s, y, w)
+    n_cand = distinct.size if min_score is None else int(np.sum(distinct > min_score))
+    values = np.asarray(fn(a, b, pos_total - a, neg_total - b), dtype=np.float64)[:n_cand]
+    thr, value = math.inf, nothing
+    if n_cand:
+        i = int(np.argmax(values))  # first maximum = highest threshold among equals
+        if values[i] > nothing:
+            thr, value = float(distinct[i]), float(values[i])
+            lower = float(distinct[i + 1]) if i + 1 < distinct.size else None
+            if min_score is not None and (lower is None or lower < min_score):
+                lower = min_score
+            if placement > 0 and lower is not None:
+                thr -= placement * (thr - lower)
+    if value < fbr:
+        if fallback == "top" and n_cand:
+            thr, value = float(distinct[0]), float(values[0])
+        else:
+            thr, value = math.inf, nothing
+    return thr, value
