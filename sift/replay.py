@@ -20,11 +20,16 @@ from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import NDArray
 
+from sift.errors import ConfigError
 from sift.filters.bank import Hit, ProfileBank
+from sift.filters.knn import KNN
 from sift.filters.measures import f1, precision, recall, t11f, t11su
 from sift.filters.profile import Profile
-from sift.filters.vectorize import Vectorizer
+from sift.filters.sparse import restrict
+from sift.filters.threshold import scut, trot
+from sift.filters.vectorize import Vectorizer, normalize_rows
 from sift.topics.codecs import read_jsonl
 from sift.topics.errors import RecordError
 from sift.topics.records import Document, ProfileSpec
@@ -98,6 +103,77 @@ def read_specs(path: str | Path) -> list[ProfileSpec]:
 
 
 @dataclass
+class FullTrainingConfig:
+    """Options of the batch categorization setting (``ReplayConfig.full_training``).
+
+    The defaults were chosen on a validation split of the Reuters-21578 training set
+    (``benchmarks/engine_fulltrain.py --validation``); see the module docstring.
+
+    Parameters
+    ----------
+    threshold
+        ``"scut"`` (F1-optimal score cut on leave-one-out scores, with the guards below)
+        or ``"trot"`` (the profile's TROT on ``ReplayConfig.measure``).
+    measure
+        The measure SCut maximises.
+    fbr
+        SCut's fallback: when the best ``measure`` value on the training scores is below
+        ``fbr``, the threshold falls back to ``fbr_fallback``; 0 turns it off.
+    fbr_fallback
+        ``"top"`` (the highest training score) or ``"none"`` (deliver nothing).
+    min_score
+        No threshold at or below this score (``None``: no bound). With 0, a document
+        with no evidence for the category (kNN: no relevant neighbour) is never delivered.
+    placement
+        Where SCut puts the threshold between the lowest accepted training score and
+        the next lower one (0: at the accepted score, 0.5: the midpoint).
+    select_features
+        Keep this many columns, those with the largest chi-square against any
+        profile's training labels (``None`` or 0: all).
+    knn_normalize
+        kNN only: divide the vote by the summed similarity of the ``k`` neighbours.
+    model_params
+        Default hyperparameters per model for full training (``ReplayConfig.model_params``
+        and a spec's ``params`` override them).
+    """
+
+    threshold: str = "scut"
+    measure: str = "f1"
+    fbr: float = 0.3
+    fbr_fallback: str = "top"
+    min_score: float | None = 0.0
+    placement: float = 0.0
+    select_features: int | None = 5000
+    knn_normalize: bool = True
+    model_params: dict[str, dict[str, Any]] = field(
+        default_factory=lambda: {"knn": {"k": 45}, "rocchio": {}})
+
+    def __post_init__(self) -> None:
+        if self.threshold not in ("scut", "trot"):
+            raise ConfigError(f"threshold must be 'scut' or 'trot', got {self.threshold!r}")
+        if self.fbr_fallback not in ("top", "none"):
+            raise ConfigError(f"fbr_fallback must be 'top' or 'none', got {self.fbr_fallback!r}")
+        if not (isinstance(self.fbr, int | float) and 0.0 <= self.fbr <= 1.0):
+            raise ConfigError(f"fbr must be in [0, 1], got {self.fbr!r}")
+        if not (isinstance(self.placement, int | float) and 0.0 <= self.placement < 1.0):
+            raise ConfigError(f"placement must be in [0, 1), got {self.placement!r}")
+        if self.min_score is not None and not (isinstance(self.min_score, int | float)
+                                               and np.isfinite(self.min_score)):
+            raise ConfigError(f"min_score must be a finite number or None, got {self.min_score!r}")
+        if self.select_features is not None and (
+                not isinstance(self.select_features, int) or isinstance(self.select_features, bool)
+                or self.select_features < 0):
+            raise ConfigError(f"select_features must be a non-negative integer or None, "
+                              f"got {self.select_features!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"threshold": self.threshold, "measure": self.measure, "fbr": self.fbr,
+                "fbr_fallback": self.fbr_fallback, "min_score": self.min_score,
+                "placement": self.placement, "select_features": self.select_features,
+                "knn_normalize": self.knn_normalize, "model_params": self.model_params}
+
+
+@dataclass
 class ReplayConfig:
     model: str = "rocchio"
     model_params: dict[str, Any] = field(default_factory=dict)
@@ -113,6 +189,8 @@ class ReplayConfig:
     vectorizer_class: str = "auto"
     batch_size: int = 256
     profile_params: dict[str, Any] = field(default_factory=dict)
+    #: options of the full-training setting only (ignored otherwise)
+    full: FullTrainingConfig = field(default_factory=FullTrainingConfig)
 
 
 @dataclass
@@ -124,9 +202,13 @@ class ReplayResult:
 
 def build_bank(
     corpus: Corpus, specs: Sequence[ProfileSpec], cfg: ReplayConfig, vec: Vectorizer,
-    X_train: sp.csr_matrix,
+    X_train: sp.csr_matrix, *, feature_mask: NDArray[np.bool_] | None = None,
 ) -> tuple[ProfileBank, dict[str, int]]:
-    """Train one profile per spec; return the bank and each profile's initial positive count."""
+    """Train one profile per spec; return the bank and each profile's initial positive count.
+
+    ``feature_mask`` (full training with feature selection) is applied to the query vectors;
+    ``X_train`` must already be masked.
+    """
     bank = ProfileBank()
     n_initial: dict[str, int] = {}
     ids = {d.id: i for i, d in enumerate(corpus.train)}
@@ -140,13 +222,15 @@ def build_bank(
         else:
             pos = [i for i, d in enumerate(corpus.train) if name in d.topics][: cfg.initial_positives]
         labels = None
+        params = {**cfg.model_params, **spec.params}
         if cfg.full_training:
             labels = np.array([1 if name in d.topics else -1 for d in corpus.train], dtype=np.int8)
+            params = {**cfg.full.model_params.get(cfg.model, {}), **params}
         profile = Profile(
             name,
             query=spec.query or query_from_name(name),
             model=cfg.model,
-            model_params={**cfg.model_params, **spec.params},
+            model_params=params,
             measure=cfg.measure,
             update="never" if cfg.full_training else cfg.update,
             pseudolabel={} if cfg.full_training else cfg.pseudolabel,
@@ -156,10 +240,225 @@ def build_bank(
         )
         qtext = profile.query
         query = vec.transform([qtext]) if qtext.strip() else None
+        if query is not None and feature_mask is not None:
+            query = mask_columns(query, feature_mask)
         profile.fit(query, X_train, positives=pos, labels=labels, feature_weights=weights)
         bank.add(profile)
         n_initial[name] = len(pos)
     return bank, n_initial
+
+
+# -- full training -------------------------------------------------------------------------
+def full_training_labels(corpus: Corpus, specs: Sequence[ProfileSpec]) -> NDArray[np.bool_]:
+    """Relevance of every training document to every profile (m x P), as :func:`build_bank`
+    sets it under full training: the document carries the category, or is one of the spec's
+    listed positives."""
+    ids = {d.id: i for i, d in enumerate(corpus.train)}
+    Y = np.zeros((len(corpus.train), len(specs)), dtype=bool)
+    for j, spec in enumerate(specs):
+        Y[:, j] = [spec.profile in d.topics for d in corpus.train]
+        Y[[ids[p] for p in spec.positives if p in ids], j] = True
+    return Y
+
+
+def chi2_columns(X: sp.csr_matrix, Y: NDArray[np.bool_], n: int) -> NDArray[np.int64]:
+    """The ``n`` columns of ``X`` with the largest chi-square against any column of ``Y``.
+
+    Term presence (``X != 0``) against each label column, the 2x2 chi-square statistic
+    ``m (AD - CB)^2 / ((A+C)(B+D)(A+B)(C+D))``, maximised over the labels (Yang and
+    Pedersen 1997, chi-square max). Ties are broken by column number; columns never
+    seen in ``X`` are never selected.
+
+    Parameters
+    ----------
+    X
+        Training documents (m x F).
+    Y
+        Relevance, one column per category (m x P).
+    n
+        Number of columns to keep (``>= 1``).
+
+    Returns
+    -------
+    ndarray of int64
+        The selected columns, sorted.
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ConfigError(f"select_features must be a positive integer, got {n!r}")
+    X = sp.csr_matrix(X)
+    if Y.shape[0] != X.shape[0]:
+        raise ConfigError(f"labels must have one row per document ({X.shape[0]}), got {Y.shape[0]}")
+    cols = np.unique(X.indices).astype(np.int64)
+    if cols.size <= n:
+        return cols
+    B = restrict(X, cols)
+    B.data[:] = 1.0
+    m = float(X.shape[0])
+    df = np.asarray(B.sum(axis=0), dtype=np.float64).ravel()[:, None]
+    y = Y.astype(np.float64)
+    P = y.sum(axis=0)[None, :]
+    A = np.asarray(B.T @ y, dtype=np.float64)  # term present and relevant
+    Bn = df - A  # present, non-relevant
+    C = P - A  # absent, relevant
+    D = m - P - Bn  # absent, non-relevant
+    num = m * (A * D - C * Bn) ** 2
+    den = (A + C) * (Bn + D) * (A + Bn) * (C + D)
+    chi = np.divide(num, den, out=np.zeros_like(num), where=den > 0).max(axis=1)
+    keep = np.argsort(-chi, kind="stable")[:n]
+    return np.sort(cols[keep])
+
+
+def mask_columns(X: sp.csr_matrix, mask: NDArray[np.bool_]) -> sp.csr_matrix:
+    """Zero the columns where ``mask`` is False and scale the rows back to unit length."""
+    X = sp.csr_matrix(X, copy=True)
+    X.data *= mask[X.indices]
+    X.eliminate_zeros()
+    return normalize_rows(X)
+
+
+def pool_neighbours(
+    X: sp.csr_matrix, pool: sp.csr_matrix, k: int, *, exclude_self: bool = False, chunk: int = 1024,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """The ``k`` most similar pool rows of each row of ``X``, most similar first.
+
+    One sparse product per chunk of rows over the pool's own columns (never a scan of
+    the pool document by document). With ``exclude_self``, ``X`` is ``pool`` and a row
+    is not its own neighbour (leave-one-out).
+    """
+    X = sp.csr_matrix(X)
+    n, m = X.shape[0], pool.shape[0]
+    kk = min(k, m - 1 if exclude_self else m)
+    idx_out = np.zeros((n, max(kk, 0)), dtype=np.int64)
+    sim_out = np.zeros((n, max(kk, 0)), dtype=np.float64)
+    if kk <= 0 or n == 0:
+        return idx_out, sim_out
+    cols = np.unique(sp.csr_matrix(pool).indices).astype(np.int64)
+    PT = restrict(sp.csr_matrix(pool), cols).T.tocsr()
+    XL = restrict(X, cols)
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        S = np.asarray((XL[start:stop] @ PT).toarray(), dtype=np.float64)
+        if exclude_self:
+            r = np.arange(stop - start)
+            S[r, r + start] = -np.inf
+        part = np.argpartition(-S, kk - 1, axis=1)[:, :kk] if kk < m else np.tile(np.arange(m), (stop - start, 1))
+        vals = np.take_along_axis(S, part, axis=1)
+        order = np.argsort(-vals, axis=1, kind="stable")
+        idx_out[start:stop] = np.take_along_axis(part, order, axis=1)
+        sims = np.take_along_axis(vals, order, axis=1)
+        sim_out[start:stop] = np.where(np.isfinite(sims), sims, 0.0)
+    return idx_out, sim_out
+
+
+class SharedPoolKNN:
+    """Full-training kNN: every profile's pool is the whole training matrix.
+
+    One neighbour search per batch serves all profiles (the engine's
+    :func:`pool_neighbours`); each profile's vote uses its own model's
+    label weights and ``k``. With ``normalize`` the vote is divided by the summed
+    similarity of the ``k`` neighbours. Thresholds are set by the caller.
+
+    Parameters
+    ----------
+    bank
+        Profiles fitted with full training on ``pool`` (kNN models).
+    pool
+        The training matrix the profiles were fitted on.
+    normalize
+        Divide each vote by the neighbours' summed similarity.
+    """
+
+    def __init__(self, bank: ProfileBank, pool: sp.csr_matrix, *, normalize: bool) -> None:
+        self.bank = bank
+        self.pool = sp.csr_matrix(pool)
+        self.normalize = normalize
+        self.profiles = list(bank)
+        m = self.pool.shape[0]
+        ks, lws = [], []
+        for p in self.profiles:
+            if not isinstance(p.model_, KNN):
+                raise ConfigError(f"profile {p.name!r}: SharedPoolKNN needs kNN models, got {p.model!r}")
+            lw = p.model_.label_weights()
+            if lw.shape != (m,):
+                raise ConfigError(f"profile {p.name!r}: its pool is not the {m}-document training matrix")
+            ks.append(p.model_.k)
+            lws.append(lw)
+        self.k = np.array(ks, dtype=np.int64)
+        self.LW = np.stack(lws, axis=1) if lws else np.zeros((m, 0))
+        self.thresholds = np.array([p.threshold_ for p in self.profiles], dtype=np.float64)
+
+    def _vote(self, idx: NDArray[np.int64], sims: NDArray[np.float64]) -> NDArray[np.float64]:
+        out = np.zeros((idx.shape[0], self.LW.shape[1]))
+        for k in np.unique(self.k):
+            cols = np.flatnonzero(self.k == k)
+            kk = min(int(k), idx.shape[1])
+            LWk = self.LW[:, cols]
+            acc = np.zeros((idx.shape[0], cols.size))
+            for j in range(kk):
+                acc += sims[:, j : j + 1] * LWk[idx[:, j]]
+            if self.normalize:
+                total = sims[:, :kk].sum(axis=1, keepdims=True)
+                acc = np.divide(acc, total, out=np.zeros_like(acc), where=total > 0)
+            out[:, cols] = acc
+        return out
+
+    def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
+        """Scores of the rows of ``X`` against every profile (n x P)."""
+        idx, sims = pool_neighbours(X, self.pool, int(self.k.max(initial=1)))
+        return self._vote(idx, sims)
+
+    def loo_scores(self) -> NDArray[np.float64]:
+        """Leave-one-out scores of the training documents (m x P): a document is not its
+        own neighbour."""
+        idx, sims = pool_neighbours(self.pool, self.pool, int(self.k.max(initial=1)), exclude_self=True)
+        return self._vote(idx, sims)
+
+    def decide(self, X: sp.csr_matrix) -> list[Hit]:
+        scores = self.score(X)
+        rows, cols = np.nonzero(scores >= self.thresholds[None, :])
+        return [Hit(int(r), self.profiles[c].name, float(scores[r, c]), float(self.thresholds[c]),
+                    self.profiles[c].version_)
+                for r, c in zip(rows.tolist(), cols.tolist(), strict=True)]
+
+    def learn(self, profile: str, x: sp.csr_matrix, relevant: bool) -> bool:
+        """No feedback in full training."""
+        return False
+
+
+def scut_thresholds(loo: NDArray[np.float64], labels: NDArray[np.bool_],
+                    full: FullTrainingConfig) -> NDArray[np.float64]:
+    """One SCut threshold per column of leave-one-out scores (see :class:`FullTrainingConfig`)."""
+    return np.array([
+        scut(loo[:, j], labels[:, j], measure=full.measure, fbr=full.fbr, fallback=full.fbr_fallback,
+             placement=full.placement, min_score=full.min_score)
+        for j in range(loo.shape[1])
+    ], dtype=np.float64)
+
+
+def full_training_filterer(bank: ProfileBank, X_train: sp.csr_matrix, Y: NDArray[np.bool_],
+                           full: FullTrainingConfig, model: str) -> Filterer:
+    """The filterer of the full-training setting, thresholds set as ``full`` says.
+
+    kNN with ``knn_normalize`` scores through :class:`SharedPoolKNN`; otherwise the
+    bank scores and, with ``threshold="scut"``, each profile's threshold is replaced
+    by SCut on its leave-one-out scores.
+    """
+    if model == "knn" and full.knn_normalize:
+        shared = SharedPoolKNN(bank, X_train, normalize=True)
+        if full.threshold == "scut":
+            shared.thresholds = scut_thresholds(shared.loo_scores(), Y, full)
+        else:
+            shared.thresholds = np.array([
+                trot(col, Y[:, j], measure=p.measure, placement=p.threshold_placement)
+                for j, (p, col) in enumerate(zip(shared.profiles, shared.loo_scores().T, strict=True))])
+        return shared
+    if full.threshold == "scut":
+        for j, p in enumerate(bank):
+            loo = p.model_.loo_scores()
+            if loo.shape != (Y.shape[0],):
+                raise ConfigError(f"profile {p.name!r}: leave-one-out scores do not cover the training set")
+            p.threshold_ = scut_thresholds(loo[:, None], Y[:, j : j + 1], full)[0]
+    return BankFilterer(bank)
 
 
 def run_protocol(
@@ -290,9 +589,20 @@ def replay(
     vec.fit(d.text for d in corpus.train)
     X_train = vec.transform([d.text for d in corpus.train])
     X_test = vec.transform([d.text for d in corpus.test])
-    bank, n_initial = build_bank(corpus, specs, cfg, vec, X_train)
-    filterer: Filterer = (filterer_factory(bank, vec, X_train) if filterer_factory
-                          else BankFilterer(bank))
+    mask = None
+    Y = full_training_labels(corpus, specs) if cfg.full_training else None
+    if Y is not None and cfg.full.select_features:
+        mask = np.zeros(X_train.shape[1], dtype=bool)
+        mask[chi2_columns(X_train, Y, cfg.full.select_features)] = True
+        X_train, X_test = mask_columns(X_train, mask), mask_columns(X_test, mask)
+    bank, n_initial = build_bank(corpus, specs, cfg, vec, X_train, feature_mask=mask)
+    filterer: Filterer
+    if filterer_factory:
+        filterer = filterer_factory(bank, vec, X_train)
+    elif Y is not None:
+        filterer = full_training_filterer(bank, X_train, Y, cfg.full, cfg.model)
+    else:
+        filterer = BankFilterer(bank)
     hits = run_protocol(filterer, X_test, corpus.test, feedback=not cfg.full_training,
                         batch_size=cfg.batch_size, progress=progress)
     names = [s.profile for s in specs]
@@ -304,6 +614,10 @@ def replay(
         "measure": cfg.measure, "initial_positives": cfg.initial_positives,
         "full_training": cfg.full_training, "seed": cfg.seed,
     }
+    if cfg.full_training:
+        metrics["config"]["full"] = cfg.full.as_dict()
+        metrics["config"]["model_params"] = {**cfg.full.model_params.get(cfg.model, {}),
+                                             **cfg.model_params}
     decisions = [
         {"doc_id": corpus.test[h.row].id, "profile": h.profile, "score": h.score,
          "threshold": h.threshold, "model_version": h.model_version}

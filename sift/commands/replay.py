@@ -12,7 +12,9 @@ import orjson
 
 from sift.commands._common import Progress, write_json
 from sift.errors import ConfigError
-from sift.replay import ReplayConfig, default_specs, load_corpus, read_specs, replay
+from sift.replay import FullTrainingConfig, ReplayConfig, default_specs, load_corpus, read_specs, replay
+
+FT = FullTrainingConfig()
 
 EPILOG = """examples:
   sift replay                                   # Reuters-21578, Rocchio, feedback after every judgment
@@ -48,6 +50,35 @@ def _param(value: str) -> tuple[str, Any]:
     return key.strip(), parsed
 
 
+def _fraction(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {value!r}") from None
+    if not 0.0 <= x <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {x}")
+    return x
+
+
+def _placement(value: str) -> float:
+    x = _fraction(value)
+    if x >= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {x}")
+    return x
+
+
+def _min_score(value: str) -> float | None:
+    if value.lower() == "none":
+        return None
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number or 'none', got {value!r}") from None
+    if not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"must be a finite number or 'none', got {value!r}")
+    return x
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "replay",
@@ -65,10 +96,37 @@ def register(sub: Any) -> None:
     p.add_argument("--param", action="append", type=_param, default=[], metavar="KEY=VALUE",
                    help="model hyperparameter, repeatable (e.g. --param k=20)")
     p.add_argument("--update", default="every", type=_update, help="every | never | N (default every)")
-    p.add_argument("--measure", default="t11su", choices=["t11su", "t11f", "f1", "t11u", "precision"])
+    p.add_argument("--measure", default="t11su", choices=["t11su", "t11f", "f1", "t11u", "precision"],
+                   help="measure TROT optimises (default t11su; under --full-training with "
+                   "--threshold trot only)")
     p.add_argument("--initial-positives", type=int, default=3, metavar="N")
     p.add_argument("--full-training", action="store_true",
                    help="batch categorization: every training label known, no feedback")
+    ft = p.add_argument_group(
+        "full training", "options of --full-training only; the defaults were chosen on a validation split of "
+        "the Reuters-21578 training set (benchmarks/engine_fulltrain.py --validation)")
+    ft.add_argument("--threshold", choices=["scut", "trot"], default=FT.threshold,
+                    help="scut: the F1-optimal threshold on leave-one-out training scores, with the fbr "
+                    "fallback and the --min-score bound; trot: the profile's TROT on --measure "
+                    f"(default {FT.threshold})")
+    ft.add_argument("--fbr", type=_fraction, default=FT.fbr, metavar="F",
+                    help="scut fallback: when the best training F1 of a category is below F, use "
+                    f"--fbr-fallback instead (0 turns it off; default {FT.fbr})")
+    ft.add_argument("--fbr-fallback", choices=["top", "none"], default=FT.fbr_fallback,
+                    help="top: threshold at the highest training score; none: deliver nothing "
+                    f"(default {FT.fbr_fallback})")
+    ft.add_argument("--min-score", type=_min_score, default=FT.min_score, metavar="S",
+                    help="scut never sets a threshold at or below S ('none': no bound; default "
+                    f"{FT.min_score}: a document with no evidence is never delivered)")
+    ft.add_argument("--placement", type=_placement, default=FT.placement, metavar="P",
+                    help="scut threshold between the lowest accepted training score and the next "
+                    f"lower one: 0 at the score, 0.5 the midpoint (default {FT.placement})")
+    ft.add_argument("--select-features", type=int, default=FT.select_features, metavar="N",
+                    help="keep the N columns with the largest chi-square against any category's "
+                    f"training labels, 0 for all (default {FT.select_features})")
+    ft.add_argument("--knn-normalize", action=argparse.BooleanOptionalAction, default=FT.knn_normalize,
+                    help="kNN: divide the vote by the neighbours' summed similarity "
+                    f"(default {'on' if FT.knn_normalize else 'off'})")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/replay", help="output folder (default runs/replay)")
     p.add_argument("--skip-bad", action="store_true", help="skip malformed lines and count them")
@@ -94,6 +152,11 @@ def run(args: argparse.Namespace) -> int:
         initial_positives=args.initial_positives,
         full_training=args.full_training,
         seed=args.seed,
+        full=FullTrainingConfig(
+            threshold=args.threshold, fbr=args.fbr, fbr_fallback=args.fbr_fallback,
+            min_score=args.min_score, placement=args.placement,
+            select_features=args.select_features or None, knn_normalize=args.knn_normalize,
+        ),
     )
     progress = Progress(len(corpus.test), label="replay")
     try:
@@ -116,8 +179,16 @@ def run(args: argparse.Namespace) -> int:
 def print_table(m: dict[str, Any], stream: Any) -> None:
     cfg = m["config"]
     mode = "full training (batch)" if cfg["full_training"] else f"adaptive, update={cfg['update']}"
-    stream.write(f"model {cfg['model']}, {mode}, TROT on {cfg['measure']}, {m['profiles']} profiles, "
+    thr = f"TROT on {cfg['measure']}"
+    full = cfg.get("full")
+    if full and full["threshold"] == "scut":
+        thr = f"SCut on {full['measure']} (fbr {full['fbr']:g}, min score {full['min_score']})"
+    stream.write(f"model {cfg['model']}, {mode}, {thr}, {m['profiles']} profiles, "
                  f"{m['seconds']:.1f} s\n")
+    if full:
+        stream.write(f"  model params {cfg['model_params']}, features {full['select_features'] or 'all'}"
+                     + (f", knn vote {'normalised' if full['knn_normalize'] else 'sum'}"
+                        if cfg["model"] == "knn" else "") + "\n")
     keys = ["macro_t11su", "macro_t11f", "micro_precision", "micro_recall"]
     keys += [k for k in ("micro_f1", "macro_f1") if k in m]
     stream.write("  ".join(f"{k} {m[k]:.3f}" for k in keys) + "\n")
