@@ -1,111 +1,230 @@
 """``model: fusion`` against the single models in the TREC adaptive filtering replay.
 
-Runs :func:`sift.replay.replay` on Reuters-21578 (ModApte) with the same
-:class:`~sift.replay.ReplayConfig` for every model (3 initial positives, update
-every judgment, T11SU TROT thresholds, default pseudolabelling). The single
-models use the engine's standard :class:`~sift.filters.vectorize.Vectorizer`;
-``fusion`` needs a :class:`~sift.filters.representations.FusionVectorizer` (word
-+ character blocks, LSA), which ``replay`` cannot be told to build yet, so this
-script swaps it in for the duration of the fusion run (``fusion_vectorizer``
-below; the proposed one-line change to ``sift/replay.py`` is in docs/fusion.md).
-``fusion_vec`` rows run a single model on the FusionVectorizer's vectors, to
-separate the effect of the representation from that of the fusion.
+The replay protocol of :mod:`sift.replay` on Reuters-21578 (ModApte) with the
+same :class:`~sift.replay.ReplayConfig` for every model (3 initial positives,
+update every judgment, T11SU TROT thresholds, default pseudolabelling, at most
+2000 examples): a :class:`~sift.filters.representations.FusionVectorizer` (word
++ character n-gram blocks, LSA) for ``model: fusion``, the engine's standard
+``Vectorizer`` otherwise; ``NAME:fusion_vec`` runs a single model on the
+FusionVectorizer's vectors, to separate the effect of the representation from
+that of the fusion.
 
+**One bank per profile.** ``run_protocol`` re-scores the rest of a batch after
+every delivery that changed a profile, for every profile of the bank, so with 90
+profiles the cost grows with (profiles x deliveries). Profiles do not interact
+(the protocol's result is that of one document at a time), so this script runs
+``build_bank`` + ``run_protocol`` per profile, on one fitted vectorizer, and
+``evaluate`` on all hits together: the same decisions as ``replay`` (checked:
+the ``rocchio`` figures equal the engine's ``replay``), at a cost linear in the
+number of profiles.
+
+Run names (``--models``, comma-separated):
+
+* ``fusion``: all six components (word, char, lsa, rocchio, kantor, knn);
+* ``fusion-noknn``: without the kNN component (kNN's leave-one-out neighbours
+  over the word + character vectors are most of the cost);
+* ``rocchio``, ``kantor``, ``knn``: the single models, plain vectorizer;
+* ``rocchio:fusion_vec`` etc.: a single model on the FusionVectorizer's vectors.
+
+``--resolve-every N`` sets the fusion model's re-solve interval (positives).
 ``--split val`` uses the first 70 % of the training file as training and the
-last 30 % as the stream (for any tuning); ``--split test`` is the official split.
+last 30 % as the stream; ``--split test`` is the official split.
 
 Usage: .venv/bin/python benchmarks/fusion_profile.py [--split test]
-       [--models fusion,rocchio,kantor,knn]
+       [--models rocchio,kantor,fusion-noknn,knn,fusion] [--out FILE]
 
-Writes benchmarks/results/fusion_profile.json (or --out).
+``--summarize`` adds paired per-profile comparisons of the runs to ``--out``.
+
+Writes benchmarks/results/fusion_profile.json (or --out) after every run, with
+macro T11SU/T11F, per-profile contingencies and, for fusion runs, the weights
+and solver statistics of every profile at the end of the stream.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import sift.replay as replay_mod  # noqa: E402
+from sift.filters.bank import ProfileBank  # noqa: E402
 from sift.filters.representations import FusionVectorizer  # noqa: E402
-from sift.replay import Corpus, ReplayConfig, load_corpus, replay  # noqa: E402
+from sift.filters.vectorize import Vectorizer  # noqa: E402
+from sift.replay import (  # noqa: E402
+    BankFilterer,
+    Corpus,
+    ReplayConfig,
+    build_bank,
+    default_specs,
+    evaluate,
+    load_corpus,
+    run_protocol,
+)
+from sift.topics.records import ProfileSpec  # noqa: E402
 
 KEYS = ("t11su", "t11f", "R+", "N+", "R-", "relevant_in_test")
+FUSION_RUNS = {
+    "fusion": {},
+    "fusion-noknn": {"components": ["word", "char", "lsa", "rocchio", "kantor"]},
+}
 
 
-@contextmanager
-def fusion_vectorizer() -> Iterator[None]:
-    """Make ``sift.replay.replay`` build a FusionVectorizer (``cfg.vectorizer`` are its kwargs)."""
-    old = replay_mod.Vectorizer
-    replay_mod.Vectorizer = FusionVectorizer  # type: ignore[misc]
-    try:
-        yield
-    finally:
-        replay_mod.Vectorizer = old  # type: ignore[misc]
+def fusion_stats(bank: ProfileBank) -> dict[str, Any]:
+    """Weights and last solve of every fusion profile (after the stream)."""
+    out: dict[str, Any] = {}
+    for prof in bank:
+        m = prof.model_
+        if getattr(m, "name", "") != "fusion":
+            continue
+        out[prof.name] = {"weights": {k: round(v, 4) for k, v in m.weights_.items()},
+                          "solves": int(m.n_solves_), "last_solve": m.last_solve_}
+    return out
 
 
-def run(corpus: Corpus, name: str, cfg: ReplayConfig, fusion_vec: bool) -> dict[str, Any]:
+_VECTORS: dict[str, tuple[Vectorizer, sp.csr_matrix, sp.csr_matrix, float]] = {}
+
+
+def vectors(corpus: Corpus, fusion: bool) -> tuple[Vectorizer, sp.csr_matrix, sp.csr_matrix, float]:
+    """Fitted vectorizer, training and stream matrices, fit seconds (one per kind)."""
+    key = "fusion" if fusion else "plain"
+    if key not in _VECTORS:
+        t0 = time.perf_counter()
+        vec: Vectorizer = FusionVectorizer() if fusion else Vectorizer()
+        vec.fit(d.text for d in corpus.train)
+        X_train = vec.transform([d.text for d in corpus.train])
+        X_test = vec.transform([d.text for d in corpus.test])
+        _VECTORS[key] = (vec, X_train, X_test, time.perf_counter() - t0)
+    return _VECTORS[key]
+
+
+def run(corpus: Corpus, name: str, cfg: ReplayConfig, specs: list[ProfileSpec],
+        fusion_vec: bool) -> dict[str, Any]:
+    vec, X_train, X_test, fit_s = vectors(corpus, fusion_vec)
     t0 = time.perf_counter()
-    if fusion_vec:
-        with fusion_vectorizer():
-            res = replay(corpus, cfg)
-    else:
-        res = replay(corpus, cfg)
-    m = res.metrics
-    row = {
+    hits = []
+    n_initial: dict[str, int] = {}
+    stats: dict[str, Any] = {}
+    for spec in specs:
+        bank, n0 = build_bank(corpus, [spec], cfg, vec, X_train)
+        n_initial.update(n0)
+        hits.extend(run_protocol(BankFilterer(bank), X_test, corpus.test, feedback=True,
+                                 batch_size=cfg.batch_size))
+        stats.update(fusion_stats(bank))
+    names = [s.profile for s in specs]
+    m = evaluate(hits, corpus.test, names, n_initial=n_initial)
+    row: dict[str, Any] = {
         "run": name, "model": cfg.model, "model_params": cfg.model_params,
-        "vectorizer": ("FusionVectorizer" if fusion_vec else "Vectorizer"),
-        "vectorizer_params": cfg.vectorizer,
+        "vectorizer": "FusionVectorizer" if fusion_vec else "Vectorizer",
+        "profiles": len(names),
         "macro_t11su": m["macro_t11su"], "macro_t11f": m["macro_t11f"],
         "micro_precision": m["micro_precision"], "micro_recall": m["micro_recall"],
         "groups": m["groups"], "seconds": time.perf_counter() - t0,
+        "vectorizer_fit_seconds": fit_s,
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "per_profile": {p: {k: v[k] for k in KEYS} for p, v in m["per_profile"].items()},
     }
+    if stats:
+        row["fusion"] = stats
+        secs = [s["last_solve"].get("seconds", 0.0) for s in stats.values() if s["last_solve"]]
+        comps = next((list(s["weights"]) for s in stats.values() if s["weights"]), [])
+        row["fusion_summary"] = {
+            "solves": int(sum(s["solves"] for s in stats.values())),
+            "last_solve_seconds_median": float(np.median(secs)) if secs else None,
+            "mean_weights": {c: float(np.mean([s["weights"][c] for s in stats.values()
+                                               if s["weights"]])) for c in comps},
+        }
     print(f"{name:24s} T11SU {row['macro_t11su']:.4f} T11F {row['macro_t11f']:.4f} "
           f"P {row['micro_precision']:.3f} R {row['micro_recall']:.3f} {row['seconds']:.0f}s",
           flush=True)
     return row
 
 
+def summarize(path: Path) -> dict[str, Any]:
+    """Paired per-profile comparison of every run with every other (T11SU), added to
+    the JSON file: wins / ties / losses, mean difference and a Wilcoxon p-value."""
+    from scipy.stats import wilcoxon
+
+    data = json.loads(path.read_text())
+    runs = {r["run"]: r for r in data["runs"]}
+    out: dict[str, Any] = {}
+    for a, ra in runs.items():
+        for b, rb in runs.items():
+            if a >= b:
+                continue
+            names = sorted(set(ra["per_profile"]) & set(rb["per_profile"]))
+            x = np.array([ra["per_profile"][n]["t11su"] for n in names])
+            y = np.array([rb["per_profile"][n]["t11su"] for n in names])
+            diff = x - y
+            p = float(wilcoxon(x, y).pvalue) if np.any(diff != 0) else 1.0
+            out[f"{a} vs {b}"] = {
+                "profiles": len(names), "wins": int((diff > 1e-12).sum()),
+                "ties": int((np.abs(diff) <= 1e-12).sum()), "losses": int((diff < -1e-12).sum()),
+                "mean_t11su_difference": float(diff.mean()), "wilcoxon_two_sided_p": p,
+            }
+    data["paired_t11su"] = out
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    for k, v in out.items():
+        print(f"{k:40s} W/T/L {v['wins']}/{v['ties']}/{v['losses']}  "
+              f"mean diff {v['mean_t11su_difference']:+.4f}  p {v['wilcoxon_two_sided_p']:.3g}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--split", choices=("val", "test"), default="test")
-    ap.add_argument("--models", default="rocchio,kantor,knn,fusion")
-    ap.add_argument("--fusion-params", default="{}", help="JSON model_params of the fusion model")
-    ap.add_argument("--vectorizer", default="{}", help="JSON FusionVectorizer parameters")
+    ap.add_argument("--models", default="rocchio,kantor,fusion-noknn,knn,fusion")
+    ap.add_argument("--resolve-every", type=int, default=5)
+    ap.add_argument("--time-limit", type=float, default=1.0, help="seconds per fusion solve")
+    ap.add_argument("--profiles", default="", help="comma-separated subset (default: all)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/fusion_profile.json"))
+    ap.add_argument("--summarize", action="store_true",
+                    help="only add the paired comparisons to --out (no runs)")
     args = ap.parse_args()
+    if args.summarize:
+        summarize(Path(args.out))
+        return
     data = ROOT / "data/reuters21578"
     corpus = load_corpus(data / "train.jsonl.gz", data / "test.jsonl.gz")
     if args.split == "val":
         cut = int(len(corpus.train) * 0.7)
         corpus = Corpus(corpus.train[:cut], corpus.train[cut:])
-    fparams = json.loads(args.fusion_params)
-    vparams = json.loads(args.vectorizer)
+    specs = default_specs(corpus)
+    if args.profiles:
+        keep = set(args.profiles.split(","))
+        specs = [s for s in specs if s.profile in keep]
     rows = []
     for spec in args.models.split(","):
-        model, _, suffix = spec.partition(":")
-        fusion_vec = model == "fusion" or suffix == "fusion_vec"
-        cfg = ReplayConfig(model=model, model_params=fparams if model == "fusion" else {},
-                           vectorizer=vparams if fusion_vec else {})
-        rows.append(run(corpus, spec, cfg, fusion_vec))
+        base, _, suffix = spec.partition(":")
+        if base in FUSION_RUNS:
+            params = {**FUSION_RUNS[base], "resolve_every": args.resolve_every,
+                      "time_limit": args.time_limit}
+            cfg = ReplayConfig(model="fusion", model_params=params)
+            fusion_vec = True
+        else:
+            cfg = ReplayConfig(model=base)
+            fusion_vec = suffix == "fusion_vec"
+        rows.append(run(corpus, spec, cfg, specs, fusion_vec))
         write(args, corpus, rows)
 
 
 def write(args: argparse.Namespace, corpus: Corpus, rows: list[dict[str, Any]]) -> None:
     """Write the results so far (after every run, so a partial benchmark survives)."""
     out = {
+        "command": "benchmarks/fusion_profile.py " + " ".join(sys.argv[1:]),
         "split": args.split, "train_docs": len(corpus.train), "stream_docs": len(corpus.test),
         "protocol": "TREC adaptive filtering replay: 3 initial positives, update every, "
                     "T11SU TROT, default pseudolabels, max_examples 2000",
+        "fusion_resolve_every": args.resolve_every, "fusion_time_limit": args.time_limit,
+        "cpus": os.cpu_count(),
         "runs": rows,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -169,7 +169,8 @@ def plot_rdpg(result: dict[str, Any], path: Path) -> bool:
     for ax, obs in zip(axes, ("P", "Abar"), strict=True):
         for ranker in ("ilp", "ase", "lse"):
             s = result["mrr"][obs][ranker]
-            ax.plot(alphas, s["mean"], marker="o", ms=3, color=colors[ranker], label=ranker.upper())
+            ax.plot(alphas, s["mean"], marker="o", ms=3, color=colors[ranker], label=ranker.upper(),
+                    zorder=3 if ranker == "ilp" else 2, lw=2.5 if ranker == "ilp" else 1.5)
             ax.fill_between(alphas, s["lo"], s["hi"], color=colors[ranker], alpha=0.2)
         ax.set_title(titles[obs])
         ax.set_xlabel("alpha  (interestingness = alpha d_ASE + (1 - alpha) d_LSE)")
