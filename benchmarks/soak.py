@@ -153,15 +153,22 @@ def plot(samples: list[dict[str, float]], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     t = [s["t"] / 60 for s in samples]
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    fig, (ax0, ax1, ax2) = plt.subplots(3, 1, figsize=(8, 9))
+    ax0.plot([s["documents"] / 1000 for s in samples], [s["rss_mb"] for s in samples],
+             color="tab:blue")
+    ax0.set_xlabel("documents scored (thousands)")
+    ax0.set_ylabel("worker RSS (MB)")
+    ax0.set_ylim(bottom=0)
+    ax0.grid(alpha=0.3)
+    ax0.set_title(title)
     ax1.plot(t, [s["rss_mb"] for s in samples], color="tab:blue")
     ax1.set_ylabel("worker RSS (MB)")
     ax1.set_ylim(bottom=0)
     ax1.grid(alpha=0.3)
-    ax1.set_title(title)
     ax2.plot(t, [s["docs_per_s"] for s in samples], color="tab:green", label="documents/s")
     ax2.set_ylabel("documents/s")
     ax2.set_xlabel("minutes")
+    ax1.sharex(ax2)
     ax2.grid(alpha=0.3)
     ax3 = ax2.twinx()
     ax3.plot(t, [s["lag"] for s in samples], color="tab:red", alpha=0.6, label="lag (messages)")
@@ -186,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--png", default=str(ROOT / "docs" / "img" / "soak_rss.png"))
     args = ap.parse_args(argv)
 
+    load_start = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="sift-soak-"))
     train = list(read_jsonl(REUTERS / "train.jsonl.gz", Document.from_obj))
     test = list(read_jsonl(REUTERS / "test.jsonl.gz", Document.from_obj))
@@ -232,7 +240,10 @@ def main(argv: list[str] | None = None) -> int:
                 current_lag = lag(settings)
             except Exception:
                 current_lag = -1
+            memory = worker.stats().get("memory", {})
             samples.append({"t": now - t0, "rss_mb": rss_bytes(pid) / 2**20, "documents": docs,
+                            "python_blocks": memory.get("python_blocks"),
+                            "documents_kept": worker.stats().get("documents_kept"),
                             "judgments": total([worker], "judgments"),
                             "docs_per_s": (docs - last_docs) / (now - last_t),
                             "lag": current_lag, "sent": prod.sent_documents})
@@ -255,7 +266,17 @@ def main(argv: list[str] | None = None) -> int:
         first = sum(s["docs_per_s"] for s in busy[:fifth]) / fifth if busy else 0.0
         last = sum(s["docs_per_s"] for s in busy[-fifth:]) / fifth if busy else 0.0
         half = samples[len(samples) // 2:]
+        step = max(args.documents // 10, 1)
+        rss_by_documents = []
+        for mark in range(step, args.documents + 1, step):
+            at = next((x for x in samples if x["documents"] >= mark), samples[-1])
+            rss_by_documents.append({"documents": mark, "t": round(at["t"], 1),
+                                     "rss_mb": round(at["rss_mb"], 1), "lag": at["lag"]})
         result = {
+            "command": "benchmarks/soak.py " + " ".join(argv if argv is not None
+                                                        else sys.argv[1:]),
+            "rss_by_documents": rss_by_documents,
+            "load_average_at_start": load_start,
             "documents": args.documents, "profiles": len(specs), "partitions": args.partitions,
             "documents_per_message": args.batch, "judge_every": args.judge_every,
             "judgments_sent": prod.sent_judgments,

@@ -46,6 +46,7 @@ from sift.agents.service import (
     UpdateResult,
     dead_letter,
     default_corpus,
+    release_free_memory,
     shard_of,
 )
 from sift.settings import Settings
@@ -64,6 +65,8 @@ SHARD_TOPIC = "shard-documents"
 CHANGELOG_SEGMENT_BYTES = 64 * 1024 * 1024
 #: The internal fan-out topic only needs to outlive a restart.
 SHARD_RETENTION_MS = 3_600_000
+#: Seconds between two ``malloc_trim`` calls (see ``release_free_memory``).
+TRIM_INTERVAL = 30.0
 #: Seconds between two writes of ``<data_dir>/stats.json``.
 STATS_INTERVAL = 0.25
 TABLE = "profile_to_state"
@@ -374,6 +377,10 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     @app.timer(interval=STATS_INTERVAL)
     async def write_stats() -> None:
         await asyncio.get_running_loop().run_in_executor(None, worker.write_stats)
+
+    @app.timer(interval=TRIM_INTERVAL)
+    async def trim_memory() -> None:
+        await asyncio.get_running_loop().run_in_executor(None, release_free_memory)
 
     @app.timer(interval=10.0)
     async def log_progress() -> None:
