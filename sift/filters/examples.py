@@ -42,7 +42,7 @@ class _Compact:
     ``cols`` (compact id -> hashed column). Never mutated: every change makes a new one,
     so several example sets may share one (full training)."""
 
-    __slots__ = ("__weakref__", "_mat", "_sq", "cols", "data", "floor", "ind", "indptr",
+    __slots__ = ("__weakref__", "_mat", "_mt", "_sq", "cols", "data", "floor", "ind", "indptr",
                  "sorted_cols", "sorted_ids")
 
     def __init__(self, data: NDArray[np.float64], ind: NDArray[np.int32], indptr: NDArray[np.int64],
@@ -61,6 +61,7 @@ class _Compact:
         self.sorted_cols, self.sorted_ids = index
         self._mat: sp.csr_matrix | None = None
         self._sq: sp.csr_matrix | None = None
+        self._mt: sp.csr_matrix | None = None
 
     @property
     def n_rows(self) -> int:
@@ -76,12 +77,31 @@ class _Compact:
             self._mat = sp.csr_matrix((self.data, self.ind, self.indptr), shape=shape)
         return self._mat
 
+    def transposed(self) -> sp.csr_matrix:
+        """The matrix transposed (compact columns x rows), built once."""
+        if self._mt is None:
+            self._mt = self.matrix().T.tocsr()
+        return self._mt
+
+    def restrict(self, X: sp.csr_matrix) -> sp.csr_matrix:
+        """The rows of ``X`` (hashed columns) over the compact columns; entries keep
+        their order, columns no example uses are dropped."""
+        ids = self.ids(X.indices)
+        keep = ids >= 0
+        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        indptr = np.zeros(X.shape[0] + 1, np.int64)
+        np.cumsum(np.bincount(rows[keep], minlength=X.shape[0]), out=indptr[1:])
+        return sp.csr_matrix((np.asarray(X.data, np.float64)[keep], ids[keep], indptr),
+                             shape=(X.shape[0], max(int(self.cols.size), 1)))
+
     @classmethod
     def empty(cls) -> _Compact:
         return cls(np.zeros(0), np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros(0, np.int64))
 
     @classmethod
     def from_csr(cls, X: sp.csr_matrix) -> _Compact:
+        if not X.has_sorted_indices:  # canonical entry order (see ExampleSet.self_dots)
+            X = X.sorted_indices()
         cols, inv = np.unique(X.indices, return_inverse=True)
         return cls(np.asarray(X.data, np.float64).copy(), inv.astype(np.int32).ravel(),
                    X.indptr.astype(np.int64), cols.astype(np.int64))
@@ -97,6 +117,8 @@ class _Compact:
 
     def append(self, X: sp.csr_matrix) -> _Compact:
         """A new compact matrix with the rows of ``X`` (hashed columns) appended."""
+        if not X.has_sorted_indices:  # canonical entry order: products then do not depend on it
+            X = X.sorted_indices()
         ids = self.ids(X.indices)
         cols = self.cols
         index = (self.sorted_cols, self.sorted_ids)
@@ -181,6 +203,9 @@ class ExampleSet:
         self.n_features = n_features
         self._c: _Compact | None = _Compact.empty()
         self._X: sp.csr_matrix | None = None
+        #: replaced whenever the vectors are replaced wholesale (not by add/evict), so
+        #: derived data kept across judgments (kNN neighbour lists) knows to start over
+        self.lineage = object()
         self._norms: NDArray[np.float64] | None = None
         self.labels: NDArray[np.int8] = np.zeros(0, np.int8)
         self.weights: NDArray[np.float64] = np.zeros(0, np.float64)
@@ -209,6 +234,13 @@ class ExampleSet:
         self._X = value
         self._c = None
         self._norms = None
+        self.lineage = object()
+
+    @property
+    def pool(self) -> object:
+        """An object identifying the current vectors: equal (``is``) for example sets that
+        share one matrix (full training), new after every change."""
+        return self._compact()
 
     def _compact(self) -> _Compact:
         if self._c is None:
@@ -232,6 +264,39 @@ class ExampleSet:
             ok = ids >= 0
             W[ids[ok]] = V2[ok]
         return np.asarray(c.matrix(squared) @ W, dtype=np.float64)
+
+    def dots(self, X: sp.csr_matrix) -> NDArray[np.float64]:
+        """Dot products of the rows of ``X`` (hashed columns) with every example
+        (``n x m``, dense)."""
+        c = self._compact()
+        if c.n_rows == 0:
+            return np.zeros((X.shape[0], 0))
+        out = c.restrict(sp.csr_matrix(X)) @ c.transposed()
+        return np.asarray(out.toarray(), dtype=np.float64)
+
+    def self_dots(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Dot products of the examples ``rows`` with every example (``len(rows) x m``).
+
+        Rows keep their entries sorted by column, so every way of computing a dot
+        product here adds the same terms in the same order: the results are
+        bit-identical to :meth:`dots_to` (kNN neighbour lists rely on it).
+        """
+        if len(rows) <= 8:
+            return self.dots_to(rows).T.copy()
+        c = self._compact()
+        out = c.matrix()[rows] @ c.transposed()
+        return np.asarray(out.toarray(), dtype=np.float64)
+
+    def dots_to(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Dot products of every example with the examples ``rows`` (``m x len(rows)``),
+        each accumulated over the *every* side's entries in order, so that entry
+        ``(i, j)`` is bit-identical to ``self_dots([i])[0, rows[j]]``."""
+        c = self._compact()
+        M = c.matrix()
+        sub = M[rows]
+        W = np.zeros((M.shape[1], len(rows)))
+        W[sub.indices, np.repeat(np.arange(len(rows)), np.diff(sub.indptr))] = sub.data
+        return np.asarray(M @ W, dtype=np.float64)
 
     def row_norms(self) -> NDArray[np.float64]:
         """Euclidean length of each example vector."""
@@ -338,4 +403,8 @@ class ExampleSet:
             raise StateError("examples: labels must be 1 or -1")
         if np.any(ex.weights <= 0):
             raise StateError("examples: weights must be positive")
+        if m > 1 and np.any(np.diff(ex.seq) <= 0):
+            raise StateError("examples: seq must be strictly increasing (rows in insertion order)")
+        if m and ex.seq[-1] >= ex.next_seq:
+            raise StateError("examples: next_seq must exceed every seq")
         return ex

@@ -107,8 +107,10 @@ class Kantor(ScoringModel):
             feat = self.acc_.features[order]
             up, un = self._unnormalised()
             up, un = up[order], un[order]
-            norm_p = float(np.linalg.norm(up))
-            norm_n = float(np.linalg.norm(un))
+            # sum of squares, not np.linalg.norm: a BLAS dot may start threads, which
+            # costs far more than it saves on a busy machine
+            norm_p = float(np.sqrt(np.sum(up * up)))
+            norm_n = float(np.sqrt(np.sum(un * un)))
             p = up / norm_p if norm_p > 0 else np.zeros(feat.size)
             n = un / norm_n if norm_n > 0 else np.zeros(feat.size)
             self._vecs = (feat, p, n, norm_p, norm_n)

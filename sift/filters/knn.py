@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 
 from sift.filters.base import ScoringModel, Stack
 from sift.filters.errors import ParameterError
-from sift.filters.sparse import restrict
+from sift.filters.examples import ExampleSet
 
 _CHUNK = 1024
 
@@ -53,85 +53,178 @@ def top_k(S: NDArray[np.float64], k: int) -> tuple[NDArray[np.int64], NDArray[np
     return idx.astype(np.int64), np.take_along_axis(S, idx, axis=1)
 
 
-class _PoolIndex:
-    """The pool restricted to its own columns, transposed once for products."""
+def select(S: NDArray[np.float64], kk: int) -> NDArray[np.int64]:
+    """Columns of the ``kk`` largest entries of each row, ties going to the lower
+    column, returned in increasing column order (``n x kk``).
 
-    def __init__(self, pool: sp.csr_matrix) -> None:
-        self.cols = np.unique(pool.indices).astype(np.int64)
-        self.local = restrict(pool, self.cols)
-        self.PT = self.local.T.tocsr()
-
-
-_POOL_INDEX: list[tuple[weakref.ref[sp.csr_matrix], int, _PoolIndex]] = []
-#: Pool indexes kept (most recently used first): one per kNN profile is the point, so
-#: that scoring a batch does not rebuild every profile's transposed pool. Each costs
-#: about twice its pool's memory (a 2,000-document pool of Reuters: ~2.5 MB).
-POOL_INDEX_CACHE = 1024
-
-
-def pool_index(pool: sp.csr_matrix) -> _PoolIndex:
-    """Cached :class:`_PoolIndex` of a pool matrix (by identity; a few kept)."""
-    for i, (ref, nnz, idx) in enumerate(_POOL_INDEX):
-        if nnz == pool.nnz and ref() is pool:
-            if i:
-                _POOL_INDEX.insert(0, _POOL_INDEX.pop(i))
-            return idx
-    # drop entries whose pool is gone (a profile's pool is replaced on every judgment)
-    _POOL_INDEX[:] = [e for e in _POOL_INDEX if e[0]() is not None]
-    idx = _PoolIndex(pool)
-    _POOL_INDEX.insert(0, (weakref.ref(pool), pool.nnz, idx))
-    del _POOL_INDEX[POOL_INDEX_CACHE:]
-    return idx
-
-
-def neighbours(
-    X: sp.csr_matrix, pool: sp.csr_matrix, k: int, *, exclude_self: bool = False
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Top-``k`` pool neighbours of each row of ``X``, computed in row chunks.
-
-    With ``exclude_self`` (``X`` is ``pool``), a row is not its own neighbour.
+    This total order (similarity, then column = insertion order) makes the
+    neighbour lists the same whether computed at once or kept up to date.
     """
+    n, c = S.shape
+    if kk <= 0 or n == 0:
+        return np.zeros((n, 0), dtype=np.int64)
+    if kk >= c:
+        return np.broadcast_to(np.arange(c, dtype=np.int64), (n, c)).copy()
+    kth = np.partition(S, c - kk, axis=1)[:, c - kk]
+    greater = kth[:, None] < S
+    equal = kth[:, None] == S
+    need = kk - greater.sum(axis=1)
+    mask = greater | (equal & (np.cumsum(equal, axis=1) <= need[:, None]))
+    return np.nonzero(mask)[1].reshape(n, kk).astype(np.int64)
+
+
+class _Neighbours:
+    """Leave-one-out neighbour lists of one example set, kept exact across judgments.
+
+    Row ``i`` holds the ``length[i]`` examples ranked first for example ``i`` (by
+    similarity, then insertion order), in rank order: ``nbr`` their ``seq``, ``sim``
+    their similarities (padding: ``-1`` and ``-inf``). Lists are built ``extra`` deeper
+    than ``k``: an evicted example shortens the lists it was in, and a list is only
+    recomputed (one product) once it is shorter than ``k``; a new example is inserted
+    into the lists it enters (one matrix-vector product for all of them).
+    """
+
+    __slots__ = ("kk", "length", "lineage", "nbr", "pool", "seq", "sim", "width")
+
+    def __init__(self, ex: ExampleSet, kk: int, width: int, nbr: NDArray[np.int64],
+                 sim: NDArray[np.float64], length: NDArray[np.int64]) -> None:
+        self.lineage = ex.lineage
+        self.pool = ex.pool
+        self.seq = ex.seq.copy()
+        self.kk = kk
+        self.width = width
+        self.nbr = nbr
+        self.sim = sim
+        self.length = length
+
+    @staticmethod
+    def rows(ex: ExampleSet, rows: NDArray[np.int64], width: int
+             ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.int64]]:
+        """Lists of ``rows`` from scratch (``min(width, m - 1)`` deep), in chunks."""
+        depth = min(width, len(ex) - 1)
+        nbr = np.full((rows.size, width), -1, dtype=np.int64)
+        sim = np.full((rows.size, width), -np.inf)
+        for start in range(0, rows.size, _CHUNK):
+            part = rows[start : start + _CHUNK]
+            S = ex.self_dots(part)
+            S[np.arange(part.size), part] = -np.inf
+            cols = select(S, depth)
+            sims = np.take_along_axis(S, cols, axis=1)
+            seqs = ex.seq[cols]
+            order = np.lexsort((seqs, -sims), axis=1)  # rank order: similarity, then seq
+            nbr[start : start + part.size, :depth] = np.take_along_axis(seqs, order, axis=1)
+            sim[start : start + part.size, :depth] = np.take_along_axis(sims, order, axis=1)
+        return nbr, sim, np.full(rows.size, depth, dtype=np.int64)
+
+    @classmethod
+    def build(cls, ex: ExampleSet, kk: int, extra: int) -> _Neighbours:
+        width = kk + extra
+        nbr, sim, length = cls.rows(ex, np.arange(len(ex), dtype=np.int64), width)
+        return cls(ex, kk, width, nbr, sim, length)
+
+    def scores(self, ex: ExampleSet, label_weights: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Each example's vote from its first ``kk`` neighbours, summed in rank order."""
+        nbr, sim = self.nbr[:, : self.kk], self.sim[:, : self.kk]
+        seq = ex.seq
+        span = int(seq[-1] - seq[0]) + 1 if seq.size else 0
+        if span <= 8 * seq.size:  # seq -> row by a small look-up table
+            lut = np.zeros(span, dtype=np.int64)
+            lut[seq - seq[0]] = np.arange(seq.size)
+            pos = lut[nbr - seq[0]]
+        else:
+            pos = np.searchsorted(seq, nbr)
+        return np.asarray((sim * label_weights[pos]).sum(axis=1), dtype=np.float64)
+
+    def updated(self, ex: ExampleSet, kk: int, extra: int) -> _Neighbours:
+        """The lists for the example set as it is now, from these (of an earlier state of
+        the same set). Same result as :meth:`build`, entry for entry in the first ``kk``."""
+        seq = ex.seq
+        is_new = ~np.isin(seq, self.seq)
+        added = np.flatnonzero(is_new)
+        appended = added.size == 0 or added[0] == seq.size - added.size
+        if (ex.lineage is not self.lineage or kk != self.kk or kk + extra != self.width
+                or not appended or 4 * added.size > seq.size):
+            return _Neighbours.build(ex, kk, extra)
+        kept_old = np.isin(self.seq, seq)
+        nbr, sim, length = self.nbr[kept_old], self.sim[kept_old], self.length[kept_old]
+        n_kept = nbr.shape[0]
+        gone = self.seq[~kept_old]
+        if gone.size:
+            hit = np.isin(nbr, gone)
+            rows = np.flatnonzero(hit.any(axis=1))
+            if rows.size:  # drop evicted neighbours, keeping rank order (arrays are copies)
+                keep = ~hit[rows]
+                order = np.argsort(~keep, axis=1, kind="stable")
+                nbr[rows] = np.where(np.take_along_axis(keep, order, 1),
+                                     np.take_along_axis(nbr[rows], order, 1), -1)
+                sim[rows] = np.where(np.take_along_axis(keep, order, 1),
+                                     np.take_along_axis(sim[rows], order, 1), -np.inf)
+                length[rows] -= (~keep).sum(axis=1)
+        if added.size and n_kept:
+            C = ex.dots_to(added)[:n_kept]  # kept rows come first, in order
+            cols = np.arange(self.width)
+            for j, a_seq in enumerate(seq[added]):
+                c = C[:, j]
+                last = np.take_along_axis(sim, np.maximum(length - 1, 0)[:, None], 1).ravel()
+                enter = (length > 0) & (c > last)  # ties rank after: the new seq is larger
+                rows = np.flatnonzero(enter)
+                if rows.size == 0:
+                    continue
+                at = (sim[rows] >= c[rows, None]).sum(axis=1)  # entries ranked before
+                shift = cols[None, :] > at[:, None]
+                prev_n = np.concatenate([nbr[rows, :1], nbr[rows, :-1]], axis=1)
+                prev_s = np.concatenate([sim[rows, :1], sim[rows, :-1]], axis=1)
+                new_n = np.where(shift, prev_n, nbr[rows])
+                new_s = np.where(shift, prev_s, sim[rows])
+                here = cols[None, :] == at[:, None]
+                new_n[here] = a_seq
+                new_s[here] = c[rows]
+                tail = cols[None, :] >= length[rows, None]  # lengths stay: the last drops
+                new_n[tail] = -1
+                new_s[tail] = -np.inf
+                nbr[rows], sim[rows] = new_n, new_s
+        out_n = np.full((seq.size, self.width), -1, dtype=np.int64)
+        out_s = np.full((seq.size, self.width), -np.inf)
+        out_l = np.zeros(seq.size, dtype=np.int64)
+        out_n[:n_kept], out_s[:n_kept], out_l[:n_kept] = nbr, sim, length
+        redo = np.concatenate([added, np.flatnonzero(length < kk)])
+        if redo.size:
+            out_n[redo], out_s[redo], out_l[redo] = _Neighbours.rows(ex, redo, self.width)
+        return _Neighbours(ex, kk, self.width, out_n, out_s, out_l)
+
+
+_SHARED_LISTS: list[tuple[weakref.ref[Any], int, _Neighbours]] = []
+
+
+def _shared_build(ex: ExampleSet, kk: int, extra: int) -> _Neighbours:
+    """:meth:`_Neighbours.build`, shared by example sets over one matrix (full training)."""
+    for ref, width, value in _SHARED_LISTS:
+        if width == kk + extra and value.kk == kk and ref() is ex.pool and np.array_equal(value.seq, ex.seq):
+            if value.lineage is not ex.lineage:  # same matrix, another example set
+                value = _Neighbours(ex, kk, value.width, value.nbr, value.sim, value.length)
+            return value
+    value = _Neighbours.build(ex, kk, extra)
+    _SHARED_LISTS[:] = [e for e in _SHARED_LISTS if e[0]() is not None][:3]
+    _SHARED_LISTS.insert(0, (weakref.ref(ex.pool), kk + extra, value))
+    return value
+
+
+def neighbours(X: sp.csr_matrix, ex: ExampleSet, k: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Top-``k`` pool rows of each row of ``X`` and their similarities, in row chunks
+    (one sparse product per chunk against the pool's transposed compact matrix)."""
     n = X.shape[0]
-    kk = min(k, max(pool.shape[0] - (1 if exclude_self else 0), 0))
+    kk = min(k, len(ex))
     idx_out = np.zeros((n, kk), dtype=np.int64)
     sim_out = np.zeros((n, kk), dtype=np.float64)
     if kk == 0:
         return idx_out, sim_out
-    index = pool_index(pool)
-    XL = index.local if exclude_self else restrict(X, index.cols)
     for start in range(0, n, _CHUNK):
         stop = min(start + _CHUNK, n)
-        S = np.asarray((XL[start:stop] @ index.PT).toarray(), dtype=np.float64)
-        if exclude_self:
-            rows = np.arange(stop - start)
-            S[rows, rows + start] = -np.inf
+        S = ex.dots(X[start:stop])
         idx, sims = top_k(S, kk)
         idx_out[start:stop] = idx
-        sim_out[start:stop] = np.where(np.isfinite(sims), sims, 0.0)
+        sim_out[start:stop] = sims
     return idx_out, sim_out
-
-
-class _SelfNeighbourCache:
-    """Remembers leave-one-out neighbours of the last pool matrices (by identity)."""
-
-    def __init__(self, size: int = 4) -> None:
-        self.size = size
-        self.items: list[tuple[weakref.ref[sp.csr_matrix], int, int, Any]] = []
-
-    def get(self, pool: sp.csr_matrix, k: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-        for ref, kk, nnz, value in self.items:
-            if kk == k and nnz == pool.nnz and ref() is pool:
-                return value  # type: ignore[no-any-return]
-        value = neighbours(pool, pool, k, exclude_self=True)
-        try:
-            self.items.insert(0, (weakref.ref(pool), k, pool.nnz, value))
-        except TypeError:  # pragma: no cover - matrices without weakref support
-            return value
-        del self.items[self.size :]
-        return value
-
-
-_SELF_CACHE = _SelfNeighbourCache()
 
 
 class KNN(ScoringModel):
@@ -154,6 +247,7 @@ class KNN(ScoringModel):
             raise ParameterError(f"k must be a positive integer, got {k!r}")
         if vote not in ("positive", "signed"):
             raise ParameterError(f"vote must be 'positive' or 'signed', got {vote!r}")
+        self._lists: _Neighbours | None = None
         self.bind(0, None, None)
 
     def get_params(self) -> dict[str, Any]:
@@ -181,15 +275,28 @@ class KNN(ScoringModel):
         ex = self._examples()
         if len(ex) == 0:
             return np.zeros(X.shape[0])
-        idx, sims = neighbours(sp.csr_matrix(X), ex.X, self.k)
+        idx, sims = neighbours(sp.csr_matrix(X), ex, self.k)
         return np.asarray((sims * self.label_weights()[idx]).sum(axis=1), dtype=np.float64)
 
     def loo_scores(self) -> NDArray[np.float64]:
+        """Each example's score from its ``k`` nearest *other* examples. The neighbour
+        lists are kept up to date across judgments (new examples merged in, lists that
+        lost an evicted example recomputed), so a judgment costs two products with the
+        new rows instead of all pairs."""
         ex = self._examples()
         if len(ex) == 0:
             return np.zeros(0)
-        idx, sims = _SELF_CACHE.get(ex.X, self.k)
-        return np.asarray((sims * self.label_weights()[idx]).sum(axis=1), dtype=np.float64)
+        kk = min(self.k, len(ex) - 1)
+        extra = max(8, kk // 2)
+        lists = self._lists
+        if lists is not None and lists.pool is ex.pool and lists.lineage is ex.lineage:
+            pass
+        elif lists is not None and lists.lineage is ex.lineage:
+            lists = lists.updated(ex, kk, extra)
+        else:
+            lists = _shared_build(ex, kk, extra)
+        self._lists = lists
+        return lists.scores(ex, self.label_weights())
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -211,7 +318,7 @@ class KNNStack(Stack):
         for j, m in enumerate(models):
             if not isinstance(m, KNN):
                 raise ParameterError("KNNStack takes kNN models only")
-            groups.setdefault((id(m._examples().X), m.k), []).append(j)
+            groups.setdefault((id(m._examples().pool), m.k), []).append(j)
         self.groups = [
             (cols, np.stack([models[j].label_weights() for j in cols], axis=1))  # type: ignore[attr-defined]
             for cols in groups.values()
@@ -226,10 +333,10 @@ class KNNStack(Stack):
         for cols, LW in self.groups:
             first = self.models[cols[0]]
             assert isinstance(first, KNN)
-            pool = first._examples().X
-            if pool.shape[0] == 0:
+            ex = first._examples()
+            if len(ex) == 0:
                 continue
-            idx, sims = neighbours(sp.csr_matrix(X), pool, first.k)
+            idx, sims = neighbours(sp.csr_matrix(X), ex, first.k)
             acc = np.zeros((X.shape[0], len(cols)))
             for j in range(idx.shape[1]):
                 acc += sims[:, j : j + 1] * LW[idx[:, j]]

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import scipy.sparse as sp
 
 from sift.filters.errors import ParameterError
@@ -122,3 +124,38 @@ def test_knn_matches_brute_force_top_k() -> None:
         top = np.argsort(-row, kind="stable")[:5]
         expect.append(float((row[top] * lw[top]).sum()))
     assert m.score(X) == pytest.approx(expect)
+
+
+def test_select_breaks_ties_by_insertion_order() -> None:
+    from sift.filters.knn import select
+
+    S = np.array([[0.5, 0.9, 0.5, 0.5, 0.1], [1.0, 1.0, 1.0, 1.0, 1.0]])
+    assert select(S, 2).tolist() == [[0, 1], [0, 1]]
+    assert select(S, 4).tolist() == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    assert select(S, 5).tolist() == [[0, 1, 2, 3, 4]] * 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(st.lists(st.integers(0, 39), min_size=1, max_size=4), min_size=1, max_size=30),
+       k=st.integers(1, 8), cap=st.integers(3, 30), seed=st.integers(0, 3))
+def test_knn_leave_one_out_kept_up_to_date_equals_from_scratch(steps, k, cap, seed) -> None:  # type: ignore[no-untyped-def]
+    """Neighbour lists carried across additions and evictions give exactly (bit for bit)
+    the leave-one-out scores of lists built from scratch; duplicates make ties. Pools
+    larger than k plus the lists' extra depth exercise shortened and re-built lists."""
+    rng = np.random.default_rng(seed)
+    docs = sp.random(20, 30, density=0.2, random_state=seed, format="csr")
+    docs = sp.vstack([docs, docs], format="csr")  # every document twice: ties
+    labels = np.where(rng.random(40) < 0.4, 1, -1).astype(np.int8)
+    live = KNN(k=k)
+    ex = ExampleSet(cap, 30)
+    live.bind(30, None, ex)
+    for rows in steps:
+        ex.add(docs[rows], labels[rows], np.ones(len(rows)), np.ones(len(rows), bool))
+        got = live.loo_scores()
+        fresh_ex = ExampleSet(cap, 30)
+        fresh_ex.X = ex.X.copy()
+        fresh_ex.labels, fresh_ex.weights = ex.labels.copy(), ex.weights.copy()
+        fresh_ex.real, fresh_ex.seq = ex.real.copy(), ex.seq.copy()
+        fresh = KNN(k=k)
+        fresh.bind(30, None, fresh_ex)
+        assert np.array_equal(got, fresh.loo_scores())
