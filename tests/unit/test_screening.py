@@ -341,3 +341,28 @@ def test_warmup_draws_nothing_until_precision_drops() -> None:
     _run_batches(review, gold, 6)
     assert any(b["b"] > 0 for b in review.batches_)  # relevant ran out: sampling began
     assert review.n_sampling_batches() == sum(b["b"] > 0 for b in review.batches_)
+
+
+def test_take_all_stratum_stops_growing_once_sampling_starts() -> None:
+    ids, texts, labels = _corpus(200)
+    gold = dict(zip(ids, labels, strict=True))
+    review = Review("wilson disease copper", draws=6, n_top=2, growth=0.2,
+                    warmup_precision=0.5, grow_when_sampling=False, random_state=0)
+    review.add_documents(ids, texts)
+    _run_batches(review, gold, 12)
+    sizes = [(len(b["certain"]), b["b"]) for b in review.batches_]
+    assert any(b > 0 for _, b in sizes) and any(b == 0 and c > 2 for c, b in sizes)
+    assert all(c == 2 for c, b in sizes if b > 0)  # sampling batches take n_top only
+
+
+def test_class_ratio_weights_and_validation() -> None:
+    from sift.filters.screening.cal import class_weights
+
+    w = class_weights(np.array([1, 1, 0, 0, 0, 0]), 4.0)
+    assert w[:2].sum() == pytest.approx(4 * w[2:].sum()) and w.sum() == pytest.approx(6)
+    with pytest.raises(ScreeningError, match=r"class_ratio .*0"):
+        Review(class_ratio=0)
+    with pytest.raises(ScreeningError, match=r"max_df .*1\.5"):
+        Review(max_df=1.5)
+    with pytest.raises(ScreeningError, match=r"grow_when_sampling .*'no'"):
+        Review(grow_when_sampling="no")  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import inspect
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -69,13 +70,47 @@ def _dec(obj: Any, name: str) -> NDArray[Any]:
     return np.frombuffer(raw, dtype=dt).reshape(shape).copy()
 
 
+_DESIGN = re.compile(
+    r"\b(?:an?\s+)?(?:(?:systematic|scoping|umbrella|narrative)\s+(?:literature\s+)?reviews?"
+    r"|literature\s+reviews?|meta[-\s]?analys[ie]s|tertiary\s+stud(?:y|ies)"
+    r"|(?:systematic\s+)?mapping\s+stud(?:y|ies))\b(?:\s+(?:and|&)\b)?",
+    re.IGNORECASE,
+)
+
+
+def strip_design(title: str) -> str:
+    """Drop the review's own study design from the subtitle of a review title.
+
+    A systematic review's title often ends with its design ("...: A systematic review
+    and meta-analysis"); those words match other reviews among the candidates, not the
+    studies the review includes. Only the part after the last ``:``, ``?``, ``–`` or
+    `` - `` is touched, so a topic that *is* about reviews keeps its words.
+
+    >>> strip_design("Therapies for Wilson disease: A systematic review and meta-analysis")
+    'Therapies for Wilson disease'
+    >>> strip_design("Systematic literature reviews in software engineering – A tertiary study")
+    'Systematic literature reviews in software engineering'
+    >>> strip_design("Stem cells in knee osteoarthritis? Meta-Analysis of Randomized Trials")
+    'Stem cells in knee osteoarthritis? of Randomized Trials'
+    >>> strip_design("The methodological rigour of systematic reviews in health")
+    'The methodological rigour of systematic reviews in health'
+    """
+    cut = max(title.rfind(":"), title.rfind("?"), title.rfind("\u2013"), title.rfind(" - "))
+    if cut < 0:
+        return title
+    head, tail = title[: cut + 1], title[cut + 1 :]
+    tail = " ".join(_DESIGN.sub(" ", tail).split())
+    head = head.rstrip(":\u2013- ").rstrip() if not tail else head
+    return f"{head} {tail}".strip() if tail else head
+
+
 def class_weights(y: NDArray[np.int64], ratio: float) -> NDArray[np.float64]:
     """Sample weights giving the positives ``ratio`` times the negatives' total weight.
 
     Normalised to sum to ``len(y)``; ``ratio=1`` equals ``class_weight="balanced"``.
 
-    >>> class_weights(np.array([1, 0, 0, 0]), 1.0).tolist()
-    [2.0, 0.6666666666666666, 0.6666666666666666, 0.6666666666666666]
+    >>> class_weights(np.array([1, 0, 0, 0]), 1.0).round(4).tolist()
+    [2.0, 0.6667, 0.6667, 0.6667]
     """
     pos = y == 1
     n_pos, n_neg = int(pos.sum()), int((~pos).sum())
@@ -130,6 +165,13 @@ class Review:
         vocabulary (1.0 keeps all).
     stop_words
         Drop English stop words from the TF-IDF vocabulary.
+    grow_when_sampling
+        Let the take-all stratum grow (``growth``) in batches that draw a sample too; when
+        false it grows only during the greedy warm-up and sampling batches take ``n_top``.
+    strip_design
+        Drop the review's own study design ("a systematic review and meta-analysis",
+        "a tertiary study", ...) from the subtitle of the topic text before it becomes
+        the pseudo document (see :func:`strip_design`).
     random_state
         Seed of the review's random generator.
 
@@ -170,6 +212,8 @@ class Review:
         class_ratio: float = 1.0,
         max_df: float = 1.0,
         stop_words: bool = True,
+        grow_when_sampling: bool = True,
+        strip_design: bool = False,
         random_state: int | None = None,
     ) -> None:
         self.topic = topic
@@ -188,6 +232,8 @@ class Review:
         self.class_ratio = class_ratio
         self.max_df = max_df
         self.stop_words = stop_words
+        self.grow_when_sampling = grow_when_sampling
+        self.strip_design = strip_design
         self.random_state = random_state
         self._validate()
         self.ids_: list[str] = []
@@ -228,8 +274,9 @@ class Review:
                     or (name in positive and v == 0)):
                 extra = " and > 0" if name in positive else ""
                 raise bad(name, v, f"must be a number in [{lo}, {hi}]{extra}")
-        if not isinstance(self.stop_words, bool):
-            raise bad("stop_words", self.stop_words, "must be true or false")
+        for name in ("stop_words", "grow_when_sampling", "strip_design"):
+            if not isinstance(getattr(self, name), bool):
+                raise bad(name, getattr(self, name), "must be true or false")
         for name in ("target_recall", "confidence"):
             v = getattr(self, name)
             upper_ok = v <= 1.0 if name == "target_recall" else v < 1.0
@@ -282,7 +329,8 @@ class Review:
                 max_df=self.max_df if len(self.texts_) > 1 else 1.0,
                 stop_words="english" if self.stop_words else None, dtype=np.float64,
             )
-            corpus = [*self.texts_, self.topic or ""]
+            topic = strip_design(self.topic or "") if self.strip_design else (self.topic or "")
+            corpus = [*self.texts_, topic]
             try:
                 m = vec.fit_transform(corpus)
             except ValueError:  # empty vocabulary
@@ -332,7 +380,9 @@ class Review:
             return []
         scores = self._train_and_score()
         self._scores = scores
-        n_top = max(self.n_top, math.ceil(self.growth * int(np.sum(self.labels_ >= 0))))
+        sampling = self._sampling_on()
+        grow = self.growth if (self.grow_when_sampling or not sampling) else 0.0
+        n_top = max(self.n_top, math.ceil(grow * int(np.sum(self.labels_ >= 0))))
         top = unjudged[np.argsort(-scores[unjudged], kind="stable")][:n_top]
         certain = np.zeros(n, dtype=bool)
         certain[top] = True
@@ -340,7 +390,7 @@ class Review:
         ranks = np.zeros(n, dtype=np.int64)
         ranks[rest[np.argsort(-scores[rest], kind="stable")]] = np.arange(1, len(rest) + 1)
         p = power_law(ranks, self.exponent)
-        b = self.draws if len(rest) and self._sampling_on() else 0
+        b = self.draws if len(rest) and sampling else 0
         drawn = (
             self.rng_.choice(n, size=b, replace=True, p=p) if b else np.zeros(0, dtype=np.int64)
         )
@@ -500,7 +550,8 @@ class Review:
             "min_batches": self.min_batches, "hh_window": self.hh_window,
             "warmup_precision": self.warmup_precision, "C": self.C,
             "class_ratio": self.class_ratio, "max_df": self.max_df,
-            "stop_words": self.stop_words,
+            "stop_words": self.stop_words, "grow_when_sampling": self.grow_when_sampling,
+            "strip_design": self.strip_design,
             "random_state": self.random_state,
         }
 
