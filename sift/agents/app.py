@@ -123,6 +123,35 @@ def prepare_topics(settings: Settings) -> None:
                                f"{settings.partitions}; they must be equal")
 
 
+def rotate_fetched_partitions() -> None:
+    """Make aiokafka hand out prefetched records round-robin over partitions.
+
+    ``Fetcher.fetched_records(max_records=n)`` serves the partitions in the order their
+    fetches arrived and stops at ``n``; a partition whose prefetched result holds more
+    than ``n`` records (16 MiB of judgments are about 10,000) comes first again on the
+    next call, and the next, until it is used up: a replacement worker catching up on
+    judgments routed no document for minutes. After each call the partitions just
+    served go to the back of the queue. Idempotent.
+    """
+    from aiokafka.consumer.fetcher import Fetcher
+
+    original = Fetcher.fetched_records
+    if getattr(original, "sift_rotating", False):
+        return
+
+    async def fetched_records(self: Any, partitions: Any, timeout: float = 0,
+                              max_records: int | None = None) -> Any:
+        drained = await original(self, partitions, timeout=timeout, max_records=max_records)
+        pending = self._records
+        for tp in drained:
+            if tp in pending:
+                pending.move_to_end(tp)
+        return drained
+
+    fetched_records.sift_rotating = True  # type: ignore[attr-defined]
+    Fetcher.fetched_records = fetched_records  # type: ignore[method-assign]
+
+
 def internal_error(msg: InputMessage, exc: BaseException) -> DeadLetter:
     return dead_letter(msg, RecordError("internal_error", f"{type(exc).__name__}: {exc}"))
 
@@ -260,6 +289,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         Run Faust's web server on ``settings.web_host:web_port`` (``/sift/stats``).
     """
     P = settings.partitions
+    rotate_fetched_partitions()
     if service is None:
         if training is None:
             training = TrainingSet.load(settings.idf_corpus or default_corpus())
@@ -282,11 +312,10 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         consumer_max_fetch_size=MAX_STATE_BYTES,
         stream_buffer_maxsize=max(4 * settings.batch_size, 4096),
         # Faust's default (None) hands its drain loop every record aiokafka has buffered
-        # at once; when one agent's stream buffer is full the loop blocks on it for the
-        # rest of that batch, and every other agent of the worker starves (a replacement
-        # worker with 10,000 judgments to catch up scored nothing for two minutes). With
-        # at most maxsize / 5 records per poll a buffer under pressure (Faust stops
-        # fetching its partition at maxsize / 1.25) can never fill, so it never blocks.
+        # (up to 16 MiB a partition) at once, and the loop blocks on a full stream buffer
+        # for the rest of that batch. With at most maxsize / 5 records per poll, a buffer
+        # under pressure (Faust stops fetching its partition at maxsize / 1.25) cannot
+        # fill; with ``rotate_fetched_partitions`` every partition gets its turn.
         broker_max_poll_records=max(4 * settings.batch_size, 4096) // 5,
         broker_commit_every=10_000,
         broker_commit_interval=1.0,
