@@ -53,9 +53,11 @@ This module is pure computation (numpy, scipy): no file or network I/O.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -632,6 +634,31 @@ def _line_search(
 # root LP, which HiGHS does not interrupt, and the post-solve), per non-zero, and
 # of the margin LP per candidate row: measured on a loaded 2-core machine
 # (J = 10: ~1.5 s over at 250,000 non-zeros; J = 100: ~14 s over at 4 million).
+_T = TypeVar("_T")
+
+
+def _run_bounded(fn: Callable[[], _T], deadline: float) -> _T | None:
+    """``fn()`` in a daemon thread; its result, or ``None`` if not done by ``deadline``
+    (``time.monotonic()``). Exceptions are re-raised in the caller."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # re-raised in the caller
+            box["error"] = exc
+
+    th = threading.Thread(target=target, name="sift-fusion-milp", daemon=True)
+    th.start()
+    th.join(max(0.0, deadline - time.monotonic()))
+    if "error" in box:
+        raise box["error"]
+    if th.is_alive() or "result" not in box:
+        return None
+    result: _T = box["result"]
+    return result
+
+
 def _stop_margin(time_limit: float) -> float:
     """Seconds before the limit at which line searches stop (one sweep can overrun)."""
     return 0.1 + 0.02 * time_limit
@@ -940,7 +967,10 @@ def solve_weights(
         of the margin LP after it, less 10 % slack (HiGHS overruns more on a
         loaded machine); if that leaves less than four times the estimate, the
         MILP is not started, the time goes to line searches and the bound is
-        the trivial one (the count of candidates that always outrank).
+        the trivial one (the count of candidates that always outrank). The
+        MILP and the margin LP run in a thread (HiGHS releases the GIL): if
+        they are still running at the limit, the call returns the heuristic's
+        weights and the thread is abandoned (it ends at HiGHS's own limit).
     method
         ``"auto"`` (sweep for J = 2; otherwise a sampled heuristic and exact
         line searches along segments of the simplex (each a J = 2 sweep) for
@@ -1074,17 +1104,33 @@ def solve_weights(
                           message="time limit: MILP not started", **kw)
         # An objective cutoff at the heuristic's value was tried and weakened
         # HiGHS's bound on large instances, so the heuristic is only a fallback.
-        out = _milp_maxrank(d, pr.pos_rows, pr.active, None, milp_time)
+        ps_rows, act_rows = pr.pos_rows, pr.active
+
+        def job() -> tuple[_MilpOut, FloatArray | None]:
+            out = _milp_maxrank(d, ps_rows, act_rows, None, milp_time)
+            if out.alpha is None or out.x is None:
+                return out, None
+            below = act_rows[out.x[j + 1 :] < 0.5]
+            return out, _polish_maxrank(d, ps_rows, below, out.alpha)
+
+        if time_limit is None:
+            out, a_pol = job()
+        else:
+            # HiGHS does not interrupt its root LP and overruns its limit on a loaded
+            # machine; it releases the GIL, so it runs in a thread and the call returns
+            # at the limit regardless (an abandoned thread ends at HiGHS's own limit).
+            done = _run_bounded(job, t0 + time_limit - _stop_margin(time_limit))
+            if done is None:
+                return finish(h_a, "heuristic", float(pr.n_fixed), False,
+                              message="time limit: MILP still running, abandoned", **kw)
+            out, a_pol = done
         bound = pr.n_fixed + out.bound if np.isfinite(out.bound) else -np.inf
         if out.alpha is None or out.x is None:
             return finish(h_a, "heuristic", max(bound, float(pr.n_fixed)), False,
                           message=out.message, **kw)
-        x = out.x[j + 1 :]
-        below = pr.active[x < 0.5]
         cands: list[FloatArray] = [out.alpha, h_a]
-        left = remaining()
-        if left is None or left > _POLISH_PER_ROW * below.size + 0.05:
-            cands.insert(0, _polish_maxrank(d, pr.pos_rows, below, out.alpha))
+        if a_pol is not None:
+            cands.insert(0, a_pol)
         vals = _objective_many(d, pr.pos_rows, pr.active, np.column_stack(cands), obj)
         best = int(np.argmin(vals))
         alpha_best, val_best = cands[best], float(vals[best])

@@ -334,3 +334,17 @@ def test_short_time_limit_returns_valid_weights_with_gap() -> None:
     assert r.objective == objective_value(d, pos, r.weights)
     assert r.optimal or (np.isnan(r.gap) or 0.0 <= r.gap <= 1.0)
     assert r.method in ("heuristic", "milp", "milp+search")
+
+
+def test_run_bounded_returns_result_abandons_or_reraises() -> None:
+    import time
+
+    assert fu._run_bounded(lambda: 7, time.monotonic() + 30) == 7
+    # a job still running at the deadline is abandoned: None, not its result
+    assert fu._run_bounded(lambda: time.sleep(2.0) or 1, time.monotonic() + 0.01) is None
+
+    def boom() -> int:
+        raise FusionError("inside")
+
+    with pytest.raises(FusionError, match="inside"):
+        fu._run_bounded(boom, time.monotonic() + 30)
