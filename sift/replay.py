@@ -146,7 +146,11 @@ class FullTrainingConfig:
     select_features: int | None = 5000
     knn_normalize: bool = True
     model_params: dict[str, dict[str, Any]] = field(
-        default_factory=lambda: {"knn": {"k": 45}, "rocchio": {}})
+        default_factory=lambda: {
+            "knn": {"k": 100},
+            "rocchio": {"alpha": 1.0, "beta": 16.0, "gamma": 24.0, "corpus_weight": "idf",
+                        "nonnegative": False},
+        })
 
     def __post_init__(self) -> None:
         if self.threshold not in ("scut", "trot"):
