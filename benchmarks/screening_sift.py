@@ -43,7 +43,23 @@ def main() -> None:
     ap.add_argument("--no-timing", action="store_true")
     ap.add_argument("--params", default="{}", help="JSON of Review parameters to override")
     ap.add_argument("--only", default="", help="comma-separated dataset names (default: all)")
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="run seeds first-seed .. first-seed+seeds-1 (to split a run in parts)")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                    help="merge the runs of part files (same params) into --out and exit")
     args = ap.parse_args()
+    if args.merge:
+        parts = [orjson.loads(Path(f).read_bytes()) for f in args.merge]
+        if len({orjson.dumps(p["params"], option=orjson.OPT_SORT_KEYS) for p in parts}) != 1:
+            raise SystemExit("screening_sift.py: --merge: the parts differ in params")
+        runs = sorted((r for p in parts for r in p["runs"]), key=lambda r: (r["seed"],
+                                                                          r["dataset"]))
+        timing = next((p["timing"] for p in parts if p.get("timing")), None)
+        args.params = parts[0]["command"].split("--params '")[1].split("'")[0] \
+            if "--params '" in parts[0]["command"] else "{}"
+        write_results(Path(args.out), runs, len({r["seed"] for r in runs}),
+                      parts[0]["params"], timing, args)
+        return
     params: dict[str, Any] = {
         "estimator": "bound", "target_recall": 0.95, **orjson.loads(args.params)
     }
@@ -68,7 +84,7 @@ def main() -> None:
     bar = Progress(len(files) * args.seeds, "sift screen")
     # seeds outermost: the results file is rewritten after each full round of datasets,
     # so an interrupted run still leaves a consistent set of seeds
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         for f in files:
             name = f.name.split(".")[0]
             t0, c0 = time.perf_counter(), time.process_time()
@@ -84,11 +100,11 @@ def main() -> None:
                 },
                 "order": "".join(str(x) for x in result.labels),
             })
-            if seed == 0:
+            if seed == 0 and args.img:
                 plot_run(result, Path(args.img) / f"{name}.png", f"{name} (seed 0)",
                          "bound@0.95")
             bar.update()
-        write_results(Path(args.out), runs, seed + 1, params, timing, args)
+        write_results(Path(args.out), runs, seed + 1 - args.first_seed, params, timing, args)
     bar.close()
 
 
@@ -130,8 +146,10 @@ def write_results(
         o = overall[key]
         print(f"  {key:12s} met {o['target_met']:.0%} recall {o['recall_mean']:.3f} "
               f"cost {o['cost_mean']:.3f}", flush=True)
+    seed_list = sorted({r["seed"] for r in runs})
     write_json(out, {
         "command": f"python benchmarks/screening_sift.py --seeds {seeds}"
+        + (f" (seeds {seed_list[0]}-{seed_list[-1]})" if seed_list else "")
         + (f" --params '{args.params}'" if args.params != "{}" else "")
         + (f" --only {args.only}" if args.only else "")
         + (" --no-timing" if args.no_timing else ""),

@@ -213,7 +213,7 @@ class Review:
         max_df: float = 1.0,
         stop_words: bool = True,
         grow_when_sampling: bool = True,
-        strip_design: bool = False,
+        strip_design: bool = True,
         random_state: int | None = None,
     ) -> None:
         self.topic = topic
