@@ -34,7 +34,7 @@ import logging
 import sys
 import time
 import zlib
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +62,10 @@ log = logging.getLogger("sift.worker")
 RECORD_FORMAT = 1
 #: Idempotency keys remembered per profile (oldest forgotten first).
 MAX_JUDGED_KEYS = 200_000
+#: Offsets remembered as processed per partition, for skipping re-deliveries (most recent
+#: first kept). Faust re-delivers what was not committed yet (offsets are committed every
+#: second), so this only has to cover a few seconds of messages.
+MAX_PROCESSED_OFFSETS = 20_000
 #: Largest internal vector-batch payload before it is split.
 CHUNK_BYTES = 400_000
 
@@ -366,7 +370,8 @@ class Service:
         self._entries: dict[str, ProfileEntry] = {}
         self._banks: dict[int, ProfileBank] = {}
         self._bad: dict[str, bytes] = {}
-        self._done: dict[tuple[str, int], int] = {}  # highest offset processed here
+        # offsets processed here, per (topic, partition): a set, and the order to forget them
+        self._done: dict[tuple[str, int], tuple[set[int], deque[int]]] = {}
 
     # -- helpers ------------------------------------------------------------------------------
     def shard(self, name: str) -> int:
@@ -442,11 +447,17 @@ class Service:
         """Whether this worker already processed ``msg`` (see :meth:`processed`).
 
         Faust (at least once) re-delivers messages whose offsets were not committed
-        yet when a rebalance happens, to the same worker: offsets at or below the
-        highest one this worker processed on that partition are skipped. (After a
-        crash, another worker cannot know: then documents are scored again.)
+        yet when a rebalance happens, to the same worker (faust-streaming#502): those
+        are skipped. Only offsets this worker actually processed are skipped, not every
+        offset below the highest one: after a rebalance Faust can deliver a prefetched
+        message from beyond the committed offset first and then seek back
+        (faust-streaming#221), and "at or below the highest offset processed" then
+        skipped the messages in between, which nobody had processed (found by
+        ``benchmarks/rebalance.py``: 15 decisions missing). After a crash another
+        worker cannot know: then documents are scored again.
         """
-        if msg.offset >= 0 and msg.offset <= self._done.get((msg.topic, msg.partition), -1):
+        done = self._done.get((msg.topic, msg.partition))
+        if msg.offset >= 0 and done is not None and msg.offset in done[0]:
             self.stats["redelivered_skipped"] += 1
             return True
         return False
@@ -454,9 +465,18 @@ class Service:
     def processed(self, messages: Iterable[InputMessage]) -> None:
         """Remember messages as processed (after success: a failed batch is retried)."""
         for msg in messages:
-            key = (msg.topic, msg.partition)
-            if msg.offset > self._done.get(key, -1):
-                self._done[key] = msg.offset
+            if msg.offset < 0:
+                continue
+            done = self._done.get((msg.topic, msg.partition))
+            if done is None:
+                done = self._done[(msg.topic, msg.partition)] = (set(), deque())
+            offsets, order = done
+            if msg.offset in offsets:
+                continue
+            offsets.add(msg.offset)
+            order.append(msg.offset)
+            if len(order) > MAX_PROCESSED_OFFSETS:
+                offsets.discard(order.popleft())
 
     def route(self, messages: Iterable[InputMessage]) -> RouteResult:
         """Decode and vectorize a batch of document messages (once), for every shard."""
