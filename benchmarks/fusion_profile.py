@@ -116,9 +116,12 @@ def run(corpus: Corpus, name: str, cfg: ReplayConfig, specs: list[ProfileSpec],
     for spec in specs:
         bank, n0 = build_bank(corpus, [spec], cfg, vec, X_train)
         n_initial.update(n0)
+        t_p = time.perf_counter()
         hits.extend(run_protocol(BankFilterer(bank), X_test, corpus.test, feedback=True,
                                  batch_size=cfg.batch_size))
         stats.update(fusion_stats(bank))
+        print(f"  {name} {spec.profile}: {time.perf_counter() - t_p:.1f}s", file=sys.stderr,
+              flush=True)
     names = [s.profile for s in specs]
     m = evaluate(hits, corpus.test, names, n_initial=n_initial)
     row: dict[str, Any] = {
@@ -185,6 +188,9 @@ def main() -> None:
     ap.add_argument("--resolve-every", type=int, default=5)
     ap.add_argument("--time-limit", type=float, default=1.0, help="seconds per fusion solve")
     ap.add_argument("--profiles", default="", help="comma-separated subset (default: all)")
+    ap.add_argument("--sample", type=int, default=0,
+                    help="run a random subset of this many profiles (default: all)")
+    ap.add_argument("--sample-seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/fusion_profile.json"))
     ap.add_argument("--summarize", action="store_true",
                     help="only add the paired comparisons to --out (no runs)")
@@ -201,6 +207,11 @@ def main() -> None:
     if args.profiles:
         keep = set(args.profiles.split(","))
         specs = [s for s in specs if s.profile in keep]
+    if args.sample:
+        pick = np.random.default_rng(args.sample_seed).choice(len(specs), args.sample,
+                                                              replace=False)
+        specs = [specs[i] for i in sorted(pick)]
+    args.profile_names = [s.profile for s in specs]
     rows = []
     for spec in args.models.split(","):
         base, _, suffix = spec.partition(":")
@@ -224,6 +235,7 @@ def write(args: argparse.Namespace, corpus: Corpus, rows: list[dict[str, Any]]) 
         "protocol": "TREC adaptive filtering replay: 3 initial positives, update every, "
                     "T11SU TROT, default pseudolabels, max_examples 2000",
         "fusion_resolve_every": args.resolve_every, "fusion_time_limit": args.time_limit,
+        "profiles": getattr(args, "profile_names", []),
         "cpus": os.cpu_count(),
         "runs": rows,
     }
