@@ -366,3 +366,20 @@ def test_class_ratio_weights_and_validation() -> None:
         Review(max_df=1.5)
     with pytest.raises(ScreeningError, match=r"grow_when_sampling .*'no'"):
         Review(grow_when_sampling="no")  # type: ignore[arg-type]
+
+
+def test_strip_design_drops_only_the_subtitle_design_words() -> None:
+    from sift.filters.screening.cal import strip_design
+
+    assert strip_design("Wilson disease therapies: A systematic review and meta-analysis "
+                        "of controlled studies") == "Wilson disease therapies: of controlled studies"
+    assert strip_design("Fault metrics: A systematic literature review") == "Fault metrics"
+    assert strip_design("Systematic literature reviews in software engineering \u2013 "
+                        "A tertiary study") == "Systematic literature reviews in software engineering"
+    assert strip_design("The rigour of systematic reviews in health") == \
+        "The rigour of systematic reviews in health"  # no subtitle: the topic is reviews
+    review = Review("Copper therapy: a systematic review", random_state=0)
+    review.add_documents(["a", "b"], ["systematic review of reviews", "copper therapy trial"])
+    assert review.next_batch()[0] == "b"
+    plain = Review("Copper therapy: a systematic review", strip_design=False, random_state=0)
+    assert plain.get_params()["strip_design"] is False
