@@ -178,6 +178,84 @@ def plot(samples: list[dict[str, float]], path: Path, title: str) -> None:
     fig.savefig(path, dpi=100)
 
 
+def caps(documents: int, n_profiles: int, idf_docs: int, out: Path) -> dict[str, Any]:
+    """In-process (no Kafka): the service's memory once every profile's state is at its caps.
+
+    ``n_profiles`` profiles (half Rocchio, half kNN) get a judgment for every other
+    document, so their example sets reach ``max_examples`` (2,000) early; RSS (after a
+    ``malloc_trim``), the total size of the profile records and the example-set sizes
+    are recorded every 10,000 documents.
+    """
+    import gc
+
+    from sift.agents.service import (
+        InputMessage,
+        Service,
+        TrainingSet,
+        release_free_memory,
+        shard_of,
+    )
+
+    train = list(read_jsonl(REUTERS / "train.jsonl.gz", Document.from_obj))
+    test = list(read_jsonl(REUTERS / "test.jsonl.gz", Document.from_obj))
+    tmp = Path(tempfile.mkdtemp(prefix="sift-caps-"))
+    idf = tmp / "idf.jsonl.gz"
+    with gzip.open(idf, "wb") as fh:
+        for d in train[:idf_docs]:
+            fh.write(orjson.dumps(d.to_obj()) + b"\n")
+    svc = Service(TrainingSet.load(idf), n_shards=4, recent_documents=20_000)
+    table: dict[str, bytes] = {}
+    every = profile_specs(train, 100)
+    specs = ([s for s in every if s["profile"].endswith("-rocchio")][: n_profiles // 2]
+             + [s for s in every if s["profile"].endswith("-knn")][: n_profiles - n_profiles // 2])
+    for i, spec in enumerate(specs):
+        svc.apply_specs([InputMessage(orjson.dumps(spec), "profiles",
+                                      shard_of(str(spec["profile"]), 4), i)], table)
+    names = [str(s["profile"]) for s in specs]
+    rows: list[dict[str, Any]] = []
+    buf: list[dict[str, Any]] = []
+    judged: list[Any] = []
+    n_judged, start = 0, time.monotonic()
+    for i, d in stream(test + train[idf_docs:], documents):
+        buf.append({"id": d.id, "title": d.title, "text": d.text})
+        if i % 2 == 0:
+            name = names[(i // 2) % len(names)]
+            judged.append(InputMessage(orjson.dumps(
+                {"id": f"j-{d.id}", "doc_id": d.id, "profile": name,
+                 "relevant": name.rsplit("-", 1)[0] in d.topics}), "judgments",
+                shard_of(name, 4), i))
+        if len(buf) < 1000:
+            continue
+        routed = svc.route([InputMessage(orjson.dumps({"documents": buf}), "documents", 0,
+                                         i)])
+        for p in range(4):
+            for payload in routed.payloads:
+                svc.score(p, payload, table)
+        for part in range(4):
+            svc.apply_judgments([m for m in judged if m.partition == part], table)
+        n_judged += len(judged)
+        buf, judged = [], []
+        if (i + 1) % 10_000 == 0:
+            gc.collect()
+            release_free_memory()
+            sizes = [len(e.profile.examples_) for n in names
+                     if (e := svc.entry(n, table)) is not None]
+            rows.append({"documents": i + 1, "judgments": n_judged,
+                         "rss_mb": round(rss_bytes(os.getpid()) / 2**20, 1),
+                         "records_mb": round(sum(len(table[n]) for n in names) / 2**20, 1),
+                         "examples_min": min(sizes), "examples_max": max(sizes),
+                         "seconds": round(time.monotonic() - start, 1)})
+            print(json.dumps(rows[-1]), flush=True)
+    result = {"command": f"benchmarks/soak.py --caps --documents {documents} "
+                         f"--profiles {n_profiles}",
+              "documents": documents, "profiles": n_profiles, "judge_every": 2,
+              "cpu_count": os.cpu_count(), "load_average_at_end": os.getloadavg(),
+              "rows": rows}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--documents", type=int, default=1_000_000)
@@ -191,7 +269,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--idf-docs", type=int, default=2000)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "soak.json"))
     ap.add_argument("--png", default=str(ROOT / "docs" / "img" / "soak_rss.png"))
+    ap.add_argument("--caps", action="store_true",
+                    help="in-process: memory once every profile's state is at its caps "
+                         "(writes benchmarks/results/soak_caps.json)")
     args = ap.parse_args(argv)
+    if args.caps:
+        caps(args.documents, args.profiles, args.idf_docs,
+             ROOT / "benchmarks" / "results" / "soak_caps.json")
+        return 0
 
     load_start = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="sift-soak-"))
