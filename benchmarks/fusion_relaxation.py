@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from fusion_scaling import synthetic  # noqa: E402
 
 from sift.commands._common import write_json  # noqa: E402
+from sift.commands.nominate import run_in_thread  # noqa: E402
 from sift.filters import fusion as fu  # noqa: E402
 
 
@@ -75,7 +76,7 @@ def main() -> None:
         ]))
     a_p = sp.vstack(blocks, format="csr")
     p_val, p_sec = lp(c, a_p, j)
-    r = fu.solve_weights(d0, pos, time_limit=60.0, seed=args.seed)
+    r = fu.solve_weights(d0, pos, time_limit=60.0, seed=args.seed, runner=run_in_thread)
     out = {
         "command": "benchmarks/fusion_relaxation.py " + " ".join(sys.argv[1:]),
         "N": args.n, "S": args.s, "J": args.j, "seed": args.seed,

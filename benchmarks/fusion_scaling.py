@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sift.commands._common import write_json  # noqa: E402
+from sift.commands.nominate import run_in_thread  # noqa: E402
 from sift.filters.fusion import solve_weights  # noqa: E402
 
 
@@ -58,7 +59,8 @@ def main() -> None:
     for n, p, j, method, limit in GRID:
         d, pos = synthetic(n, p, j, args.seed)
         t = time.monotonic()
-        r = solve_weights(d, pos, method=method, time_limit=limit, seed=args.seed)
+        r = solve_weights(d, pos, method=method, time_limit=limit, seed=args.seed,
+                          runner=run_in_thread)
         sec = time.monotonic() - t  # the whole call: set-up, pruning, heuristic, MILP
         row = {"N": n, "S": p, "J": j, "method": method, "time_limit": limit,
                "seconds": round(sec, 3), "within_limit": limit is None or sec <= limit,

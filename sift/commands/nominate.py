@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,6 +33,35 @@ EPILOG = """examples:
 """
 
 ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
+
+_T = TypeVar("_T")
+
+
+def run_in_thread(fn: Callable[[], _T], deadline: float) -> _T | None:
+    """``fn()`` in a daemon thread joined at ``deadline`` (``time.monotonic()``).
+
+    Returns its result, or ``None`` if it is still running then (the thread is
+    abandoned; HiGHS releases the GIL and stops at its own time limit).
+    Exceptions are re-raised in the caller. The ``runner`` of
+    :func:`sift.filters.fusion.solve_weights` (the pure core starts no threads).
+    """
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # re-raised in the caller
+            box["error"] = exc
+
+    th = threading.Thread(target=target, name="sift-fusion-milp", daemon=True)
+    th.start()
+    th.join(max(0.0, deadline - time.monotonic()))
+    if "error" in box:
+        raise box["error"]
+    if th.is_alive() or "result" not in box:
+        return None
+    result: _T = box["result"]
+    return result
 
 
 # --------------------------------------------------------------------------- RDPG
@@ -226,7 +257,7 @@ def text_trials(
         d = reps.dissimilarities(q)
         excl = [q, *s.tolist()]
         res = solve_weights(d, s, query=q, time_limit=time_limit, objective=objective,
-                            seed=seed + trial)
+                            seed=seed + trial, runner=run_in_thread)
         single = SingletonRanker(objective=objective, seed=seed + trial).fit(d, s, query=q)
         per["ilp"].append(heldout_mrr(d @ res.weights, held, exclude=excl))
         per["singleton"].append(heldout_mrr(d[:, single.column_], held, exclude=excl))

@@ -53,11 +53,10 @@ This module is pure computation (numpy, scipy): no file or network I/O.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -634,31 +633,6 @@ def _line_search(
 # root LP, which HiGHS does not interrupt, and the post-solve), per non-zero, and
 # of the margin LP per candidate row: measured on a loaded 2-core machine
 # (J = 10: ~1.5 s over at 250,000 non-zeros; J = 100: ~14 s over at 4 million).
-_T = TypeVar("_T")
-
-
-def _run_bounded(fn: Callable[[], _T], deadline: float) -> _T | None:
-    """``fn()`` in a daemon thread; its result, or ``None`` if not done by ``deadline``
-    (``time.monotonic()``). Exceptions are re-raised in the caller."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = fn()
-        except BaseException as exc:  # re-raised in the caller
-            box["error"] = exc
-
-    th = threading.Thread(target=target, name="sift-fusion-milp", daemon=True)
-    th.start()
-    th.join(max(0.0, deadline - time.monotonic()))
-    if "error" in box:
-        raise box["error"]
-    if th.is_alive() or "result" not in box:
-        return None
-    result: _T = box["result"]
-    return result
-
-
 def _stop_margin(time_limit: float) -> float:
     """Seconds before the limit at which line searches stop (one sweep can overrun)."""
     return 0.1 + 0.02 * time_limit
@@ -946,6 +920,7 @@ def solve_weights(
     start: ArrayLike | None = None,
     mrr_cutoff: int = 50,
     seed: int | None = 0,
+    runner: Callable[[Callable[[], Any], float], Any] | None = None,
 ) -> FusionResult:
     """Learn weights for a linear combination of dissimilarities from a few positives.
 
@@ -967,10 +942,8 @@ def solve_weights(
         of the margin LP after it, less 10 % slack (HiGHS overruns more on a
         loaded machine); if that leaves less than four times the estimate, the
         MILP is not started, the time goes to line searches and the bound is
-        the trivial one (the count of candidates that always outrank). The
-        MILP and the margin LP run in a thread (HiGHS releases the GIL): if
-        they are still running at the limit, the call returns the heuristic's
-        weights and the thread is abandoned (it ends at HiGHS's own limit).
+        the trivial one (the count of candidates that always outrank). With a
+        ``runner`` the call returns at the limit even if HiGHS overruns.
     method
         ``"auto"`` (sweep for J = 2; otherwise a sampled heuristic and exact
         line searches along segments of the simplex (each a J = 2 sweep) for
@@ -984,6 +957,15 @@ def solve_weights(
         Ranks beyond this contribute nothing to the ``mrr`` program.
     seed
         Seed of the random weights the heuristic tries.
+    runner
+        How the ``maxrank`` MILP step (HiGHS, then the margin LP) is run under a
+        time limit: called as ``runner(job, deadline)``, it returns ``job()``'s
+        result, or ``None`` if it gave up at ``deadline`` (``time.monotonic()``
+        seconds); then the heuristic's weights are returned. ``None`` (the
+        default; this module starts no threads): run ``job`` in the calling
+        thread, and the call can overrun ``time_limit`` by what HiGHS does not
+        interrupt. :func:`sift.commands.nominate.run_in_thread` joins a thread
+        at the deadline.
 
     Returns
     -------
@@ -1113,13 +1095,13 @@ def solve_weights(
             below = act_rows[out.x[j + 1 :] < 0.5]
             return out, _polish_maxrank(d, ps_rows, below, out.alpha)
 
-        if time_limit is None:
+        if time_limit is None or runner is None:
             out, a_pol = job()
         else:
             # HiGHS does not interrupt its root LP and overruns its limit on a loaded
-            # machine; it releases the GIL, so it runs in a thread and the call returns
-            # at the limit regardless (an abandoned thread ends at HiGHS's own limit).
-            done = _run_bounded(job, t0 + time_limit - _stop_margin(time_limit))
+            # machine; a runner (e.g. a thread joined at the deadline: HiGHS releases
+            # the GIL) lets the call return at the limit regardless.
+            done = runner(job, t0 + time_limit - _stop_margin(time_limit))
             if done is None:
                 return finish(h_a, "heuristic", float(pr.n_fixed), False,
                               message="time limit: MILP still running, abandoned", **kw)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from sift.cli import main
-from sift.commands.nominate import rdpg_run, simulate_rdpg
+from sift.commands.nominate import rdpg_run, run_in_thread, simulate_rdpg
 from sift.filters.fusion import FusionError, solve_weights
 
 WORDS = {
@@ -130,3 +130,17 @@ def test_nomination_bad_input_is_one_line_error(
     with pytest.raises(FusionError, match=match) as info:
         solve_weights(d, pos, query=query)  # type: ignore[arg-type]
     assert "\n" not in str(info.value)
+
+
+def test_run_in_thread_returns_result_abandons_or_reraises() -> None:
+    import time
+
+    assert run_in_thread(lambda: 7, time.monotonic() + 30) == 7
+    # a job still running at the deadline is abandoned: None, not its result
+    assert run_in_thread(lambda: time.sleep(2.0) or 1, time.monotonic() + 0.01) is None
+
+    def boom() -> int:
+        raise FusionError("inside")
+
+    with pytest.raises(FusionError, match="inside"):
+        run_in_thread(boom, time.monotonic() + 30)
