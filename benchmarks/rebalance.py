@@ -222,6 +222,20 @@ def latency(decisions: list[dict[str, Any]], sent_at: dict[str, float], start: f
             "max_ms": round(1000 * lat[-1], 1)}
 
 
+def reanalyze(path: Path) -> None:
+    """Stall per event, from the saved samples, in the window up to the next event."""
+    result = json.loads(path.read_text())
+    events = result["events"]
+    starts = sorted(ev.get("joined_at", ev["at"]) for ev in events.values())
+    for ev in events.values():
+        end = min([x for x in starts if x > ev["at"]] + [ev["at"] + 120])
+        ev["stall_seconds"] = stall(result["samples"], ev["at"], end)
+        ev["stall_window_seconds"] = round(end - ev["at"], 2)
+    result["analyzed_with"] = f"benchmarks/rebalance.py --analyze {path.name}"
+    path.write_text(json.dumps(result, indent=1))
+    print(json.dumps(events, indent=1))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rate", type=float, default=100.0, help="documents per second sent")
@@ -236,7 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=0.25)
     ap.add_argument("--idf-docs", type=int, default=2000)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "rebalance.json"))
+    ap.add_argument("--analyze", metavar="JSON",
+                    help="recompute the stalls of a result file from its samples, in place")
     args = ap.parse_args(argv)
+    if args.analyze:
+        reanalyze(Path(args.analyze))
+        return 0
     load_start = os.getloadavg()
 
     tmp = Path(tempfile.mkdtemp(prefix="sift-rebalance-"))
@@ -385,8 +404,12 @@ def main(argv: list[str] | None = None) -> int:
             judged_ok[name] = {"sent": len(want), "keys_equal": set(entry.judged) == want,
                                "n_judged": entry.profile.n_judged_}
         steady = latency(decisions, sender.sent_at, t0 + 5, events["join"]["at"])
+        starts = sorted(ev.get("joined_at", ev["at"]) for ev in events.values())
         for ev in events.values():
-            ev["stall_seconds"] = stall(sampler.samples, ev["at"], ev["at"] + 120)
+            # until the next event begins (a join begins when its worker starts)
+            end = min([x for x in starts if x > ev["at"]] + [ev["at"] + 120])
+            ev["stall_seconds"] = stall(sampler.samples, ev["at"], end)
+            ev["stall_window_seconds"] = round(end - ev["at"], 2)
             ev["caught_up_after"] = caught_up(sampler.samples, ev["at"])
             ev["latency_next_30s"] = latency(decisions, sender.sent_at, ev["at"], ev["at"] + 30)
             for k in ("at", "joined_at"):
