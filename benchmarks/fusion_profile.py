@@ -194,8 +194,21 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/fusion_profile.json"))
     ap.add_argument("--summarize", action="store_true",
                     help="only add the paired comparisons to --out (no runs)")
+    ap.add_argument("--merge", default="",
+                    help="comma-separated result files whose runs are merged into --out "
+                         "(then summarized; no runs)")
     args = ap.parse_args()
-    if args.summarize:
+    if args.merge:
+        merged: dict[str, Any] = {}
+        for f in args.merge.split(","):
+            part = json.loads(Path(f).read_text())
+            runs = merged.get("runs", []) + part["runs"]
+            merged = {**merged, **{k: v for k, v in part.items() if k != "runs"}}
+            merged["runs"] = runs
+            merged.setdefault("merged_from", []).append(part.get("command", f))
+        merged.pop("paired_t11su", None)
+        Path(args.out).write_text(json.dumps(merged, indent=1) + "\n")
+    if args.summarize or args.merge:
         summarize(Path(args.out))
         return
     data = ROOT / "data/reuters21578"
