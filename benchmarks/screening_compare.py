@@ -49,8 +49,10 @@ def main() -> None:
     sift = orjson.loads((RES / "screening_sift.json").read_bytes())
     asr = orjson.loads((RES / "screening_asreview.json").read_bytes())
     out: dict[str, Any] = {"ranking": {}, "stopping": {}}
-    greedy_path = RES / "screening_sift_greedy.json"
-    greedy = orjson.loads(greedy_path.read_bytes()) if greedy_path.is_file() else None
+    # greedy CAL with the current defaults: screening_ablation.json's "strip" configuration
+    abl_path = RES / "screening_ablation.json"
+    abl = orjson.loads(abl_path.read_bytes()) if abl_path.is_file() else None
+    cal_res = (abl or {}).get("results", {}).get("strip")
     asr_seeds = sorted({r["seed"] for r in asr["runs"]})
 
     def wss_on(res: dict[str, Any] | None, ds: str) -> tuple[float, float]:
@@ -60,9 +62,15 @@ def main() -> None:
         w = [r["wss95"] for r in res["runs"] if r["dataset"] == ds and r["seed"] in asr_seeds]
         return (float(np.mean(w)), float(np.min(w))) if w else (float("nan"), float("nan"))
 
+    def cal_on(ds: str) -> tuple[float, float]:
+        if cal_res is None or ds not in cal_res["wss95"]:
+            return float("nan"), float("nan")
+        return float(cal_res["wss95"][ds]), float("nan")  # means only: no worst case
+
     print(f"WSS@95 over seeds {asr_seeds} (ASReview's), mean (worst): sift review = the "
           "review mode's screening order (with its sampling draws); sift CAL = the same "
-          "model screened greedily, no draws (screening_sift_greedy.json)\n")
+          "model screened greedily, no draws (screening_ablation.json 'strip', seeds "
+          f"{(abl or {}).get('seeds')}, mean only)\n")
     print("| dataset | sift review | sift CAL | ASReview | sift R@10% | ASR R@10% | "
           "sift R@25% | ASR R@25% | sift R@50% | ASR R@50% |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -71,14 +79,14 @@ def main() -> None:
         s, a = sift["per_dataset"][ds], asr["per_dataset"].get(ds)
         if a is None:
             continue
-        rv, cal = wss_on(sift, ds), wss_on(greedy, ds)
+        rv, cal = wss_on(sift, ds), cal_on(ds)
         aw = [r["wss95"] for r in asr["runs"] if r["dataset"] == ds]
         wins += rv[0] >= a["wss95"]
         wins_cal += cal[0] >= a["wss95"]
         out["ranking"][ds] = {"sift": s, "asreview": a, "sift_review_wss95": rv[0],
                               "sift_review_wss95_worst": rv[1], "sift_cal_wss95": cal[0],
                               "sift_cal_wss95_worst": cal[1], "asreview_wss95_worst": min(aw)}
-        print(f"| {ds} | {rv[0]:.3f} ({rv[1]:.3f}) | {cal[0]:.3f} ({cal[1]:.3f}) | "
+        print(f"| {ds} | {rv[0]:.3f} ({rv[1]:.3f}) | {cal[0]:.3f} | "
               f"{a['wss95']:.3f} ({min(aw):.3f}) | {s['recall_at_10pct']:.3f} | "
               f"{a['recall_at_10pct']:.3f} | {s['recall_at_25pct']:.3f} | "
               f"{a['recall_at_25pct']:.3f} | {s['recall_at_50pct']:.3f} | "
