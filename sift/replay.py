@@ -60,6 +60,17 @@ class BankFilterer:
         p.learn_one(x, relevant)
         return p.version_ != before
 
+    def score_all(self, X: sp.csr_matrix) -> tuple[NDArray[np.float64], NDArray[np.float64], list[int]]:
+        """Scores of ``X`` against every profile (one stacked product per model family),
+        with each profile's threshold and model version, in bank order."""
+        profiles = list(self.bank)
+        return (self.bank.score(X), self.bank.thresholds(), [p.version_ for p in profiles])
+
+    def rescore(self, j: int, X: sp.csr_matrix) -> tuple[NDArray[np.float64], float, int]:
+        """Scores of ``X`` against profile ``j`` alone (after its feedback changed it)."""
+        p = self.bank[self.bank.names[j]]
+        return p.score(X), p.threshold_, p.version_
+
 
 @dataclass
 class Corpus:
@@ -482,6 +493,8 @@ def run_protocol(
     """
     hits_out: list[Hit] = []
     n = X_test.shape[0]
+    if feedback and isinstance(filterer, BankFilterer):
+        return _run_with_rescoring(filterer, X_test, test, batch_size, progress)
     start = 0
     while start < n:
         stop = min(start + batch_size, n)
@@ -506,6 +519,42 @@ def run_protocol(
         if progress is not None:
             progress(consumed - start)
         start = consumed
+    return hits_out
+
+
+def _run_with_rescoring(
+    filterer: BankFilterer, X_test: sp.csr_matrix, test: Sequence[Document], batch_size: int,
+    progress: Callable[[int], None] | None,
+) -> list[Hit]:
+    """The feedback loop of :func:`run_protocol` for a bank: a batch is scored against
+    every profile once; when a delivery's feedback changes a profile, only that
+    profile's column is re-scored for the rest of the batch (the others did not
+    change), which is still exactly one document at a time."""
+    hits_out: list[Hit] = []
+    names = filterer.bank.names
+    n = X_test.shape[0]
+    for start in range(0, n, batch_size):
+        stop = min(start + batch_size, n)
+        Xb = X_test[start:stop]
+        S, thr, ver = filterer.score_all(Xb)
+        r = 0
+        while r < S.shape[0]:
+            rows = np.flatnonzero((S[r:] >= thr[None, :]).any(axis=1))
+            if rows.size == 0:
+                break
+            row = r + int(rows[0])
+            doc = test[start + row]
+            changed = []
+            for j in np.flatnonzero(S[row] >= thr).tolist():
+                hits_out.append(Hit(start + row, names[j], float(S[row, j]), float(thr[j]), ver[j]))
+                if filterer.learn(names[j], X_test[start + row], names[j] in doc.topics):
+                    changed.append(j)
+            if row + 1 < S.shape[0]:
+                for j in changed:
+                    S[row + 1 :, j], thr[j], ver[j] = filterer.rescore(j, Xb[row + 1 :])
+            r = row + 1
+        if progress is not None:
+            progress(stop - start)
     return hits_out
 
 
