@@ -718,22 +718,14 @@ class Service:
 
 def learn_batch(profile: Profile, items: Sequence[tuple[sp.csr_matrix, bool]], *,
                 coalesce: bool = True) -> None:
-    """Apply judgments to one profile; under ``"every"`` optionally with one re-threshold.
+    """Apply judgments to one profile, in order.
 
-    Thin adapter over :meth:`Profile.learn_one`: with ``coalesce``, the policy
-    is set to ``len(items)`` for the duration, so the model learns every
-    judgment and the threshold is re-trained once at the end (the core's
-    ``flush``), which gives the same final model and threshold as one by one.
+    Thin adapter over the core: with ``coalesce``, :meth:`Profile.learn_many` (one
+    re-threshold for the batch, exactly the state one by one would leave, under
+    every update policy); without it, one :meth:`Profile.learn_one` per judgment.
     """
-    if coalesce and profile.update == "every" and len(items) > 1:
-        profile.update = len(items)
-        try:
-            for x, rel in items:
-                profile.learn_one(x, rel)
-        finally:
-            profile.update = "every"
-            if profile.n_pending_:
-                profile.flush()
+    if coalesce and len(items) > 1:
+        profile.learn_many(sp.vstack([x for x, _ in items], format="csr"), [rel for _, rel in items])
         return
     for x, rel in items:
         profile.learn_one(x, rel)
