@@ -262,8 +262,11 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
     except ServiceError:
         raise
     except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, AttributeError,
-            SiftError) as exc:
-        raise ServiceError(f"bad profile record: {exc}") from None
+            ValueError, OverflowError, IndexError, SiftError) as exc:
+        # ValueError, OverflowError, IndexError: numpy and scipy on shapes or values the
+        # core's own checks let through (e.g. a 2**64 column count): still this record's
+        # fault, so only this profile is skipped.
+        raise ServiceError(f"bad profile record: {type(exc).__name__}: {exc}") from None
     return ProfileEntry(spec, profile, judged)
 
 

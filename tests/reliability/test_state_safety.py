@@ -249,3 +249,17 @@ def test_corrupt_record_is_reported_once_with_profile_and_reason(
     hits = [r for r in caplog.records if "grain" in r.getMessage()]
     assert len(hits) == 1
     assert svc.stats["bad_state"] == 1
+
+
+@pytest.mark.parametrize("path", [("state", "examples", "X", "shape", 1),
+                                  ("state", "examples", "X", "shape", 0)])
+def test_a_shape_too_large_for_numpy_is_survived(
+        world: tuple[Service, dict[str, bytes], bytes], path: tuple[Any, ...]) -> None:
+    """Found by hypothesis (the property above): ``2**64`` as a matrix dimension made
+    scipy raise ``OverflowError`` past the core's checks, out of the record decoder."""
+    _, table, _ = world
+    for name in sorted(table):
+        record = orjson.loads(table[name])
+        text = orjson.dumps(replaced(record, path, "__BIG__")).replace(
+            b'"__BIG__"', b"18446744073709551616")
+        check_survives(world, name, text)
