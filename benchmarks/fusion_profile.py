@@ -151,6 +151,41 @@ def run(corpus: Corpus, name: str, cfg: ReplayConfig, specs: list[ProfileSpec],
     return row
 
 
+def diagnose(fus: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
+    """Where fusion wins and loses against a single model, by profile."""
+    f, r, st = fus["per_profile"], ref["per_profile"], fus["fusion"]
+    names = sorted(set(f) & set(r) & set(st))
+    diff = {n: f[n]["t11su"] - r[n]["t11su"] for n in names}
+    worse = [n for n in names if diff[n] < -1e-12]
+    better = [n for n in names if diff[n] > 1e-12]
+    big = [n for n in names if f[n]["relevant_in_test"] >= 50]
+    order = sorted(names, key=lambda n: diff[n])
+
+    def row(n: str) -> dict[str, Any]:
+        return {"profile": n, "fusion_t11su": round(f[n]["t11su"], 4),
+                "ref_t11su": round(r[n]["t11su"], 4), "solves": st[n]["solves"],
+                "fusion_R+/N+": [f[n]["R+"], f[n]["N+"]], "ref_R+/N+": [r[n]["R+"], r[n]["N+"]],
+                "relevant_in_test": f[n]["relevant_in_test"], "weights": st[n]["weights"]}
+
+    solves = [st[n]["solves"] for n in names]
+    return {
+        "profiles": len(names), "better": len(better), "worse": len(worse),
+        "at_most_one_solve": sum(1 for s in solves if s <= 1),
+        "worse_with_at_most_one_solve": sum(1 for n in worse if st[n]["solves"] <= 1),
+        "better_with_at_most_one_solve": sum(1 for n in better if st[n]["solves"] <= 1),
+        "median_solves": float(np.median(solves)),
+        "total_R+": [sum(f[n]["R+"] for n in names), sum(r[n]["R+"] for n in names)],
+        "total_N+": [sum(f[n]["N+"] for n in names), sum(r[n]["N+"] for n in names)],
+        "at_least_50_relevant": [row(n) for n in big],
+        "at_least_50_relevant_mean_difference": float(np.mean([diff[n] for n in big])),
+        "largest_losses": [row(n) for n in order[:5]],
+        "largest_gains": [row(n) for n in order[-5:]],
+        "dominant_component": {c: sum(1 for n in names if st[n]["weights"]
+                                      and max(st[n]["weights"], key=st[n]["weights"].get) == c)
+                               for c in next(iter(st.values()))["weights"]},
+    }
+
+
 def summarize(path: Path) -> dict[str, Any]:
     """Paired per-profile comparison of every run with every other (T11SU), added to
     the JSON file: wins / ties / losses, mean difference and a Wilcoxon p-value."""
@@ -174,6 +209,9 @@ def summarize(path: Path) -> dict[str, Any]:
                 "mean_t11su_difference": float(diff.mean()), "wilcoxon_two_sided_p": p,
             }
     data["paired_t11su"] = out
+    if "fusion" in runs and "rocchio" in runs and "fusion" in runs["fusion"]:
+        data["fusion_vs_rocchio_diagnostics"] = diagnose(runs["fusion"], runs["rocchio"])
+        print(json.dumps(data["fusion_vs_rocchio_diagnostics"], indent=1))
     path.write_text(json.dumps(data, indent=1) + "\n")
     for k, v in out.items():
         print(f"{k:40s} W/T/L {v['wins']}/{v['ties']}/{v['losses']}  "
