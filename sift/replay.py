@@ -24,11 +24,10 @@ from numpy.typing import NDArray
 
 from sift.errors import ConfigError
 from sift.filters.bank import Hit, ProfileBank
-from sift.filters.knn import KNN
 from sift.filters.measures import f1, precision, recall, t11f, t11su
 from sift.filters.profile import Profile
 from sift.filters.sparse import restrict
-from sift.filters.threshold import scut, trot
+from sift.filters.threshold import scut
 from sift.filters.vectorize import Vectorizer, normalize_rows
 from sift.topics.codecs import read_jsonl
 from sift.topics.errors import RecordError
@@ -241,6 +240,8 @@ def build_bank(
         if cfg.full_training:
             labels = np.array([1 if name in d.topics else -1 for d in corpus.train], dtype=np.int8)
             params = {**cfg.full.model_params.get(cfg.model, {}), **params}
+            if cfg.model == "knn" and cfg.full.knn_normalize:
+                params.setdefault("normalize", True)
         profile = Profile(
             name,
             query=spec.query or query_from_name(name),
@@ -331,115 +332,6 @@ def mask_columns(X: sp.csr_matrix, mask: NDArray[np.bool_]) -> sp.csr_matrix:
     return normalize_rows(X)
 
 
-def pool_neighbours(
-    X: sp.csr_matrix, pool: sp.csr_matrix, k: int, *, exclude_self: bool = False, chunk: int = 1024,
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """The ``k`` most similar pool rows of each row of ``X``, most similar first.
-
-    One sparse product per chunk of rows over the pool's own columns (never a scan of
-    the pool document by document). With ``exclude_self``, ``X`` is ``pool`` and a row
-    is not its own neighbour (leave-one-out).
-    """
-    X = sp.csr_matrix(X)
-    n, m = X.shape[0], pool.shape[0]
-    kk = min(k, m - 1 if exclude_self else m)
-    idx_out = np.zeros((n, max(kk, 0)), dtype=np.int64)
-    sim_out = np.zeros((n, max(kk, 0)), dtype=np.float64)
-    if kk <= 0 or n == 0:
-        return idx_out, sim_out
-    cols = np.unique(sp.csr_matrix(pool).indices).astype(np.int64)
-    PT = restrict(sp.csr_matrix(pool), cols).T.tocsr()
-    XL = restrict(X, cols)
-    for start in range(0, n, chunk):
-        stop = min(start + chunk, n)
-        S = np.asarray((XL[start:stop] @ PT).toarray(), dtype=np.float64)
-        if exclude_self:
-            r = np.arange(stop - start)
-            S[r, r + start] = -np.inf
-        part = np.argpartition(-S, kk - 1, axis=1)[:, :kk] if kk < m else np.tile(np.arange(m), (stop - start, 1))
-        vals = np.take_along_axis(S, part, axis=1)
-        order = np.argsort(-vals, axis=1, kind="stable")
-        idx_out[start:stop] = np.take_along_axis(part, order, axis=1)
-        sims = np.take_along_axis(vals, order, axis=1)
-        sim_out[start:stop] = np.where(np.isfinite(sims), sims, 0.0)
-    return idx_out, sim_out
-
-
-class SharedPoolKNN:
-    """Full-training kNN: every profile's pool is the whole training matrix.
-
-    One neighbour search per batch serves all profiles (the engine's
-    :func:`pool_neighbours`); each profile's vote uses its own model's
-    label weights and ``k``. With ``normalize`` the vote is divided by the summed
-    similarity of the ``k`` neighbours. Thresholds are set by the caller.
-
-    Parameters
-    ----------
-    bank
-        Profiles fitted with full training on ``pool`` (kNN models).
-    pool
-        The training matrix the profiles were fitted on.
-    normalize
-        Divide each vote by the neighbours' summed similarity.
-    """
-
-    def __init__(self, bank: ProfileBank, pool: sp.csr_matrix, *, normalize: bool) -> None:
-        self.bank = bank
-        self.pool = sp.csr_matrix(pool)
-        self.normalize = normalize
-        self.profiles = list(bank)
-        m = self.pool.shape[0]
-        ks, lws = [], []
-        for p in self.profiles:
-            if not isinstance(p.model_, KNN):
-                raise ConfigError(f"profile {p.name!r}: SharedPoolKNN needs kNN models, got {p.model!r}")
-            lw = p.model_.label_weights()
-            if lw.shape != (m,):
-                raise ConfigError(f"profile {p.name!r}: its pool is not the {m}-document training matrix")
-            ks.append(p.model_.k)
-            lws.append(lw)
-        self.k = np.array(ks, dtype=np.int64)
-        self.LW = np.stack(lws, axis=1) if lws else np.zeros((m, 0))
-        self.thresholds = np.array([p.threshold_ for p in self.profiles], dtype=np.float64)
-
-    def _vote(self, idx: NDArray[np.int64], sims: NDArray[np.float64]) -> NDArray[np.float64]:
-        out = np.zeros((idx.shape[0], self.LW.shape[1]))
-        for k in np.unique(self.k):
-            cols = np.flatnonzero(self.k == k)
-            kk = min(int(k), idx.shape[1])
-            LWk = self.LW[:, cols]
-            acc = np.zeros((idx.shape[0], cols.size))
-            for j in range(kk):
-                acc += sims[:, j : j + 1] * LWk[idx[:, j]]
-            if self.normalize:
-                total = sims[:, :kk].sum(axis=1, keepdims=True)
-                acc = np.divide(acc, total, out=np.zeros_like(acc), where=total > 0)
-            out[:, cols] = acc
-        return out
-
-    def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
-        """Scores of the rows of ``X`` against every profile (n x P)."""
-        idx, sims = pool_neighbours(X, self.pool, int(self.k.max(initial=1)))
-        return self._vote(idx, sims)
-
-    def loo_scores(self) -> NDArray[np.float64]:
-        """Leave-one-out scores of the training documents (m x P): a document is not its
-        own neighbour."""
-        idx, sims = pool_neighbours(self.pool, self.pool, int(self.k.max(initial=1)), exclude_self=True)
-        return self._vote(idx, sims)
-
-    def decide(self, X: sp.csr_matrix) -> list[Hit]:
-        scores = self.score(X)
-        rows, cols = np.nonzero(scores >= self.thresholds[None, :])
-        return [Hit(int(r), self.profiles[c].name, float(scores[r, c]), float(self.thresholds[c]),
-                    self.profiles[c].version_)
-                for r, c in zip(rows.tolist(), cols.tolist(), strict=True)]
-
-    def learn(self, profile: str, x: sp.csr_matrix, relevant: bool) -> bool:
-        """No feedback in full training."""
-        return False
-
-
 def scut_thresholds(loo: NDArray[np.float64], labels: NDArray[np.bool_],
                     full: FullTrainingConfig) -> NDArray[np.float64]:
     """One SCut threshold per column of leave-one-out scores (see :class:`FullTrainingConfig`)."""
@@ -454,19 +346,11 @@ def full_training_filterer(bank: ProfileBank, X_train: sp.csr_matrix, Y: NDArray
                            full: FullTrainingConfig, model: str) -> Filterer:
     """The filterer of the full-training setting, thresholds set as ``full`` says.
 
-    kNN with ``knn_normalize`` scores through :class:`SharedPoolKNN`; otherwise the
-    bank scores and, with ``threshold="scut"``, each profile's threshold is replaced
-    by SCut on its leave-one-out scores.
+    The profiles score through the bank (kNN profiles sharing the training matrix share
+    one neighbour search per batch and one set of leave-one-out neighbour lists); with
+    ``threshold="scut"`` each profile's TROT threshold is replaced by SCut on its
+    leave-one-out scores.
     """
-    if model == "knn" and full.knn_normalize:
-        shared = SharedPoolKNN(bank, X_train, normalize=True)
-        if full.threshold == "scut":
-            shared.thresholds = scut_thresholds(shared.loo_scores(), Y, full)
-        else:
-            shared.thresholds = np.array([
-                trot(col, Y[:, j], measure=p.measure, placement=p.threshold_placement)
-                for j, (p, col) in enumerate(zip(shared.profiles, shared.loo_scores().T, strict=True))])
-        return shared
     if full.threshold == "scut":
         for j, p in enumerate(bank):
             loo = p.model_.loo_scores()

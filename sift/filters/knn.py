@@ -209,6 +209,14 @@ def _shared_build(ex: ExampleSet, kk: int, extra: int) -> _Neighbours:
     return value
 
 
+def _normalized(votes: NDArray[np.float64], sims: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``votes`` divided by the summed neighbour similarity of each row (0 where none)."""
+    total = sims.sum(axis=1)
+    out = np.zeros(votes.shape, dtype=np.float64)
+    np.divide(votes, total, out=out, where=total > 0)
+    return out
+
+
 def neighbours(X: sp.csr_matrix, ex: ExampleSet, k: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Top-``k`` pool rows of each row of ``X`` and their similarities, in row chunks
     (one sparse product per chunk against the pool's transposed compact matrix)."""
@@ -236,13 +244,20 @@ class KNN(ScoringModel):
         Number of neighbours.
     vote
         ``"positive"`` or ``"signed"``.
+    normalize
+        Divide the vote by the summed similarity of the ``k`` neighbours (the share of
+        the neighbourhood's similarity that votes relevant), as in batch
+        categorization with a normalised vote.
     """
 
     name = "knn"
 
-    def __init__(self, k: int = 30, vote: str = "positive") -> None:
+    def __init__(self, k: int = 30, vote: str = "positive", normalize: bool = False) -> None:
         self.k = k
         self.vote = vote
+        self.normalize = normalize
+        if not isinstance(normalize, bool):
+            raise ParameterError(f"normalize must be a bool, got {normalize!r}")
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ParameterError(f"k must be a positive integer, got {k!r}")
         if vote not in ("positive", "signed"):
@@ -251,7 +266,7 @@ class KNN(ScoringModel):
         self.bind(0, None, None)
 
     def get_params(self) -> dict[str, Any]:
-        return {"k": self.k, "vote": self.vote}
+        return {"k": self.k, "vote": self.vote, "normalize": self.normalize}
 
     def start(self, query: sp.csr_matrix | None) -> None:
         """kNN keeps no state of its own: the pool is the profile's example set."""
@@ -276,7 +291,8 @@ class KNN(ScoringModel):
         if len(ex) == 0:
             return np.zeros(X.shape[0])
         idx, sims = neighbours(sp.csr_matrix(X), ex, self.k)
-        return np.asarray((sims * self.label_weights()[idx]).sum(axis=1), dtype=np.float64)
+        votes = (sims * self.label_weights()[idx]).sum(axis=1)
+        return _normalized(votes, sims) if self.normalize else np.asarray(votes, dtype=np.float64)
 
     def loo_scores(self) -> NDArray[np.float64]:
         """Each example's score from its ``k`` nearest *other* examples. The neighbour
@@ -296,7 +312,8 @@ class KNN(ScoringModel):
         else:
             lists = _shared_build(ex, kk, extra)
         self._lists = lists
-        return lists.scores(ex, self.label_weights())
+        votes = lists.scores(ex, self.label_weights())
+        return _normalized(votes, lists.sim[:, :kk]) if self.normalize else votes
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -340,5 +357,10 @@ class KNNStack(Stack):
             acc = np.zeros((X.shape[0], len(cols)))
             for j in range(idx.shape[1]):
                 acc += sims[:, j : j + 1] * LW[idx[:, j]]
+            norm = [i for i, c in enumerate(cols) if getattr(self.models[c], "normalize", False)]
+            if norm:
+                total = sims.sum(axis=1)[:, None]
+                acc[:, norm] = np.divide(acc[:, norm], total, out=np.zeros((acc.shape[0], len(norm))),
+                                         where=total > 0)
             out[:, cols] = acc
         return out

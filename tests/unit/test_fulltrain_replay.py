@@ -14,16 +14,15 @@ from sift.filters.bank import ProfileBank
 from sift.filters.profile import Profile
 from sift.filters.vectorize import Vectorizer
 from sift.replay import (
+    BankFilterer,
     Corpus,
     FullTrainingConfig,
     ReplayConfig,
-    SharedPoolKNN,
     build_bank,
     chi2_columns,
     full_training_filterer,
     full_training_labels,
     mask_columns,
-    pool_neighbours,
     replay,
     scut_thresholds,
 )
@@ -74,18 +73,10 @@ def test_mask_columns_renormalises() -> None:
     assert X.toarray()[0, 1] == 0.8  # input untouched
 
 
-def test_pool_neighbours_sorted_and_leave_one_out() -> None:
-    pool = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]))
-    idx, sims = pool_neighbours(pool, pool, 2, exclude_self=True)
-    assert idx.tolist() == [[2, 1], [2, 0], [1, 0]]
-    assert np.allclose(sims, [[0.6, 0.0], [0.8, 0.0], [0.8, 0.6]])
-    idx, _ = pool_neighbours(sp.csr_matrix([[1.0, 0.0]]), pool, 5)  # k larger than the pool
-    assert idx.shape == (1, 3) and idx[0, 0] == 0
-
-
-def _knn_bank(X: sp.csr_matrix, labels: list[int], k: int = 2) -> ProfileBank:
+def _knn_bank(X: sp.csr_matrix, labels: list[int], k: int = 2, normalize: bool = False) -> ProfileBank:
     bank = ProfileBank()
-    p = Profile("p", model="knn", model_params={"k": k}, pseudolabel={}, max_examples=None, update="never")
+    p = Profile("p", model="knn", model_params={"k": k, "normalize": normalize}, pseudolabel={},
+                max_examples=None, update="never")
     p.fit(None, X, labels=labels)
     bank.add(p)
     return bank
@@ -97,25 +88,10 @@ def test_normalised_vote_hand_computed() -> None:
     q = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0]]))
     # [1, 0]: neighbours row 0 (1.0, relevant) and row 2 (0.6, relevant): 1.6, normalised 1
     # [0, 1]: row 1 (1.0, non-relevant) and row 2 (0.8, relevant): 0.8, normalised 0.8 / 1.8
-    raw = SharedPoolKNN(bank, pool, normalize=False).score(q)[:, 0]
-    norm = SharedPoolKNN(bank, pool, normalize=True).score(q)[:, 0]
+    raw = bank.score(q)[:, 0]
+    norm = _knn_bank(pool, [1, -1, 1], normalize=True).score(q)[:, 0]
     assert np.allclose(raw, [1.6, 0.8])
     assert np.allclose(norm, [1.0, 0.8 / 1.8])
-
-
-def test_shared_pool_equals_the_engine_knn_without_normalisation() -> None:
-    corpus = _corpus()
-    specs = [ProfileSpec(c, query=c) for c in CATS]
-    vec = Vectorizer(n_features=2**12).fit(d.text for d in corpus.train)
-    X = vec.transform([d.text for d in corpus.train])
-    Xt = vec.transform([d.text for d in corpus.test])
-    cfg = ReplayConfig(model="knn", full_training=True, update="never")
-    bank, _ = build_bank(corpus, specs, cfg, vec, X)
-    shared = SharedPoolKNN(bank, X, normalize=False)
-    assert np.allclose(shared.score(Xt), bank.score(Xt))
-    loo = shared.loo_scores()
-    for j, p in enumerate(bank):
-        assert np.allclose(loo[:, j], p.model_.loo_scores())
 
 
 def test_full_training_filterer_sets_scut_thresholds() -> None:
@@ -130,13 +106,11 @@ def test_full_training_filterer_sets_scut_thresholds() -> None:
         cfg = ReplayConfig(model=model, full_training=True, update="never", full=full)
         bank, _ = build_bank(corpus, specs, cfg, vec, X)
         f = full_training_filterer(bank, X, Y, full, model)
-        if model == "knn":
-            assert isinstance(f, SharedPoolKNN)
-            expected = scut_thresholds(f.loo_scores(), Y, full)
-            assert np.array_equal(f.thresholds, expected)
-        else:
-            loo = np.stack([p.model_.loo_scores() for p in bank], axis=1)
-            assert np.array_equal(bank.thresholds(), scut_thresholds(loo, Y, full))
+        assert isinstance(f, BankFilterer)
+        if model == "knn":  # the normalised vote of the full-training setting
+            assert all(p.model_.normalize for p in bank)  # type: ignore[attr-defined]
+        loo = np.stack([p.model_.loo_scores() for p in bank], axis=1)
+        assert np.array_equal(bank.thresholds(), scut_thresholds(loo, Y, full))
         assert np.all(np.isfinite(bank.thresholds()) | np.isinf(bank.thresholds()))
 
 

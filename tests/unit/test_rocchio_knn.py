@@ -159,3 +159,18 @@ def test_knn_leave_one_out_kept_up_to_date_equals_from_scratch(steps, k, cap, se
         fresh = KNN(k=k)
         fresh.bind(30, None, fresh_ex)
         assert np.array_equal(got, fresh.loo_scores())
+
+
+def test_knn_normalized_vote_is_the_relevant_share_of_similarity() -> None:
+    ex = ExampleSet(None, 2)
+    ex.add(sp.csr_matrix([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]), [1, -1, 1], [1.0, 1.0, 1.0], [True] * 3)
+    m = KNN(k=2, normalize=True)
+    m.bind(2, None, ex)
+    s = m.score(sp.csr_matrix([[1.0, 0.0], [0.0, 1.0]]))
+    # [1, 0]: neighbours rows 0 (1.0, relevant) and 2 (0.6, relevant) -> 1.6 / 1.6
+    # [0, 1]: neighbours rows 1 (1.0, not) and 2 (0.8, relevant) -> 0.8 / 1.8
+    np.testing.assert_allclose(s, [1.0, 0.8 / 1.8])
+    # leave-one-out: row 0's neighbours are rows 2 (0.6) and 1 (0.0) -> 0.6 / 0.6
+    np.testing.assert_allclose(m.loo_scores()[0], 1.0)
+    with pytest.raises(ParameterError, match="normalize must be a bool"):
+        KNN(normalize="yes")  # type: ignore[arg-type]
