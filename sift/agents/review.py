@@ -265,6 +265,9 @@ class ReviewService:
         out = ReviewResult()
         groups: dict[str, tuple[list[str], list[str]]] = {}
         for msg in messages:
+            raw = msg.value or b""
+            if b'"review"' not in raw and b"\\u" not in raw:
+                continue  # the common case, no review (nor an escaped key): skip the decoding
             try:
                 obj = loads(msg.value or b"")
             except RecordError:
