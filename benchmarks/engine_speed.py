@@ -187,7 +187,7 @@ def main() -> None:
             ax.set_xscale("log")
             ax.set_ylim(0, max(c["us_per_doc"] for c in curve) * 1.3)
             ax.set_xlabel("documents streamed")
-            ax.set_ylabel("microseconds per document")
+            ax.set_ylabel("CPU microseconds per document")
             ax.set_title("100 adaptive Rocchio profiles (update=10), feedback on deliveries")
             fig.tight_layout()
             (ROOT / "docs/img").mkdir(parents=True, exist_ok=True)
