@@ -91,7 +91,9 @@ def decode_csr(obj: Any, *, name: str = "matrix") -> sp.csr_matrix:
         indptr = decode_array(obj["indptr"], name=f"{name}.indptr", dtype=np.int64, ndim=1)
     except (KeyError, TypeError, ValueError) as exc:
         raise StateError(f"{name}: {exc}") from None
-    if len(shape) != 2 or indptr.shape != (shape[0] + 1,) or data.shape != indices.shape:
+    if len(shape) != 2 or not all(0 <= d < 2**31 for d in shape):
+        raise StateError(f"{name}: shape must be two dimensions in [0, 2**31), got {list(shape)}")
+    if indptr.shape != (shape[0] + 1,) or data.shape != indices.shape:
         raise StateError(f"{name}: inconsistent sparse structure")
     if indptr.size and (indptr[0] != 0 or indptr[-1] != data.size or np.any(np.diff(indptr) < 0)):
         raise StateError(f"{name}: bad indptr")

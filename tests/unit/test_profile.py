@@ -246,3 +246,13 @@ def test_bank_learn_many_groups_by_profile(vec: Vectorizer) -> None:
     with pytest.raises(FilterError, match="no profile named 'gold'"):
         bank.learn_many([("oil", X[0], True), ("gold", X[0], True)])
     assert bank["oil"].n_judged_ == 3
+
+
+@pytest.mark.parametrize("shape", [[1, 2**31], [-1, 4], [2**40, 4], [1, 2, 3]])
+def test_state_rejects_matrix_shapes_out_of_range(shape) -> None:  # type: ignore[no-untyped-def]
+    from sift.filters.state import decode_csr, encode_csr
+
+    enc = encode_csr(np.eye(2)[:1])
+    enc["shape"] = shape
+    with pytest.raises(StateError, match="shape must be two dimensions"):
+        decode_csr(enc, name="m")
