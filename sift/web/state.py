@@ -324,7 +324,8 @@ class WebState:
         self.rates["dead_letters"].add(ts)
 
     def on_review_status(self, value: bytes | None, ts: float) -> None:
-        """A review status: ``{"review", "screened", "found", "r_hat", "recall", "stop"}``."""
+        """A review status (:class:`sift.topics.review.ReviewStatus`): ``{"review", "screened",
+        "found", "r_hat", "recall_estimate", "target_recall", "stop", ...}``."""
         try:
             obj = loads(value or b"")
         except RecordError:
@@ -336,8 +337,10 @@ class WebState:
             return
         assert isinstance(obj, dict)
         out: dict[str, Any] = {"review": name}
-        for key in ("screened", "found", "r_hat", "recall", "target_recall"):
+        for key in ("screened", "found", "r_hat", "target_recall"):
             out[key] = _finite(obj.get(key))
+        # the service publishes found / R-hat as ``recall_estimate`` (sift.topics.review)
+        out["recall"] = _finite(obj.get("recall_estimate", obj.get("recall")))
         out["stop"] = obj.get("stop") is True
         out["ts"] = _finite(obj.get("ts")) or ts
         self.reviews[name] = out

@@ -140,3 +140,17 @@ def test_cli_help_shows_an_example(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["web", "--help"])
     assert "example:" in capsys.readouterr().out
+
+
+def test_review_status_as_the_service_publishes_it() -> None:
+    from sift.topics.review import ReviewStatus
+
+    fields = {f: 0 for f in ReviewStatus.__dataclass_fields__}
+    fields.update(review="wilson", documents=900, screened=300, found=27, r_hat=30.0,
+                  recall_estimate=0.9, recall_lower=0.8, estimator="bound", target_recall=0.95,
+                  stop=False, complete=False, ts=7.0)
+    status = ReviewStatus(**fields)  # type: ignore[arg-type]
+    st = WebState()
+    st.on_review_status(orjson.dumps(status.to_obj()), 8.0)
+    (r,) = st.snapshot()["reviews"]
+    assert (r["review"], r["found"], r["r_hat"], r["recall"], r["stop"]) == ("wilson", 27, 30.0, 0.9, False)
