@@ -92,9 +92,8 @@ async def _produce(bootstrap: str, topic: str, n: int, size: int) -> dict[str, A
 
 
 def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from kafka.admin import NewTopic
-
     from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="sift-bench")
     try:

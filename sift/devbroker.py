@@ -447,9 +447,8 @@ def _die_with_parent() -> None:
 
 def admin_ready(bootstrap: str, timeout: float = 5.0) -> bool:
     """Whether the cluster at ``bootstrap`` answers a kafka-python admin request with a broker."""
-    from kafka.errors import KafkaError
-
     from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
 
     ms = int(timeout * 1000)
     try:

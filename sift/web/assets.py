@@ -1,4 +1,4 @@
-# ruff: noqa: E501  (embedded JavaScript keeps its own line lengths)
+
 """The page's stylesheet and script, served from ``/static`` (no build step, no inline code).
 
 The pages forbid inline scripts and styles (Content-Security-Policy), so a document

@@ -122,10 +122,9 @@ def create_topics_on(
     timeout: float = 30.0,
 ) -> list[str]:
     """Create topics (replication factor 1) with kafka-python and wait until they are usable."""
+    from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
-
-    from kafka import KafkaAdminClient
 
     wanted = list(names)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="sift-tests",

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from sift.devbroker import DevBroker, admin_ready, bootstrap_servers, port_open
 
 pytestmark = pytest.mark.integration

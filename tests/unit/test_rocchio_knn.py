@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import scipy.sparse as sp
 
 from sift.filters.errors import ParameterError
 from sift.filters.examples import ExampleSet

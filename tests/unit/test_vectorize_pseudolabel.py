@@ -96,7 +96,7 @@ def test_pseudolabel_never_overwrites_real_labels() -> None:
 
 def test_no_positive_pseudolabels_on_a_small_pool() -> None:
     p = Pseudolabeler(max_pos_rank=10, pos_fraction=0.5, min_neg_rank=1, neg_fraction=0.5, min_pool=200)
-    idx, lab, _ = p.select(np.linspace(1, 0, 50), np.zeros(50, np.int8), np.random.default_rng(0))
+    _, lab, _ = p.select(np.linspace(1, 0, 50), np.zeros(50, np.int8), np.random.default_rng(0))
     assert not np.any(lab > 0) and np.sum(lab < 0) == 25
 
 
