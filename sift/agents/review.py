@@ -441,14 +441,22 @@ def attach(app: Any, settings: Any, topic: Any, documents_topic: Any, profiles_t
     ``topic(name, **kw)`` declares a raw-bytes topic with the worker's prefix and
     partitions; ``emit_dead(letters)`` sends dead letters.
     """
-    from sift.agents.app import MAX_STATE_BYTES, SHARD_RETENTION_MS, ShardedTable, TableView
+    from sift.agents.app import (
+        CHANGELOG_SEGMENT_BYTES,
+        MAX_STATE_BYTES,
+        SHARD_RETENTION_MS,
+        ShardedTable,
+        TableView,
+    )
     from sift.agents.service import InputMessage as Msg
 
     P = settings.partitions
     service = ReviewService(n_shards=P, standing=standing)
     raw_table = app.tables.add(ShardedTable(
         app, name=REVIEW_TABLE, beacon=app.tables.beacon, partitions=P, key_type=bytes,
-        value_type=bytes, extra_topic_configs={"max.message.bytes": str(MAX_STATE_BYTES)}))
+        value_type=bytes, extra_topic_configs={"max.message.bytes": str(MAX_STATE_BYTES),
+                                               # compaction needs closed segments (see app.py)
+                                               "segment.bytes": str(CHANGELOG_SEGMENT_BYTES)}))
     topics = {
         REQUESTS_TOPIC: topic(REQUESTS_TOPIC),
         STATUS_TOPIC: topic(STATUS_TOPIC),
