@@ -347,8 +347,12 @@ class Profile:
             raise FilterError(f"expected an m x {self.n_features_} matrix and m labels, "
                               f"got {X.shape} and {rel.size} labels")
         w = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
-        if w.size != m or not np.all(np.isfinite(w) & (w > 0)):
-            raise FilterError(f"weights must be {m} positive finite numbers, got {w.tolist()!r}")
+        if w.size != m:
+            raise FilterError(f"weights must be {m} positive finite numbers, got {w.size} weights")
+        bad = ~(np.isfinite(w) & (w > 0))
+        if bad.any():
+            raise FilterError(f"weights must be positive finite numbers, got {w[bad][:3].tolist()!r}"
+                              f" ({int(bad.sum())} bad of {m})")
         if m == 0:
             return
         if self.update == "never":
