@@ -9,6 +9,7 @@ examples and feedback.
 
     .venv/bin/python benchmarks/engine_replay.py                # test split (report)
     .venv/bin/python benchmarks/engine_replay.py --validation   # 70/30 split of train (tuning)
+    .venv/bin/python benchmarks/engine_replay.py --models kantor --no-full --merge  # re-run some
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ def main() -> None:
     ap.add_argument("--models", default="rocchio,kantor,knn")
     ap.add_argument("--no-full", action="store_true", help="skip the full-training runs")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--model-params", default="{}",
+                    help='JSON hyperparameters for the adaptive runs, e.g. \'{"top_k": 300}\'; '
+                         "the runs are then named with them")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the other runs of the existing JSON, replace the ones run now")
     args = ap.parse_args()
     corpus = load_corpus(ROOT / "data/reuters21578/train.jsonl.gz", ROOT / "data/reuters21578/test.jsonl.gz")
     split = "test"
@@ -42,6 +48,7 @@ def main() -> None:
         corpus = Corpus(corpus.train[:cut], corpus.train[cut:])
         split = "validation"
     runs: dict[str, dict] = {}
+    params = orjson.loads(args.model_params)
 
     def record(name: str, metrics: dict, seconds: float) -> None:
         runs[name] = {k: v for k, v in metrics.items()}
@@ -58,8 +65,9 @@ def main() -> None:
     for model in args.models.split(","):
         for update in ("every", "never"):
             t0 = time.perf_counter()
-            r = replay(corpus, ReplayConfig(model=model, update=update))
-            record(f"{model}/update={update}", r.metrics, time.perf_counter() - t0)
+            r = replay(corpus, ReplayConfig(model=model, update=update, model_params=params))
+            tag = "".join(f",{k}={v}" for k, v in params.items())
+            record(f"{model}/update={update}{tag}", r.metrics, time.perf_counter() - t0)
     t0 = time.perf_counter()
     r = replay(corpus, ReplayConfig(model="rocchio"),
                filterer_factory=lambda bank, vec, X: OnlineLogisticPeer(bank, vec, X))
@@ -72,6 +80,8 @@ def main() -> None:
     out = Path(args.out) if args.out else ROOT / "benchmarks/results" / f"engine_replay_{split}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     opts = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+    if args.merge and out.exists():
+        runs = {**orjson.loads(out.read_bytes())["runs"], **runs}
     out.write_bytes(orjson.dumps({"split": split, "runs": runs}, option=opts))
     print(f"wrote {out}")
 

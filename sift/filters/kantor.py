@@ -56,22 +56,32 @@ class Kantor(ScoringModel):
     ----------
     a
         Decay of the query's weight per truly judged document, in (0, 1].
+    top_k
+        Keep only the ``top_k`` largest coefficients of ``P`` and of ``N`` (each then
+        normalised again), so that many profiles stack into a small matrix; ``None``
+        keeps all. Leave-one-out scores then use the selected features, as Rocchio's do.
+        On Reuters-21578, 300 was the best of 300, 500, 1,000, 3,000 and all on the
+        validation split (T11SU/T11F 0.408/0.404 against 0.390/0.384) but not on the
+        test stream (0.430/0.428 against 0.436/0.435), so the default keeps all.
     """
 
     name = "kantor"
 
-    def __init__(self, a: float = 0.99) -> None:
+    def __init__(self, a: float = 0.99, top_k: int | None = None) -> None:
         self.a = a
+        self.top_k = top_k
         check_positive("a", a)
         if a > 1:
             raise ParameterError(f"a must be in (0, 1], got {a!r}")
+        if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+            raise ParameterError(f"top_k must be a positive integer or None, got {top_k!r}")
         self.acc_ = SparseAccumulator(3)
         self.k_ = 0
         self._vecs: tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], float, float] | None = None
         self.bind(0, None, None)
 
     def get_params(self) -> dict[str, Any]:
-        return {"a": self.a}
+        return {"a": self.a, "top_k": self.top_k}
 
     def start(self, query: sp.csr_matrix | None) -> None:
         self.acc_ = SparseAccumulator(3)
@@ -107,6 +117,15 @@ class Kantor(ScoringModel):
             feat = self.acc_.features[order]
             up, un = self._unnormalised()
             up, un = up[order], un[order]
+            if self.top_k is not None and feat.size > self.top_k:
+                k = self.top_k
+                keep = np.zeros(feat.size, dtype=bool)
+                keep[np.argpartition(-np.abs(up), k - 1)[:k]] = True
+                keep_n = np.zeros(feat.size, dtype=bool)
+                keep_n[np.argpartition(-np.abs(un), k - 1)[:k]] = True
+                up, un = np.where(keep, up, 0.0), np.where(keep_n, un, 0.0)
+                both = keep | keep_n
+                feat, up, un = feat[both], up[both], un[both]
             # sum of squares, not np.linalg.norm: a BLAS dot may start threads, which
             # costs far more than it saves on a busy machine
             norm_p = float(np.sqrt(np.sum(up * up)))

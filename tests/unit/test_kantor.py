@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from sift.filters.errors import ParameterError
 from sift.filters.examples import ExampleSet
 from sift.filters.kantor import Kantor
 
@@ -83,3 +84,21 @@ def test_leave_one_out_matches_retraining() -> None:
         _learn(other, [rows[j] for j in keep], [labels[j] for j in keep])
         other.k_ = m.k_  # leaving one out must not change the query decay
         assert loo[i] == pytest.approx(other.score(sp.csr_matrix([rows[i]]))[0], rel=1e-9)
+
+
+def test_top_k_keeps_the_largest_coefficients_of_p_and_n() -> None:
+    m = Kantor(top_k=1)
+    ex = ExampleSet(None, 3)
+    m.bind(3, None, ex)
+    m.start(None)
+    X = sp.csr_matrix([[3.0, 1.0, 0.0], [0.0, 1.0, 2.0]])
+    lab = np.array([1, -1], dtype=np.int8)
+    m.learn(X, lab, np.ones(2), np.ones(2, bool))
+    cols, P, N, _, _ = m.vectors()
+    # P keeps column 0 (3 > 1), N keeps column 2 (2 > 1); each is a unit vector again
+    assert cols.tolist() == [0, 2]
+    assert P.tolist() == [1.0, 0.0] and N.tolist() == [0.0, 1.0]
+    d = sp.csr_matrix([[0.6, 0.0, 0.8]])
+    assert m.score(d)[0] == pytest.approx(math.sqrt((1 - 0.8) / (1 - 0.6)))
+    with pytest.raises(ParameterError, match="top_k must be a positive integer"):
+        Kantor(top_k=0)
