@@ -84,11 +84,12 @@ def main() -> None:
 
     if "scoring" in only:
         scoring = {}
-        for model in ("rocchio", "kantor", "knn"):
+        variants = {"rocchio": {}, "kantor": {}, "kantor-top300": {"top_k": 300}, "knn": {}}
+        for model, params in variants.items():
             for n in (100, 1000):
                 if model == "knn" and n == 1000:
                     continue
-                bank = build_bank(n, model, vec, X_train, train, cats)
+                bank = build_bank(n, model.split("-")[0], vec, X_train, train, cats, model_params=params)
                 bank.score(X_test[:256])  # build the stack
                 reps = 3 if n == 100 and model == "rocchio" else 1
                 t0 = clock()
@@ -97,7 +98,7 @@ def main() -> None:
                         bank.decide(X_test[s : s + 256])
                 rate = reps * X_test.shape[0] / (clock() - t0)
                 scoring[f"{model}/{n}"] = rate
-                print(f"score {model:8s} x {n:5d} profiles: {rate:,.0f} docs/s", flush=True)
+                print(f"score {model:13s} x {n:5d} profiles: {rate:,.0f} docs/s", flush=True)
         out["scoring_docs_per_s"] = scoring
 
     if "judgments" in only:
