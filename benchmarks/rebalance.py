@@ -38,7 +38,6 @@ Without ``SIFT_BROKER`` a local broker is started on free ports and stopped at t
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import statistics
@@ -76,7 +75,7 @@ from sift.agents.service import (  # noqa: E402
 from sift.devbroker import DevBroker, free_port  # noqa: E402
 from sift.replay import query_from_name  # noqa: E402
 from sift.settings import Settings  # noqa: E402
-from sift.topics.codecs import read_jsonl  # noqa: E402
+from sift.topics.codecs import read_jsonl, write_jsonl  # noqa: E402
 from sift.topics.records import Document  # noqa: E402
 
 REUTERS = ROOT / "data" / "reuters21578"
@@ -262,9 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     train = list(read_jsonl(REUTERS / "train.jsonl.gz", Document.from_obj))
     test = list(read_jsonl(REUTERS / "test.jsonl.gz", Document.from_obj))
     idf = tmp / "idf.jsonl.gz"
-    with gzip.open(idf, "wb") as fh:
-        for d in train[: args.idf_docs]:
-            fh.write(orjson.dumps(d.to_obj()) + b"\n")
+    write_jsonl(idf, train[: args.idf_docs])
     n_docs = int(args.rate * args.seconds) // args.batch * args.batch
     pool = test + train[args.idf_docs:]
     docs = [Document(f"{pool[i % len(pool)].id}~{i // len(pool)}", pool[i % len(pool)].text,

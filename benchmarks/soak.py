@@ -19,7 +19,6 @@ Without ``SIFT_BROKER`` a local broker is started on free ports and stopped at t
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -40,7 +39,7 @@ from sift.agents.harness import WorkerProcess, total, wait_for  # noqa: E402
 from sift.devbroker import DevBroker, free_port  # noqa: E402
 from sift.replay import query_from_name  # noqa: E402
 from sift.settings import Settings  # noqa: E402
-from sift.topics.codecs import read_jsonl  # noqa: E402
+from sift.topics.codecs import read_jsonl, write_jsonl  # noqa: E402
 from sift.topics.records import Document  # noqa: E402
 
 REUTERS = ROOT / "data" / "reuters21578"
@@ -200,9 +199,7 @@ def caps(documents: int, n_profiles: int, idf_docs: int, out: Path) -> dict[str,
     test = list(read_jsonl(REUTERS / "test.jsonl.gz", Document.from_obj))
     tmp = Path(tempfile.mkdtemp(prefix="sift-caps-"))
     idf = tmp / "idf.jsonl.gz"
-    with gzip.open(idf, "wb") as fh:
-        for d in train[:idf_docs]:
-            fh.write(orjson.dumps(d.to_obj()) + b"\n")
+    write_jsonl(idf, train[:idf_docs])
     svc = Service(TrainingSet.load(idf), n_shards=4, recent_documents=20_000)
     table: dict[str, bytes] = {}
     every = profile_specs(train, 100)
@@ -283,9 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     train = list(read_jsonl(REUTERS / "train.jsonl.gz", Document.from_obj))
     test = list(read_jsonl(REUTERS / "test.jsonl.gz", Document.from_obj))
     idf = tmp / "idf.jsonl.gz"
-    with gzip.open(idf, "wb") as fh:
-        for d in train[: args.idf_docs]:
-            fh.write(orjson.dumps(d.to_obj()) + b"\n")
+    write_jsonl(idf, train[: args.idf_docs])
     broker: DevBroker | None = None
     url = os.environ.get("SIFT_BROKER", "").strip()
     if not url:

@@ -75,6 +75,26 @@ def trot_with_value(
     if not 0.0 <= placement < 1.0:
         raise FilterError(f"placement must be in [0, 1), got {placement!r}")
     fn = get_measure(measure)
+    s, y, w = _examples(scores, labels, weights)
+    pos_total = float(w[y].sum())
+    neg_total = float(w[~y].sum())
+    best_value = float(np.asarray(fn(0.0, 0.0, pos_total, neg_total)))
+    if s.size == 0:
+        return math.inf, best_value
+    distinct, a, b = _distinct_sweep(s, y, w)
+    values = np.asarray(fn(a, b, pos_total - a, neg_total - b), dtype=np.float64)
+    i = int(np.argmax(values))  # first maximum = highest threshold among equals
+    if values[i] > best_value:
+        thr = float(distinct[i])
+        if placement > 0 and i + 1 < distinct.size:
+            thr -= placement * (thr - float(distinct[i + 1]))
+        return thr, float(values[i])
+    return math.inf, best_value
+
+
+def _examples(scores: ArrayLike, labels: ArrayLike, weights: ArrayLike | None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Scores, relevance flags and weights as flat arrays, validated."""
     s = np.asarray(scores, dtype=np.float64).ravel()
     y = np.asarray(labels).ravel() > 0
     w = np.ones_like(s) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
@@ -84,27 +104,7 @@ def trot_with_value(
         )
     if s.size and not np.all(np.isfinite(s)):
         raise FilterError("scores must be finite")
-    pos_total = float(w[y].sum())
-    neg_total = float(w[~y].sum())
-    best_value = float(np.asarray(fn(0.0, 0.0, pos_total, neg_total)))
-    if s.size == 0:
-        return math.inf, best_value
-    order = np.argsort(-s, kind="stable")
-    s_sorted = s[order]
-    wp = np.where(y[order], w[order], 0.0)
-    wn = np.where(y[order], 0.0, w[order])
-    # last index of each run of tied scores (sorted descending)
-    ends = np.flatnonzero(np.r_[s_sorted[1:] != s_sorted[:-1], True])
-    a = np.cumsum(wp)[ends]
-    b = np.cumsum(wn)[ends]
-    values = np.asarray(fn(a, b, pos_total - a, neg_total - b), dtype=np.float64)
-    i = int(np.argmax(values))  # first maximum = highest threshold among equals
-    if values[i] > best_value:
-        thr = float(s_sorted[ends[i]])
-        if placement > 0 and i + 1 < ends.size:
-            thr -= placement * (thr - float(s_sorted[ends[i + 1]]))
-        return thr, float(values[i])
-    return math.inf, best_value
+    return s, y, w
 
 
 def _distinct_sweep(
@@ -215,15 +215,7 @@ def scut_with_value(
     if min_score is not None and not math.isfinite(min_score):
         raise FilterError(f"min_score must be a finite number or None, got {min_score!r}")
     fn = get_measure(measure)
-    s = np.asarray(scores, dtype=np.float64).ravel()
-    y = np.asarray(labels).ravel() > 0
-    w = np.ones_like(s) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
-    if not (s.shape == y.shape == w.shape):
-        raise FilterError(
-            f"scores, labels and weights must have one entry per example, got {s.shape}, {y.shape}, {w.shape}"
-        )
-    if s.size and not np.all(np.isfinite(s)):
-        raise FilterError("scores must be finite")
+    s, y, w = _examples(scores, labels, weights)
     pos_total = float(w[y].sum())
     neg_total = float(w[~y].sum())
     nothing = float(np.asarray(fn(0.0, 0.0, pos_total, neg_total)))

@@ -8,7 +8,7 @@ RecordError with a reason code, ready for a dead letter or a one-line error.
 from __future__ import annotations
 
 import gzip
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -96,6 +96,20 @@ def decode_decision(data: bytes) -> Decision:
 
 def encode(record: Document | Judgment | ProfileSpec | Decision) -> bytes:
     return dumps(record.to_obj())
+
+
+def write_jsonl(path: str | Path, records: Iterable[Any]) -> int:
+    """Write records (objects with ``to_obj()``, or JSON-able values) one per line to
+    ``path`` (gzip when it ends in ``.gz``), the format :func:`read_jsonl` reads; the
+    number of lines written."""
+    p = Path(path)
+    opener = gzip.open if p.suffix == ".gz" else open
+    n = 0
+    with opener(p, "wb") as fh:
+        for rec in records:
+            fh.write(orjson.dumps(rec.to_obj() if hasattr(rec, "to_obj") else rec) + b"\n")
+            n += 1
+    return n
 
 
 def read_jsonl(

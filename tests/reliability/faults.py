@@ -27,7 +27,7 @@ import numpy as np
 import orjson
 from kafka.errors import KafkaError
 
-from sift.agents.harness import read_all
+from sift.agents.harness import WorkerProcess, read_all, send_all, total, wait_for
 from sift.agents.service import shard_of
 from sift.kafkaclient import KafkaClientError
 from sift.settings import Settings
@@ -105,6 +105,13 @@ class Expected:
     decisions: set[tuple[str, str, float]]
     states: dict[str, Any]
     weights: Any = None
+
+
+def create_profiles(settings: Settings, stream: Stream, worker: WorkerProcess) -> None:
+    """Send the stream's profile specs and wait until ``worker`` has trained them all."""
+    send_all(settings, settings.topic("profiles"),
+             [(str(spec["profile"]).encode(), orjson.dumps(spec)) for spec in stream.specs])
+    wait_for(lambda: total([worker], "profiles_created") == len(stream.specs), 90, "profiles")
 
 
 def reference(corpus_path: Path, stream: Stream, partitions: int) -> Expected:

@@ -12,7 +12,6 @@ import time
 import uuid
 from pathlib import Path
 
-import orjson
 import pytest
 
 from sift.agents.harness import WorkerProcess, send_all, total, wait_for
@@ -53,9 +52,7 @@ def test_broker_stop_and_restart_mid_stream(
     started = time.monotonic()
     try:
         w1.wait_ready(timeout=180)
-        send_all(settings, settings.topic("profiles"),
-                 [(str(s["profile"]).encode(), orjson.dumps(s)) for s in stream.specs])
-        wait_for(lambda: total([w1], "profiles_created") == len(stream.specs), 90, "profiles")
+        faults.create_profiles(settings, stream, w1)
         # The first half of the stream goes in before the stop, the rest after the
         # restart: the broker always goes down mid-stream, however fast the worker is
         # (sending everything first let a quick worker finish before the stop).

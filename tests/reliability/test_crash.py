@@ -18,7 +18,6 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-import orjson
 import pytest
 
 from sift.agents.harness import WorkerProcess, send_all, total, wait_for
@@ -74,9 +73,7 @@ def run_crash(n: int, broker_url: str, topic_prefix: str, tmp_path: Path,
     started = time.monotonic()
     try:
         w1.wait_ready()
-        send_all(settings, settings.topic("profiles"),
-                 [(str(s["profile"]).encode(), orjson.dumps(s)) for s in stream.specs])
-        wait_for(lambda: total([w1], "profiles_created") == len(stream.specs), 90, "profiles")
+        faults.create_profiles(settings, stream, w1)
         # the first chunk, then the rest from a thread while the worker is killed
         first = 2
         for topic, msgs in faults.chunks_from(stream, 0):

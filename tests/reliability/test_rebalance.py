@@ -13,7 +13,6 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-import orjson
 import pytest
 
 from sift.agents.harness import WorkerProcess, send_all, total, wait_for
@@ -43,9 +42,7 @@ def test_worker_joins_and_leaves_under_load(
     started = time.monotonic()
     try:
         w1.wait_ready(timeout=180)
-        send_all(settings, settings.topic("profiles"),
-                 [(str(s["profile"]).encode(), orjson.dumps(s)) for s in stream.specs])
-        wait_for(lambda: total([w1], "profiles_created") == len(stream.specs), 90, "profiles")
+        faults.create_profiles(settings, stream, w1)
         n_chunks = len(stream.chunks)
 
         def send() -> None:  # paced: the stream lasts through both rebalances

@@ -130,3 +130,12 @@ def test_evaluate_counts_contingency() -> None:
     # T11U = 2 - 1 = 1; MaxU = 4; SU = (0.25 + 0.5) / 1.5
     assert row["t11su"] == pytest.approx(0.5)
     assert isinstance(Corpus([], []), Corpus)
+
+
+@pytest.mark.parametrize("name", ["docs.jsonl", "docs.jsonl.gz"])
+def test_write_jsonl_round_trips_through_read_jsonl(tmp_path: Path, name: str) -> None:
+    from sift.topics.codecs import read_jsonl, write_jsonl
+
+    docs = [Document("a", "wheat exports", title="Wheat"), Document("b", "oil prices")]
+    assert write_jsonl(tmp_path / name, docs) == 2
+    assert list(read_jsonl(tmp_path / name, Document.from_obj)) == docs
