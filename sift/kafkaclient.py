@@ -124,9 +124,9 @@ def partition_counts(settings: Settings, names: Iterable[str]) -> dict[str, int]
         client.close()
 
 
-def group_lag(settings: Settings, names: Iterable[str]) -> int:
-    """Messages not yet committed by the worker group (``settings.app_id``) over the
-    logical topics ``names`` (all ``settings.partitions`` partitions of each)."""
+def group_lag_by_partition(settings: Settings, names: Iterable[str]) -> dict[tuple[str, int], int]:
+    """Messages not yet committed by the worker group (``settings.app_id``), per
+    (topic, partition) of the logical topics ``names``."""
     from kafka import TopicPartition
 
     topics = [settings.topic(n) for n in names]
@@ -141,8 +141,15 @@ def group_lag(settings: Settings, names: Iterable[str]) -> int:
         ends = cons.end_offsets(tps)
     finally:
         cons.close()
-    out = 0
+    out: dict[tuple[str, int], int] = {}
     for tp in tps:
         meta = committed.get(tp)
-        out += ends.get(tp, 0) - (meta.offset if meta is not None and meta.offset >= 0 else 0)
-    return int(out)
+        start = meta.offset if meta is not None and meta.offset >= 0 else 0
+        out[(tp.topic, tp.partition)] = int(ends.get(tp, 0) - start)
+    return out
+
+
+def group_lag(settings: Settings, names: Iterable[str]) -> int:
+    """Messages not yet committed by the worker group (``settings.app_id``) over the
+    logical topics ``names`` (all ``settings.partitions`` partitions of each)."""
+    return sum(group_lag_by_partition(settings, names).values())

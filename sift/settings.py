@@ -35,6 +35,11 @@ class Settings:
     partitions: int = 4
     batch_size: int = 256
     batch_timeout: float = 0.05
+    #: Judgments are taken in larger, longer batches: the judgments of one profile in one
+    #: batch share one re-threshold and one state write, and a human's feedback taking
+    #: effect a quarter second later changes nothing.
+    judgment_batch_size: int = 4096
+    judgment_batch_timeout: float = 0.25
     max_document_bytes: int = 1_000_000
     max_batch_documents: int = 1000
     recent_documents: int = 100_000
@@ -53,6 +58,16 @@ class Settings:
     ssl_cafile: str = ""
     ssl_certfile: str = ""
     ssl_keyfile: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("partitions", "batch_size", "judgment_batch_size", "max_batch_documents"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"SIFT_{name.upper()} must be >= 1, got {getattr(self, name)!r}")
+        for name in ("batch_timeout", "judgment_batch_timeout"):
+            value = getattr(self, name)
+            if not 0 < value < float("inf"):
+                raise ConfigError(f"SIFT_{name.upper()} must be a positive number of seconds, "
+                                  f"got {value!r}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

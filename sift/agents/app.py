@@ -310,7 +310,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         processing_guarantee=settings.processing_guarantee,
         producer_max_request_size=MAX_STATE_BYTES,
         consumer_max_fetch_size=MAX_STATE_BYTES,
-        stream_buffer_maxsize=max(4 * settings.batch_size, 4096),
+        stream_buffer_maxsize=max(4 * settings.batch_size, settings.judgment_batch_size, 4096),
         # Faust's default (None) hands its drain loop every record aiokafka has buffered
         # (up to 16 MiB a partition) at once, and the loop blocks on a full stream buffer
         # for the rest of that batch. With at most maxsize / 5 records per poll, a buffer
@@ -391,8 +391,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     @app.agent(judgments_topic)
     async def apply_judgments(stream: faust.StreamT) -> None:
         # larger batches: more judgments of one profile share a re-threshold and a write
-        async for events in stream.take_events(4 * settings.batch_size,
-                                               within=settings.batch_timeout):
+        async for events in stream.take_events(settings.judgment_batch_size,
+                                               within=settings.judgment_batch_timeout):
             msgs = await reviews.take_judgments([to_message(e) for e in events])
             result = guarded(service.apply_judgments, msgs, table)
             await emit_forwards(result)

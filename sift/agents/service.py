@@ -216,6 +216,38 @@ class DocumentStore:
         hit = self._rows.get(doc_id)
         return None if hit is None else hit[0][hit[1]]
 
+    def locate(self, doc_id: str) -> tuple[sp.csr_matrix, int] | None:
+        """The batch matrix holding ``doc_id`` and its row (no copy), or None."""
+        return self._rows.get(doc_id)
+
+
+def stack_rows(rows: Sequence[tuple[sp.csr_matrix, int]]) -> sp.csr_matrix:
+    """One CSR matrix of the given (matrix, row) pairs, in order.
+
+    What ``sp.vstack([X[i] for X, i in rows])`` gives, built with one concatenation
+    instead of a scipy slice per row and a vstack (~0.3 ms per judgment otherwise).
+    All matrices must have the same number of columns.
+    """
+    if not rows:
+        raise ValueError("stack_rows needs at least one row")
+    n_cols = rows[0][0].shape[1]
+    data, indices, lengths = [], [], []
+    for X, i in rows:
+        if X.shape[1] != n_cols:
+            raise ValueError(f"stack_rows: {X.shape[1]} columns, expected {n_cols}")
+        a, b = X.indptr[i], X.indptr[i + 1]
+        data.append(X.data[a:b])
+        indices.append(X.indices[a:b])
+        lengths.append(b - a)
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    idx_dtype = np.int32 if n_cols <= np.iinfo(np.int32).max and indptr[-1] <= np.iinfo(
+        np.int32).max else np.int64
+    return sp.csr_matrix((np.concatenate(data).astype(np.float64, copy=False),
+                          np.concatenate(indices).astype(idx_dtype, copy=False),
+                          indptr.astype(idx_dtype, copy=False)),
+                         shape=(len(rows), n_cols))
+
 
 # ----------------------------------------------------------------------------- profiles
 @dataclass
@@ -668,7 +700,7 @@ class Service:
                         table: MutableMapping[str, bytes]) -> UpdateResult:
         """Apply judgments under each profile's update policy; write changed profiles back."""
         out = UpdateResult()
-        batches: dict[str, list[tuple[Judgment, sp.csr_matrix]]] = {}
+        batches: dict[str, list[tuple[Judgment, tuple[sp.csr_matrix, int]]]] = {}
         seen: set[tuple[str, str]] = set()
         for msg in messages:
             try:
@@ -689,9 +721,9 @@ class Service:
             if j.key in entry.judged or (j.profile, j.key) in seen:
                 self.stats["judgments_duplicate"] += 1
                 continue
-            x = self.store.get(j.doc_id)
+            x = self.store.locate(j.doc_id)
             if x is None and j.text:
-                x = self.vectorizer.transform([j.text])
+                x = (self.vectorizer.transform([j.text]), 0)
             if x is None:
                 self._dead(out.dead_letters, msg, RecordError(
                     "unknown_document",
@@ -703,8 +735,8 @@ class Service:
             batches.setdefault(j.profile, []).append((j, x))
         for name, items in batches.items():
             entry = self._entries[name]
-            learn_batch(entry.profile, [(x, j.relevant) for j, x in items],
-                        coalesce=self.coalesce_judgments)
+            learn_batch(entry.profile, stack_rows([x for _, x in items]),
+                        [j.relevant for j, _ in items], coalesce=self.coalesce_judgments)
             for j, _ in items:
                 entry.remember(j.key)
             self._write(name, entry, table)
@@ -719,16 +751,18 @@ class Service:
                 "profiles": sorted(n for b in self._banks.values() for n in b.names)}
 
 
-def learn_batch(profile: Profile, items: Sequence[tuple[sp.csr_matrix, bool]], *,
+def learn_batch(profile: Profile, X: sp.csr_matrix, relevant: Sequence[bool], *,
                 coalesce: bool = True) -> None:
-    """Apply judgments to one profile, in order.
+    """Apply judgments (row ``i`` of ``X`` judged ``relevant[i]``) to one profile, in order.
 
     Thin adapter over the core: with ``coalesce``, :meth:`Profile.learn_many` (one
     re-threshold for the batch, exactly the state one by one would leave, under
     every update policy); without it, one :meth:`Profile.learn_one` per judgment.
     """
-    if coalesce and len(items) > 1:
-        profile.learn_many(sp.vstack([x for x, _ in items], format="csr"), [rel for _, rel in items])
+    if X.shape[0] != len(relevant):
+        raise ValueError(f"learn_batch: {X.shape[0]} rows but {len(relevant)} labels")
+    if coalesce and len(relevant) > 1:
+        profile.learn_many(X, list(relevant))
         return
-    for x, rel in items:
-        profile.learn_one(x, rel)
+    for i, rel in enumerate(relevant):
+        profile.learn_one(X[i], rel)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import orjson
 import pytest
+import scipy.sparse as sp
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
 from sift.agents.service import (
@@ -17,6 +18,7 @@ from sift.agents.service import (
     encode_profile_record,
     learn_batch,
     shard_of,
+    stack_rows,
 )
 from sift.filters.vectorize import Vectorizer
 
@@ -190,9 +192,9 @@ def test_coalesced_judgments_end_where_one_by_one_ends(service: Service) -> None
     a = decode_profile_record(table["wheat"], service.weights).profile
     b = decode_profile_record(table["wheat"], service.weights).profile
     X = service.vectorizer.transform([t for _, t in TRAIN])
-    items = [(X[i], i % 3 != 2) for i in range(X.shape[0])]
-    learn_batch(a, items, coalesce=True)
-    learn_batch(b, items, coalesce=False)
+    labels = [i % 3 != 2 for i in range(X.shape[0])]
+    learn_batch(a, X, labels, coalesce=True)
+    learn_batch(b, X, labels, coalesce=False)
     assert a.update == "every"
     assert a.threshold_ == b.threshold_ and a.n_judged_ == b.n_judged_
     assert np.array_equal(a.score(X), b.score(X))
@@ -219,3 +221,28 @@ def test_messages_redelivered_to_the_same_worker_are_skipped(service: Service) -
     assert service.score(shard, first.payloads[0], table, src)
     assert service.score(shard, first.payloads[0], table, src) == []
     assert service.scored["wheat"] == 2 and service.stats["redelivered_skipped"] == 2
+
+
+def test_stack_rows_equals_vstack_of_row_slices() -> None:
+    rng = np.random.default_rng(0)
+    mats = [sp.random(5, 50, density=0.2, format="csr", random_state=s) for s in range(3)]
+    mats.append(sp.csr_matrix((2, 50)))  # empty rows
+    rows = [(mats[int(rng.integers(4))], int(rng.integers(2))) for _ in range(20)]
+    got = stack_rows(rows)
+    want = sp.vstack([X[i] for X, i in rows], format="csr")
+    assert got.shape == want.shape and (got != want).nnz == 0
+    assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
+    with pytest.raises(ValueError, match="columns"):
+        stack_rows([(mats[0], 0), (sp.csr_matrix((1, 7)), 0)])
+    with pytest.raises(ValueError, match="at least one"):
+        stack_rows([])
+
+
+def test_learn_batch_rejects_mismatched_labels(service: Service) -> None:
+    table: dict[str, bytes] = {}
+    add_wheat(service, table)
+    entry = service.entry("wheat", table)
+    assert entry is not None
+    X = service.vectorizer.transform(["wheat crop", "oil price"])
+    with pytest.raises(ValueError, match="2 rows but 1 labels"):
+        learn_batch(entry.profile, X, [True])

@@ -153,11 +153,14 @@ def decisions_of(settings: Settings, profiles: list[str]) -> list[tuple[str, str
     return [d for d in svc.decisions(settings) if d[1] in keep]
 
 
+INPUT_TOPICS = ("documents", "judgments", "profiles", "shard-documents")
+
+
 def lag(settings: Settings) -> int:
     """Consumer lag of the worker group over the input topics (documents, judgments, shard)."""
     from sift.kafkaclient import group_lag
 
-    return group_lag(settings, ("documents", "judgments", "profiles", "shard-documents"))
+    return group_lag(settings, INPUT_TOPICS)
 
 
 @dataclass
@@ -191,29 +194,47 @@ def check(settings: Settings, stream: Stream, expected: Expected, started: float
     return Outcome(len(got), len(got) - len(set(got)), n_judgments, time.monotonic() - started)
 
 
+def progress(settings: Settings, stream: Stream, expected: Expected) -> dict[str, Any]:
+    """What is still missing: fixed decisions, judgments in the learned states, lag."""
+    from sift.kafkaclient import group_lag_by_partition
+
+    got = {d for d in decisions_of(settings, stream.fixed)}
+    missing = expected.decisions - got
+    lags = {f"{t}[{p}]": n for (t, p), n in group_lag_by_partition(settings, INPUT_TOPICS).items()
+            if n}
+    latest = {}
+    for key, value, _, _ in read_all(settings, f"{settings.app_id}-profile_to_state"
+                                     "-changelog", idle=1.0):
+        latest[(key or b"").decode()] = value
+    judged = {k: len(orjson.loads(v)["judged"]) for k, v in latest.items()
+              if k in stream.learn and v}
+    want = Counter(str(j["profile"]) for j in stream.judgments)
+    return {"decisions_missing": len(missing),
+            "missing_sample": sorted(missing)[:5],
+            "lag": lags,
+            "judged": {k: f"{judged.get(k, 0)}/{want[k]}" for k in stream.learn},
+            "done": not missing and not lags
+            and sum(judged.values()) >= len(stream.judgments)}
+
+
 def wait_complete(settings: Settings, stream: Stream, expected: Expected, timeout: float,
                   alive: Any = None) -> None:
-    """Until every expected fixed decision is out, every judgment learned and the lag is 0."""
+    """Until every expected fixed decision is out, every judgment learned and the lag is 0.
+
+    On timeout the error says what is missing (decisions, judgments per profile, lag per
+    topic partition).
+    """
     deadline = time.monotonic() + timeout
+    last: dict[str, Any] = {}
     while True:
         if alive is not None:
             alive()
-        done = False
         try:
-            got = {d for d in decisions_of(settings, stream.fixed)}
-            done = expected.decisions <= got and lag(settings) == 0
-            if done:
-                latest = {}
-                for key, value, _, _ in read_all(settings, f"{settings.app_id}-profile_to_state"
-                                                 "-changelog", idle=1.0):
-                    latest[(key or b"").decode()] = value
-                n = sum(len(orjson.loads(v)["judged"]) for k, v in latest.items()
-                        if k in stream.learn and v)
-                done = n >= len(stream.judgments)
-        except (KafkaError, KafkaClientError, OSError):  # the broker may be away: try again
-            done = False
-        if done:
+            last = progress(settings, stream, expected)
+        except (KafkaError, KafkaClientError, OSError) as exc:  # the broker may be away
+            last = {"error": repr(exc), "done": False}
+        if last["done"]:
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"stream not complete after {timeout:.0f}s")
+            raise TimeoutError(f"stream not complete after {timeout:.0f}s: {last}")
         time.sleep(2.0)

@@ -1,0 +1,37 @@
+"""The frozen settings object: environment parsing and validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from sift.errors import ConfigError
+from sift.settings import Settings
+
+
+def test_environment_values_are_parsed_by_the_field_type() -> None:
+    s = Settings.from_env({"SIFT_PARTITIONS": "8", "SIFT_JUDGMENT_BATCH_TIMEOUT": "0.5",
+                           "SIFT_LOG_JSON": "yes", "SIFT_TOPIC_PREFIX": "x.", "OTHER": "1"})
+    assert (s.partitions, s.judgment_batch_timeout, s.log_json, s.topic_prefix) == (8, 0.5, True,
+                                                                                    "x.")
+    assert s.topic("documents") == "x.documents"
+    assert Settings.from_env({}, partitions=2, app_id=None).partitions == 2
+
+
+@pytest.mark.parametrize(("env", "match"), [
+    ({"SIFT_PARTITIONS": "four"}, "SIFT_PARTITIONS must be a int, got 'four'"),
+    ({"SIFT_LOG_JSON": "maybe"}, "SIFT_LOG_JSON must be a boolean"),
+    ({"SIFT_BATCH_SIZE": "0"}, "SIFT_BATCH_SIZE must be >= 1, got 0"),
+    ({"SIFT_JUDGMENT_BATCH_SIZE": "-5"}, "SIFT_JUDGMENT_BATCH_SIZE must be >= 1"),
+    ({"SIFT_BATCH_TIMEOUT": "0"}, "SIFT_BATCH_TIMEOUT must be a positive number"),
+    ({"SIFT_JUDGMENT_BATCH_TIMEOUT": "nan"}, "SIFT_JUDGMENT_BATCH_TIMEOUT must be a positive"),
+    ({"SIFT_JUDGMENT_BATCH_TIMEOUT": "inf"}, "SIFT_JUDGMENT_BATCH_TIMEOUT must be a positive"),
+])
+def test_bad_values_raise_one_clear_error(env: dict[str, str], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        Settings.from_env(env)
+
+
+def test_settings_are_frozen() -> None:
+    s = Settings()
+    with pytest.raises(AttributeError):
+        s.partitions = 3  # type: ignore[misc]
