@@ -1,14 +1,24 @@
 """Vectorizer (log-TF, IDF with unseen terms, normalisation) and pseudolabeling counts."""
 
+import gzip
+import itertools
+import json
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sklearn.feature_extraction.text import HashingVectorizer
 
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.pseudolabel import Pseudolabeler
-from sift.filters.vectorize import STOP_WORDS, Vectorizer, tokenize
+from sift.filters.vectorize import STOP_WORDS, Vectorizer, normalize_rows, tokenize
+
+REUTERS = Path(__file__).resolve().parents[2] / "data" / "reuters21578"
 
 
 def _col(v: Vectorizer, term: str) -> int:
@@ -114,3 +124,111 @@ def test_pseudolabel_parameter_errors() -> None:
         Pseudolabeler(pos_fraction=1.5)
     with pytest.raises(ParameterError, match="unknown pseudolabel parameters"):
         Pseudolabeler.from_params({"max_rank": 3})
+
+
+# -- the batch tokenizer/hasher against the straightforward implementation ------------
+# Vectorizer.transform tokenizes and hashes a whole batch in numpy. The reference below
+# is the per-document implementation it replaced (regex, list filter, scikit-learn's
+# HashingVectorizer, then log-TF, IDF and normalize_rows); the output must be the same
+# to the bit: same CSR structure, index dtypes and float64 values.
+_REF_TOKEN = re.compile(r"(?u)\b[^\W\d_][\w'-]*\w\b|\b[^\W\d_]\b")
+
+
+def _ref_tokenize(text: str, stop: frozenset[str]) -> list[str]:
+    return [t for t in _REF_TOKEN.findall(text.lower()) if len(t) > 1 and t not in stop]
+
+
+def _ref_transform(v: Vectorizer, texts: list[str]) -> sp.csr_matrix:
+    def analyze(text: str) -> list[str]:
+        tokens = _ref_tokenize(text, v._stop)
+        if v.ngram_max == 2 and len(tokens) > 1:
+            tokens = tokens + [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
+        return tokens
+
+    hasher = HashingVectorizer(n_features=v.n_features, analyzer=analyze, alternate_sign=False, norm=None,
+                               dtype=np.float64)
+    X = sp.csr_matrix(hasher.transform(texts), dtype=np.float64)
+    if v.tf == "log":
+        np.log(X.data, out=X.data)
+        X.data += 1.0
+    elif v.tf == "binary":
+        X.data[:] = 1.0
+    X.data *= v.feature_weights()[X.indices]
+    if v.normalize:
+        X = normalize_rows(X)
+    X.sort_indices()
+    return X
+
+
+def _assert_identical(X: sp.csr_matrix, R: sp.csr_matrix) -> None:
+    assert type(X) is type(R) and X.shape == R.shape
+    assert X.indptr.dtype == R.indptr.dtype and X.indices.dtype == R.indices.dtype and X.data.dtype == R.data.dtype
+    np.testing.assert_array_equal(X.indptr, R.indptr)
+    np.testing.assert_array_equal(X.indices, R.indices)
+    np.testing.assert_array_equal(X.data.view(np.int64), R.data.view(np.int64))  # bit for bit
+
+
+# characters around the tokenizer's edges: letters that are not ASCII (Σ/ς final sigma,
+# İ whose lower case has a combining dot, ß, ﬁ), digits that are not ASCII, numerics that
+# are not digits (², ½, Ⅻ), marks, the underscore, apostrophes and hyphens, separators,
+# NUL, a lone surrogate, letters outside the BMP (𝐀, 𐐀), and stop words
+_PIECES = ["a", "b", "z", "Q", "x", "é", "É", "ß", "ﬁ", "Σ", "σ", "ς", "ΑΣ", "İ", "ı", "Ǆ", "ǅ", "ﬀ", "中", "ア",
+           "ж", "Ж", "5", "٣", "²", "½", "Ⅻ", "\u0301", "\u0307", "_", "'", "-", "’", " ", "\n", "\t", ".", ",",
+           "\x00", "\ud800", "𝐀", "𐐀", "🙂", "the", "said", "s", "wheat", "Wheat", "WHEAT", "oil", "don't",
+           "ab-cd", "u.s.", "1987", "x2", "über", "straße", "ΟΔΟΣ", "longstopword", "naïve"]
+_texts = st.lists(st.sampled_from(_PIECES), max_size=40).map("".join) | st.text(max_size=60)
+_CONFIGS = [
+    {"n_features": 2**20},
+    {"n_features": 1000, "tf": "raw", "idf": "idf2",
+     "stop_words": ["wheat", "longstopword", "naïve", "über", "ab\x00"]},
+    {"n_features": 2**10, "tf": "binary", "idf": "none", "normalize": False, "stop_words": "none"},
+    {"n_features": 2**12, "ngram_max": 2},
+]
+_TRAIN = ["wheat prices rose", "oil prices fell", "Straße über naïve ΟΔΟΣ", "the don't ab-cd 1987 x2"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_texts, min_size=1, max_size=6), st.integers(0, len(_CONFIGS) - 1))
+def test_batch_transform_equals_the_reference(texts: list[str], config: int) -> None:
+    v = Vectorizer(**_CONFIGS[config]).fit(_TRAIN + texts[:2])  # type: ignore[arg-type]
+    ref = Vectorizer(**_CONFIGS[config])  # type: ignore[arg-type]
+    ref.n_docs_, ref.df_ = len(_TRAIN) + len(texts[:2]), _ref_transform(  # reference document frequencies
+        Vectorizer(**{**_CONFIGS[config], "tf": "raw", "idf": "none", "normalize": False}),  # type: ignore[arg-type]
+        _TRAIN + texts[:2]).getnnz(axis=0).astype(np.float64)
+    np.testing.assert_array_equal(v.df_, ref.df_)
+    _assert_identical(v.transform(texts), _ref_transform(v, texts))
+    for text in texts:
+        assert tokenize(text, stop_words=v._stop) == _ref_tokenize(text, v._stop)
+
+
+def test_batch_transform_edge_cases() -> None:
+    v = Vectorizer(n_features=2**16).fit(_TRAIN)
+    long_token = "a" + "bcd-é" * 2000  # far more than 255 four-byte blocks
+    batches = [
+        [""], ["", "", ""], ["the of said"], ["wheat"] * 5, [long_token, "wheat " + long_token + "s"],
+        ["wheat " * 100_000 + "oil"], ["ΑΣ.Β ΑΣ'Β İstanbul ǅemal"], ["\ud800wheat\udfff oil"],
+        ["x" * 9 + " " + "𝐀𝐁 𐐀𐐁"],
+    ]
+    for texts in batches:
+        _assert_identical(v.transform(texts), _ref_transform(v, texts))
+    # bytes are UTF-8, as scikit-learn decodes them; np.nan is refused as it refuses it
+    _assert_identical(v.transform([b"wheat \xc3\xa9t\xc3\xa9", "oil"]), _ref_transform(v, ["wheat été", "oil"]))
+    with pytest.raises(ValueError, match=r"np\.nan"):
+        v.transform([np.nan])
+    assert v.transform([]).shape == (0, 2**16)  # (scikit-learn's hasher raised on an empty batch)
+
+
+@pytest.mark.skipif(not (REUTERS / "test.jsonl.gz").exists(), reason="Reuters-21578 not present")
+def test_reuters_vectors_equal_the_reference() -> None:
+    docs = {}
+    for part in ("train", "test"):
+        with gzip.open(REUTERS / f"{part}.jsonl.gz", "rt", encoding="utf-8") as f:
+            docs[part] = [json.loads(line)["text"] for line in f]
+    v = Vectorizer().fit(docs["train"])
+    ref_df = _ref_transform(Vectorizer(tf="raw", idf="none", normalize=False), docs["train"]).getnnz(axis=0)
+    np.testing.assert_array_equal(v.df_, ref_df.astype(np.float64))
+    for part in ("train", "test"):
+        _assert_identical(v.transform(docs[part]), _ref_transform(v, docs[part]))
+    test = docs["test"]
+    _assert_identical(sp.vstack([v.transform(test[i : i + 256]) for i in range(0, len(test), 256)], format="csr"),
+                      _ref_transform(v, test))
