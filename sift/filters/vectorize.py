@@ -129,11 +129,11 @@ def _spans(text: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.
         last[check] = _has_separator(cls, end[check], end[check + 1])
     last[-1:] = True
     # pair each opening start with the end that closes its run: the next event in text order
-    marks = np.zeros(cls.size, dtype=np.int8)
-    marks[start[first]] = 1
-    marks[end[last]] = 2
+    marks = np.zeros(cls.size, dtype=bool)
+    marks[start[first]] = True
+    marks[end[last]] = True
     at = np.flatnonzero(marks)
-    opens = np.flatnonzero(marks[at[:-1]] == 1)
+    opens = np.flatnonzero(word[at[:-1]])  # starts are word characters, ends are not
     start, end = at[opens], at[opens + 1]
     ok = end - start >= 2
     start, end = start[ok], end[ok]
@@ -225,8 +225,9 @@ def _as_text(doc: Any) -> str:
     return doc  # type: ignore[no-any-return]
 
 
-def _stop_keys(stop: frozenset[str]) -> tuple[NDArray[np.uint64], list[bytes]]:
-    """Stop words as UTF-8: up to 8 bytes packed into sorted integers, longer ones as bytes."""
+def _stop_keys(stop: frozenset[str]) -> tuple[NDArray[np.uint64], int, int, list[bytes]]:
+    """Stop words as UTF-8 bytes: those of up to 8 bytes packed into integers in a collision-free
+    multiplicative hash table (table, multiplier, shift), the longer ones as a list."""
     short, long = [], []
     for word in stop:
         b = word.encode("utf-8", "surrogatepass")
@@ -236,8 +237,19 @@ def _stop_keys(stop: frozenset[str]) -> tuple[NDArray[np.uint64], list[bytes]]:
             short.append(int.from_bytes(b, "little"))
         elif len(b) > 8:
             long.append(b)
-    return np.array(sorted(short), dtype=np.uint64), sorted(long)
-
+    bits, mult = 1, 0
+    if short:
+        bits = max(4, (4 * len(short) - 1).bit_length())
+        for attempt in itertools.count():
+            mult = (0x9E3779B97F4A7C15 * (2 * attempt + 1)) % 2**64
+            if len({(k * mult) % 2**64 >> (64 - bits) for k in short}) == len(short):
+                break
+            if attempt % 64 == 63:
+                bits += 1
+    table = np.zeros(2**bits, dtype=np.uint64)  # 0: no stop word (a token has no zero byte)
+    for k in short:
+        table[(k * mult) % 2**64 >> (64 - bits)] = k
+    return table, mult, 64 - bits, sorted(long)
 
 class Vectorizer:
     """Hashing vectorizer with log-TF, training-set IDF and L2 normalisation.
@@ -286,7 +298,7 @@ class Vectorizer:
         self.df_: NDArray[np.float64] = np.zeros(n_features, dtype=np.float64)
         self._weights: NDArray[np.float64] | None = None
         self._stop = self._stop_set()
-        self._stop_short, self._stop_long = _stop_keys(self._stop)
+        self._stop_table, self._stop_mult, self._stop_shift, self._stop_long = _stop_keys(self._stop)
         self._hasher = HashingVectorizer(
             n_features=n_features,
             analyzer=self._analyze,
@@ -423,11 +435,13 @@ class Vectorizer:
             return keep
         # the bytes of a token as one integer (zero-padded; tokens contain no zero byte)
         first8 = np.ndarray((buf.size - 7,), dtype="<u8", buffer=buf, strides=(1,))[start]
-        short = self._stop_short
-        if short.size:
+        if self._stop_mult:
             packed = first8 & _U8_MASK[np.minimum(length, 8)]
-            pos = np.minimum(np.searchsorted(short, packed), short.size - 1)
-            keep &= ~((short[pos] == packed) & (length <= 8))
+            slot = packed * np.uint64(self._stop_mult)
+            slot >>= np.uint64(self._stop_shift)
+            stop = self._stop_table[slot] == packed
+            stop &= length <= 8
+            keep &= ~stop
         for word in self._stop_long:
             head = int.from_bytes(word[:8], "little")
             for i in np.flatnonzero((length == len(word)) & (first8 == head)).tolist():
