@@ -10,9 +10,12 @@ similar pool documents (cosine; vectors are unit length):
 ``vote="positive"`` (Yang's kNN) sums ``w_i * sim(d, x_i)`` over the relevant
 neighbours; ``vote="signed"`` also subtracts the non-relevant ones.
 
+The ``k`` neighbours are the most similar pool documents, ties going to the earlier
+inserted (:func:`select`), and the vote adds their ``w_i * sim(d, x_i)`` in that
+rank order (:func:`neighbours`), as a pool document's leave-one-out score does.
 Scoring never scans the pool document by document: one sparse product gives the
-similarities to the whole pool, ``argpartition`` the top ``k``; models sharing
-one pool matrix (full training) share the product and the neighbour search.
+similarities to the whole pool, a partition the top ``k``. Stacked, many profiles
+share one product with the union of their pools (:class:`KNNStack`).
 
 Examples
 --------
@@ -38,19 +41,9 @@ from numpy.typing import NDArray
 
 from sift.filters.base import ScoringModel, Stack
 from sift.filters.errors import ParameterError
-from sift.filters.examples import ExampleSet
+from sift.filters.examples import ExampleSet, _Compact
 
 _CHUNK = 1024
-
-
-def top_k(S: NDArray[np.float64], k: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Indices and values of the ``k`` largest entries of each row (unordered)."""
-    m = S.shape[1]
-    if m <= k:
-        idx = np.broadcast_to(np.arange(m), S.shape).copy()
-        return idx, S.copy()
-    idx = np.argpartition(-S, k - 1, axis=1)[:, :k]
-    return idx.astype(np.int64), np.take_along_axis(S, idx, axis=1)
 
 
 def select(S: NDArray[np.float64], kk: int) -> NDArray[np.int64]:
@@ -217,9 +210,23 @@ def _normalized(votes: NDArray[np.float64], sims: NDArray[np.float64]) -> NDArra
     return out
 
 
+def ranked(S: NDArray[np.float64], kk: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Columns and values of the ``kk`` largest entries of each row, in rank order:
+    similarity, then column (insertion order), as :func:`select` chooses them."""
+    cols = select(S, kk)
+    sims = np.take_along_axis(S, cols, axis=1)
+    order = np.argsort(-sims, axis=1, kind="stable")  # cols ascend: ties stay in column order
+    return np.take_along_axis(cols, order, axis=1), np.take_along_axis(sims, order, axis=1)
+
+
 def neighbours(X: sp.csr_matrix, ex: ExampleSet, k: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Top-``k`` pool rows of each row of ``X`` and their similarities, in row chunks
-    (one sparse product per chunk against the pool's transposed compact matrix)."""
+    """Top-``k`` pool rows of each row of ``X`` and their similarities, in rank order
+    (similarity, then insertion order), in row chunks (one sparse product per chunk
+    against the pool's transposed compact matrix).
+
+    This is the reference the stacked scoring (:class:`KNNStack`) reproduces bit for bit:
+    the vote of a document is ``(sims * label_weights[idx]).sum(axis=1)`` over these
+    rank-ordered lists, the same sum a pool document's leave-one-out score is."""
     n = X.shape[0]
     kk = min(k, len(ex))
     idx_out = np.zeros((n, kk), dtype=np.int64)
@@ -228,8 +235,7 @@ def neighbours(X: sp.csr_matrix, ex: ExampleSet, k: int) -> tuple[NDArray[np.int
         return idx_out, sim_out
     for start in range(0, n, _CHUNK):
         stop = min(start + _CHUNK, n)
-        S = ex.dots(X[start:stop])
-        idx, sims = top_k(S, kk)
+        idx, sims = ranked(ex.dots(X[start:stop]), kk)
         idx_out[start:stop] = idx
         sim_out[start:stop] = sims
     return idx_out, sim_out
@@ -326,41 +332,264 @@ class KNN(ScoringModel):
         return KNNStack(models)
 
 
+_K1 = np.uint64(0x9E3779B97F4A7C15)
+_K2 = np.uint64(0xBF58476D1CE4E5B9)
+_K3 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(z: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """splitmix64's finaliser (wrapping uint64 arithmetic)."""
+    z = (z ^ (z >> np.uint64(30))) * _K2
+    z = (z ^ (z >> np.uint64(27))) * _K3
+    return np.asarray(z ^ (z >> np.uint64(31)), dtype=np.uint64)
+
+
+_ROW_KEYS: weakref.WeakKeyDictionary[Any, NDArray[np.uint64]] = weakref.WeakKeyDictionary()
+
+
+def _row_keys(ex: ExampleSet) -> NDArray[np.uint64]:
+    """A 64-bit key per example from its vector's content (hashed columns and value
+    bits); the ``j``-th repeat of one vector in the set gets a key of its own. Keys
+    only pair candidates: :class:`_Union` compares the vectors they pair."""
+    c = ex.pool
+    keys = _ROW_KEYS.get(c)
+    if keys is not None:
+        return keys
+    comp = ex._compact()
+    with np.errstate(over="ignore"):
+        h = _mix(comp.cols[comp.ind].astype(np.uint64) * _K1 + comp.data.view(np.uint64))
+        cs = np.zeros(h.size + 1, np.uint64)
+        np.cumsum(h, out=cs[1:])
+        lengths = np.diff(comp.indptr).astype(np.uint64)
+        keys = _mix(cs[comp.indptr[1:]] - cs[comp.indptr[:-1]] + lengths * _K3)
+        m = keys.size
+        if m > 1:
+            order = np.argsort(keys, kind="stable")
+            sk = keys[order]
+            first = np.concatenate([[True], sk[1:] != sk[:-1]])
+            at = np.arange(m)
+            occ_sorted = at - np.maximum.accumulate(np.where(first, at, 0))
+            if occ_sorted.any():
+                occ = np.empty(m, np.uint64)
+                occ[order] = occ_sorted.astype(np.uint64)
+                keys = np.where(occ > 0, _mix(keys ^ (occ * _K2)), keys)
+    _ROW_KEYS[c] = keys
+    return keys
+
+
+class _Union:
+    """The de-duplicated union of several example sets' vectors.
+
+    Profiles built from one training matrix and fed one stream hold mostly the same
+    documents: stacked scoring computes one similarity per union document instead of
+    one per (profile, example). ``rows[j]`` maps set ``j``'s examples to union rows.
+    Sets with no examples are left out (``rows[j] is None``), and so is a set whose
+    vectors differ from the union rows their keys paired them with: every pairing is
+    checked on the vectors themselves.
+    """
+
+    def __init__(self, sets: Sequence[ExampleSet]) -> None:
+        live = [j for j, ex in enumerate(sets) if len(ex)]
+        keys = [_row_keys(sets[j]) for j in live]
+        sizes = np.array([k.size for k in keys], dtype=np.int64)
+        n_features = next((ex.n_features for ex in sets), 1)
+        self.rows: list[NDArray[np.int64] | None] = [None] * len(sets)
+        if not live:
+            self.n = 0
+            self.compact = _Compact.empty()
+            return
+        uniq, first, inv = np.unique(np.concatenate(keys), return_index=True, return_inverse=True)
+        n = int(uniq.size)
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        ids = [inv[bounds[i] : bounds[i + 1]].astype(np.int64) for i in range(len(live))]
+        # each union row's vector, from the first set holding it
+        src_set = np.searchsorted(bounds, first, side="right") - 1
+        pieces, piece_ids = [], []
+        for i in np.unique(src_set):
+            ex = sets[live[i]]
+            comp = ex._compact()
+            mine = np.flatnonzero(src_set == i)
+            sub = comp.matrix()[first[mine] - bounds[i]]
+            pieces.append(sp.csr_matrix((sub.data, comp.cols[sub.indices], sub.indptr),
+                                        shape=(mine.size, ex.n_features)))
+            piece_ids.append(mine)
+        at = np.empty(n, np.int64)
+        at[np.concatenate(piece_ids)] = np.arange(n)
+        M = sp.vstack(pieces, format="csr")[at]
+        self.n = n
+        for i, j in enumerate(live):
+            rows = ids[i]
+            if np.unique(rows).size == rows.size and self._same(sets[j], M, rows):
+                self.rows[j] = rows
+        self.compact = _Compact.from_csr(sp.csr_matrix(M, shape=(n, n_features)))
+
+    @staticmethod
+    def _same(ex: ExampleSet, M: sp.csr_matrix, rows: NDArray[np.int64]) -> bool:
+        """Whether union rows ``rows`` hold exactly (bit for bit) the examples' vectors."""
+        comp = ex._compact()
+        sub = M[rows]
+        return bool(np.array_equal(sub.indptr, comp.indptr)
+                    and np.array_equal(sub.indices, comp.cols[comp.ind])
+                    and np.array_equal(sub.data.view(np.uint64), comp.data.view(np.uint64)))
+
+
+#: candidate-block budget (documents x candidates x profiles) of one scoring step
+_BLOCK = 1 << 22
+
+
 class KNNStack(Stack):
-    """kNN models grouped by pool matrix: one product and one neighbour search per group."""
+    """Many kNN models scored at once over the union of their pools.
+
+    The pools' documents are de-duplicated into one union (:class:`_Union`): profiles
+    trained on one matrix and fed one stream hold mostly the same documents. One sparse
+    product per batch gives each document's similarity to every union document, the
+    same bits as each pool's own product (a dot product adds the document's entries in
+    the document's order, whatever the other columns are). Each model's neighbours are
+    then its first members among the document's ``T`` most similar union documents,
+    ``T`` sized from the models' shares of the union (:meth:`_votes`), and votes are
+    summed as :func:`neighbours` lists are: scores equal :meth:`KNN.score`'s bit for
+    bit. Pools left out of the union are scored on their own, one product per pool.
+    """
 
     def __init__(self, models: Sequence[ScoringModel]) -> None:
         super().__init__(models)
-        groups: dict[tuple[int, int], list[int]] = {}
-        for j, m in enumerate(models):
+        for m in models:
             if not isinstance(m, KNN):
                 raise ParameterError("KNNStack takes kNN models only")
-            groups.setdefault((id(m._examples().pool), m.k), []).append(j)
-        self.groups = [
-            (cols, np.stack([models[j].label_weights() for j in cols], axis=1))  # type: ignore[attr-defined]
-            for cols in groups.values()
-        ]
+        self._built = False
 
     def update(self, j: int, model: ScoringModel) -> bool:
-        """Pools and label weights are grouped at build time: ask for a rebuild."""
+        """Pools and label weights are combined at build time: ask for a rebuild."""
         return False
 
+    def _build(self) -> None:
+        models = [m for m in self.models if isinstance(m, KNN)]
+        sets = [m._examples() for m in models]
+        union = _Union(sets)
+        self.union = union
+        cols = [j for j, r in enumerate(union.rows) if r is not None]
+        self.cols = np.asarray(cols, dtype=np.int64)
+        P = len(cols)
+        self.kk = np.array([min(models[j].k, len(sets[j])) for j in cols], dtype=np.int64)
+        self.kk1 = np.array([min(models[j].k + 1, len(sets[j])) for j in cols], dtype=np.int64)
+        self.norm = np.array([models[j].normalize for j in cols], dtype=bool)
+        #: models by (k, k + 1) capped at the pool size: their columns of ``cols``, which
+        #: union rows each holds, each union row's label weight in each (0: not held), k, k + 1
+        self.groups: list[tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.float64], int, int]] = []
+        for kk, k1 in sorted({(int(a), int(b)) for a, b in zip(self.kk, self.kk1, strict=True)}):
+            g = np.flatnonzero((self.kk == kk) & (self.kk1 == k1))
+            isin = np.zeros((union.n, g.size), dtype=bool)
+            lw = np.zeros((union.n, g.size))
+            for i, c in enumerate(g):
+                j = cols[c]
+                rows = union.rows[j]
+                assert rows is not None
+                isin[rows, i] = True
+                lw[rows, i] = models[j].label_weights()
+            self.groups.append((g, isin, lw, kk, k1))
+        share = np.array([len(sets[j]) for j in cols], dtype=np.float64) / max(union.n, 1)
+        self.T0 = int(min(union.n, np.ceil(1.5 * (self.kk1 / share).max()) + 16)) if P else 0
+        # pools left out: grouped by pool matrix, one product and neighbour search each
+        groups: dict[tuple[int, int], list[int]] = {}
+        for j, m in enumerate(models):
+            if union.rows[j] is None and len(sets[j]):
+                groups.setdefault((id(sets[j].pool), m.k), []).append(j)
+        self.alone = list(groups.values())
+        self._built = True
+
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
+        if not self._built:
+            self._build()
+        X = sp.csr_matrix(X)
         out = np.zeros((X.shape[0], len(self.models)))
-        for cols, LW in self.groups:
+        if self.cols.size:
+            self._score_union(X, out)
+        for cols in self.alone:
             first = self.models[cols[0]]
             assert isinstance(first, KNN)
-            ex = first._examples()
-            if len(ex) == 0:
-                continue
-            idx, sims = neighbours(sp.csr_matrix(X), ex, first.k)
-            acc = np.zeros((X.shape[0], len(cols)))
-            for j in range(idx.shape[1]):
-                acc += sims[:, j : j + 1] * LW[idx[:, j]]
-            norm = [i for i, c in enumerate(cols) if getattr(self.models[c], "normalize", False)]
-            if norm:
-                total = sims.sum(axis=1)[:, None]
-                acc[:, norm] = np.divide(acc[:, norm], total, out=np.zeros((acc.shape[0], len(norm))),
-                                         where=total > 0)
-            out[:, cols] = acc
+            idx, sims = neighbours(X, first._examples(), first.k)
+            for c in cols:
+                model = self.models[c]
+                assert isinstance(model, KNN)
+                votes = (sims * model.label_weights()[idx]).sum(axis=1)
+                out[:, c] = _normalized(votes, sims) if model.normalize else votes
         return out
+
+    def _score_union(self, X: sp.csr_matrix, out: NDArray[np.float64]) -> None:
+        """Votes of the models in the union into their columns of ``out``."""
+        n, P = X.shape[0], self.cols.size
+        Xr = self.union.compact.restrict(X)
+        UT = self.union.compact.transposed()
+        step = max(1, min(_CHUNK, _BLOCK // max(1, self.T0 * P)))
+        for start in range(0, n, step):
+            stop = min(start + step, n)
+            S = np.asarray((Xr[start:stop] @ UT).toarray(), dtype=np.float64)
+            self._votes(S, out, np.arange(start, stop))
+
+    def _votes(self, S: NDArray[np.float64], out: NDArray[np.float64], at: NDArray[np.int64]) -> None:
+        """Votes of the documents whose union similarities are ``S`` into rows ``at`` of
+        ``out``.
+
+        Each model's ``k + 1`` first members are looked for among the document's ``T``
+        most similar union documents, in order of similarity. The union's order is not
+        the pools' insertion order, so where similarities tie a list may differ from the
+        model's own: when the ``k``-th and ``(k+1)``-th tie, or two tied neighbours carry
+        different label weights (tied neighbours with one weight give the same products
+        whatever their order). Those (document, model) pairs, and those with fewer than
+        ``k + 1`` members among the ``T``, are computed the reference way, from the
+        pool's own similarities (:meth:`_exact`)."""
+        n, U = S.shape
+        T = self.T0
+        cand = (np.broadcast_to(np.arange(U), (n, U)) if T >= U
+                else np.argpartition(S, U - T, axis=1)[:, U - T :])  # the T most similar
+        csim = np.take_along_axis(S, cand, axis=1)
+        order = np.argsort(-csim, axis=1)
+        cand = np.take_along_axis(cand, order, axis=1)
+        csim = np.take_along_axis(csim, order, axis=1)
+        T = cand.shape[1]
+        small = np.uint8 if T < 255 else np.uint16
+        for g, isin_g, lw_g, kk, k1 in self.groups:
+            isin = isin_g[cand]  # n x T x |g|: whether each candidate is in each pool
+            count: NDArray[np.unsignedinteger[Any]] = np.cumsum(isin.view(np.uint8), axis=1, dtype=small)
+            redo = count[:, -1, :] < k1  # n x |g|: fewer than k + 1 members among the T
+            take = np.ascontiguousarray((isin & (count <= k1)).transpose(0, 2, 1))  # n x |g| x T
+            take[redo] = False  # the first k + 1 members of each (document, model), in rank order
+            ok = ~redo
+            pairs = np.flatnonzero(ok)  # (document, model) pairs, each with k + 1 taken
+            f = np.flatnonzero(take)  # rank order within each pair
+            t = f - np.repeat(pairs * T, k1)
+            r = np.repeat(pairs // g.size, k1)
+            where = r * T + t
+            lists = np.zeros((n, g.size, k1))
+            weights = np.zeros((n, g.size, k1))
+            lists[ok] = csim.ravel()[where].reshape(-1, k1)
+            col = np.repeat(pairs % g.size, k1)
+            weights[ok] = lw_g.ravel()[cand.ravel()[where] * g.size + col].reshape(-1, k1)
+            sims = np.ascontiguousarray(lists[:, :, :kk])
+            lw = weights[:, :, :kk]
+            votes = (sims * lw).sum(axis=2)
+            norm = self.norm[g]
+            if norm.any():
+                totals = sims.sum(axis=2)
+                q = np.zeros(votes.shape)
+                np.divide(votes, totals, out=q, where=totals > 0)
+                votes = np.where(norm[None, :], q, votes)
+            out[np.ix_(at, self.cols[g])] = votes
+            bad = ((sims[:, :, 1:] == sims[:, :, :-1]) & (lw[:, :, 1:] != lw[:, :, :-1])).any(axis=2) | redo
+            if k1 > kk:
+                bad |= lists[:, :, kk] == lists[:, :, kk - 1]
+            for c in np.flatnonzero(bad.any(axis=0)):
+                rows = np.flatnonzero(bad[:, c])
+                self._exact(S[rows], int(g[c]), out, at[rows])
+
+    def _exact(self, S: NDArray[np.float64], c: int, out: NDArray[np.float64], at: NDArray[np.int64]) -> None:
+        """Votes of model ``self.cols[c]`` from its pool's similarities (union columns
+        ``S``), as :meth:`KNN.score` computes them."""
+        j = int(self.cols[c])
+        model = self.models[j]
+        assert isinstance(model, KNN)
+        pool = self.union.rows[j]
+        assert pool is not None
+        idx, sims = ranked(np.ascontiguousarray(S[:, pool]), int(self.kk[c]))
+        votes = (sims * model.label_weights()[idx]).sum(axis=1)
+        out[at, j] = _normalized(votes, sims) if model.normalize else votes
