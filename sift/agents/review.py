@@ -384,6 +384,9 @@ class ReviewHooks:
     emit_dead: Any
 
     async def emit(self, result: ReviewResult) -> None:
+        settle = getattr(self.table, "settle", None)
+        if settle is not None:  # the review table's writes durable before the batch is acked
+            await settle()
         await self.emit_dead(result.dead_letters)
         for r in result.requests:
             await self.topics[REQUESTS_TOPIC].send(key=r.review.encode(), value=encode_review(r))

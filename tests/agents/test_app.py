@@ -68,3 +68,72 @@ def test_specs_agent_writes_the_table(worker: Any) -> None:
     assert worker.service.stats["profiles_created"] == 1
     (partition, key, value), _ = worker.table.table.send_changelog.call_args
     assert (partition, key) == (part, name.encode()) and value is worker.table[name]
+
+
+def test_a_batch_is_not_done_before_its_table_writes_are_on_the_broker(
+        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The specs agent waits for the changelog write's delivery before it emits (and
+    before its batch is acknowledged, which follows): Faust's own flush gives up after
+    0.1 s per message, and a committed offset whose state write was still in flight was
+    a lost judgment after a kill -9 (bug 9)."""
+    import types
+
+    import faust.tables.base
+
+    class Delivery(asyncio.Future):  # type: ignore[type-arg]
+        message: Any
+
+    deliveries: list[Delivery] = []
+
+    def send_changelog(self: Any, partition: Any, key: Any, value: Any, *a: Any, **k: Any) -> Any:
+        fut = Delivery()
+        fut.message = types.SimpleNamespace(partition=partition)
+        deliveries.append(fut)
+        return fut
+
+    monkeypatch.setattr(faust.tables.base.Collection, "send_changelog", send_changelog)
+    del worker.table.table.send_changelog  # the fixture's Mock: use ShardedTable's again
+    dead = worker.topics["dead-letters"].send
+    seen: dict[str, Any] = {}
+
+    async def run() -> None:
+        async with agent(worker, "apply_specs").test_context() as a:
+            # one batch: a spec (a table write) and a bad message (a dead letter)
+            part = shard_of("wheat", 2)
+            await a.put(orjson.dumps({"profile": "wheat", "query": "wheat"}),
+                        key=b"wheat", partition=part)
+            await a.put(b"not json", key=b"wheat", partition=part)
+            for _ in range(50):
+                if deliveries:
+                    break
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.1)
+            seen["writes"] = len(deliveries)
+            seen["emitted_before_delivery"] = dead.await_count
+            for fut in deliveries:
+                fut.set_result(None)
+            await asyncio.sleep(0.1)
+            seen["emitted_after_delivery"] = dead.await_count
+
+    asyncio.run(run())
+    assert seen == {"writes": 1, "emitted_before_delivery": 0, "emitted_after_delivery": 1}
+
+
+def test_settle_waits_for_every_write_and_raises_a_failed_one(worker: Any) -> None:
+    table = worker.table.table
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        a, b = loop.create_future(), loop.create_future()
+        table.__dict__["_sift_unsettled"] = [a, b]
+        waiter = asyncio.ensure_future(worker.table.settle())
+        a.set_result(None)
+        await asyncio.sleep(0.01)
+        assert not waiter.done()
+        b.set_exception(ConnectionError("broker gone"))
+        with pytest.raises(ConnectionError, match="broker gone"):
+            await waiter
+        assert table.__dict__["_sift_unsettled"] == []
+        await worker.table.settle()  # nothing pending: returns at once
+
+    asyncio.run(run())
