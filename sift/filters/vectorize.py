@@ -79,6 +79,8 @@ def tokenize(text: str, *, stop_words: frozenset[str] = STOP_WORDS) -> list[str]
 # ``tokenize`` + HashingVectorizer, token for token.
 _WORD, _LETTER, _JOIN = 1, 2, 4  # \w, [^\W\d_], ' or -
 _classes: NDArray[np.uint8] | None = None
+_classes_latin1: bytes | None = None
+_CHUNK = 256  # documents tokenized together
 
 
 def _char_classes() -> NDArray[np.uint8]:
@@ -94,21 +96,30 @@ def _char_classes() -> NDArray[np.uint8]:
     return _classes
 
 
-def _spans(text: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-    """Tokens of two or more characters in ``text`` (which starts and ends with a separator).
+def _latin1_classes() -> bytes:
+    """The class table of U+0000..U+00FF, for bytes.translate."""
+    global _classes_latin1
+    if _classes_latin1 is None:
+        _classes_latin1 = _char_classes()[:256].tobytes()
+    return _classes_latin1
 
-    Returns start and end (exclusive) character offsets, then the same as UTF-8 byte offsets.
+
+def _spans(
+    text: str, doc_start: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64]]:
+    """The tokens in ``text`` (which starts and ends with a separator), one-letter ones included.
+
+    Returns their UTF-8 byte ranges (start, end exclusive), whether each has two or more
+    characters, and for each character offset in ``doc_start`` the number of tokens before it.
     """
-    table = _char_classes()
     cp: NDArray[Any]
-    if text.isascii():
-        cp = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
-    else:
-        try:
-            cp = np.frombuffer(text.encode("latin-1"), dtype=np.uint8)
-        except UnicodeEncodeError:
-            cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    cls = np.take(table[:256] if cp.dtype == np.uint8 else table, cp)  # 0: a separator
+    try:
+        raw = text.encode("latin-1")
+        cp = np.frombuffer(raw, dtype=np.uint8)
+        cls = np.frombuffer(raw.translate(_latin1_classes()), dtype=np.uint8)  # 0: a separator
+    except UnicodeEncodeError:
+        cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        cls = np.take(_char_classes(), cp)
     word = (cls & _WORD).view(bool)
     # Where a token can start (a letter not after a word character), and the ends
     # (exclusive) of the runs of word characters. A token runs from the first start
@@ -130,13 +141,11 @@ def _spans(text: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.
     last[-1:] = True
     # pair each opening start with the end that closes its run: the next event in text order
     marks = np.zeros(cls.size, dtype=bool)
-    marks[start[first]] = True
-    marks[end[last]] = True
+    marks[start] = first
+    marks[end] = last  # (a start is a word character, an end is not: never the same place)
     at = np.flatnonzero(marks)
-    opens = np.flatnonzero(word[at[:-1]])  # starts are word characters, ends are not
-    start, end = at[opens], at[opens + 1]
-    ok = end - start >= 2
-    start, end = start[ok], end[ok]
+    opens = np.flatnonzero(word[at[:-1]])
+    start, end = at.take(opens), at.take(opens + 1)
     bstart, bend = start, end
     if not text.isascii():  # UTF-8 offsets: one more byte from U+0080, U+0800 and U+10000 on
         for lo in (0x80, 0x800, 0x10000):
@@ -144,7 +153,7 @@ def _spans(text: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.
             if wide.size:
                 bstart = bstart + np.searchsorted(wide, start)
                 bend = bend + np.searchsorted(wide, end)
-    return start, end, bstart, bend
+    return bstart, bend, end - start >= 2, np.searchsorted(start, doc_start)
 
 
 def _has_separator(cls: NDArray[np.uint8], lo: NDArray[np.int64], hi: NDArray[np.int64]) -> NDArray[np.bool_]:
@@ -393,19 +402,49 @@ class Vectorizer:
         if self.ngram_max != 1 or self.n_features > 2**31 - 1:
             X = sp.csr_matrix(self._hasher.transform(docs), dtype=np.float64)
             return X, np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-        low = [d.lower() if type(d) is str else _as_text(d).lower() for d in docs]
-        text = "\n".join(["", *low, ""])  # a separator before, between and after documents
-        start, _, bstart, bend = _spans(text)
+        # (in chunks of documents: the working arrays stay in cache)
+        parts = [self._count_keys(docs[a : a + _CHUNK], a) for a in range(0, n, _CHUNK)] or [self._count_keys([], 0)]
+        key = np.concatenate([k for k, _ in parts]) if len(parts) > 1 else parts[0][0]
+        counts = np.concatenate([c for _, c in parts]) if len(parts) > 1 else parts[0][1]
+        rows = key >> 31
+        indptr = np.searchsorted(rows, np.arange(n + 1))
+        index_dtype = np.int32 if key.size <= np.iinfo(np.int32).max else np.int64
+        X = sp.csr_matrix((counts, (key & 0x7FFFFFFF).astype(index_dtype), indptr.astype(index_dtype)),
+                          shape=(n, self.n_features))
+        return X, rows
+
+    def _count_keys(self, docs: list[Any], offset: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """The distinct (row << 31 | column) of the documents' tokens, sorted, and their counts.
+
+        Rows are numbered from ``offset``.
+        """
+        n = len(docs)
+        # the batch lower-cased with a separator before, between and after documents
+        try:
+            text = "\n".join(["", *docs, ""])
+        except TypeError:  # not all str
+            text = ""
+        if text and (text.isascii() or "\u0130" not in text):
+            # (the separator is neither cased nor case-ignorable, so lower-casing the whole is
+            # lower-casing each document, and only U+0130 changes length when lower-cased)
+            text = text.lower()
+            lengths = np.fromiter(map(len, docs), dtype=np.int64, count=n)
+        else:
+            low = [d.lower() if type(d) is str else _as_text(d).lower() for d in docs]
+            text = "\n".join(["", *low, ""])
+            lengths = np.fromiter(map(len, low), dtype=np.int64, count=n)
         doc_start = np.ones(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, low), dtype=np.int64, count=n) + 1, out=doc_start[1:])
+        np.cumsum(lengths + 1, out=doc_start[1:])
         doc_start[1:] += 1
-        row = np.repeat(np.arange(n, dtype=np.int64), np.diff(np.searchsorted(start, doc_start)))
+        bstart, bend, keep, bounds = _spans(text, doc_start)
         utf8 = text.encode("utf-8", "surrogatepass")
         buf = np.zeros(len(utf8) + 8, dtype=np.uint8)
         buf[: len(utf8)] = np.frombuffer(utf8, dtype=np.uint8)
         length = bend - bstart
-        keep = self._not_stop(buf, bstart, length)
-        bstart, length, row = bstart[keep], length[keep], row[keep]
+        keep &= self._not_stop(buf, bstart, length)
+        kept = np.flatnonzero(keep)
+        bstart, length = bstart.take(kept), length.take(kept)
+        row = np.repeat(np.arange(offset, offset + n, dtype=np.int64), np.diff(np.searchsorted(kept, bounds)))
         words = np.ndarray((len(utf8) + 1,), dtype="<u4", buffer=buf, strides=(1,))
         col = np.abs(_murmur3(words, bstart, length).astype(np.int64))
         if self.n_features & (self.n_features - 1):
@@ -418,13 +457,7 @@ class Vectorizer:
         np.not_equal(key[1:], key[:-1], out=new[1:])
         first = np.flatnonzero(new)
         counts = np.diff(np.append(first, key.size)).astype(np.float64)
-        key = key[first]
-        rows = key >> 31
-        indptr = np.searchsorted(rows, np.arange(n + 1))
-        index_dtype = np.int32 if key.size <= np.iinfo(np.int32).max else np.int64
-        X = sp.csr_matrix((counts, (key & 0x7FFFFFFF).astype(index_dtype), indptr.astype(index_dtype)),
-                          shape=(n, self.n_features))
-        return X, rows
+        return key.take(first), counts
 
     def _not_stop(
         self, buf: NDArray[np.uint8], start: NDArray[np.int64], length: NDArray[np.int64]
