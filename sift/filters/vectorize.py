@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 from sklearn.feature_extraction.text import HashingVectorizer
+from sklearn.utils import murmurhash3_32
 
 from sift.filters.errors import ParameterError
 from sift.filters.state import check_version, decode_array, encode_array
@@ -81,6 +82,7 @@ _WORD, _LETTER, _JOIN = 1, 2, 4  # \w, [^\W\d_], ' or -
 _classes: NDArray[np.uint8] | None = None
 _classes_latin1: bytes | None = None
 _CHUNK = 256  # documents tokenized together
+_SMALL = 2000  # characters: a smaller batch is tokenized and hashed token by token (less fixed cost)
 
 
 def _char_classes() -> NDArray[np.uint8]:
@@ -234,6 +236,16 @@ def _as_text(doc: Any) -> str:
     return doc  # type: ignore[no-any-return]
 
 
+def _distinct(key: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """The distinct values of ``key``, sorted, and how often each occurs (as floats)."""
+    key.sort()
+    new = np.ones(key.size, dtype=bool)
+    np.not_equal(key[1:], key[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    counts = np.diff(np.append(first, key.size)).astype(np.float64)
+    return key.take(first), counts
+
+
 def _stop_keys(stop: frozenset[str]) -> tuple[NDArray[np.uint64], int, int, list[bytes]]:
     """Stop words as UTF-8 bytes: those of up to 8 bytes packed into integers in a collision-free
     multiplicative hash table (table, multiplier, shift), the longer ones as a list."""
@@ -308,6 +320,7 @@ class Vectorizer:
         self._weights: NDArray[np.float64] | None = None
         self._stop = self._stop_set()
         self._stop_table, self._stop_mult, self._stop_shift, self._stop_long = _stop_keys(self._stop)
+        self._columns: dict[str, int] = {}  # token -> column, for small batches
         self._hasher = HashingVectorizer(
             n_features=n_features,
             analyzer=self._analyze,
@@ -402,8 +415,14 @@ class Vectorizer:
         if self.ngram_max != 1 or self.n_features > 2**31 - 1:
             X = sp.csr_matrix(self._hasher.transform(docs), dtype=np.float64)
             return X, np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-        # (in chunks of documents: the working arrays stay in cache)
-        parts = [self._count_keys(docs[a : a + _CHUNK], a) for a in range(0, n, _CHUNK)] or [self._count_keys([], 0)]
+        try:
+            size = sum(map(len, docs))
+        except TypeError:  # not all text: the small path raises what scikit-learn's path did
+            size = 0
+        if not n or (n <= _CHUNK and size < _SMALL):
+            parts = [self._count_keys_small(docs)]
+        else:  # in chunks of documents: the working arrays stay in cache
+            parts = [self._count_keys(docs[a : a + _CHUNK], a) for a in range(0, n, _CHUNK)]
         key = np.concatenate([k for k, _ in parts]) if len(parts) > 1 else parts[0][0]
         counts = np.concatenate([c for _, c in parts]) if len(parts) > 1 else parts[0][1]
         rows = key >> 31
@@ -451,13 +470,21 @@ class Vectorizer:
             col %= self.n_features
         else:  # a power of two
             col &= self.n_features - 1
-        key = (row << 31) | col
-        key.sort()
-        new = np.ones(key.size, dtype=bool)
-        np.not_equal(key[1:], key[:-1], out=new[1:])
-        first = np.flatnonzero(new)
-        counts = np.diff(np.append(first, key.size)).astype(np.float64)
-        return key.take(first), counts
+        return _distinct((row << 31) | col)
+
+    def _count_keys_small(self, docs: list[Any]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """As :meth:`_count_keys`, a token at a time, the columns of tokens seen before from a dict."""
+        columns = self._columns
+        if len(columns) > 100_000:
+            columns.clear()
+        keys = []
+        for row, doc in enumerate(docs):
+            for token in tokenize(doc if type(doc) is str else _as_text(doc), stop_words=self._stop):
+                col = columns.get(token)
+                if col is None:
+                    col = columns[token] = abs(murmurhash3_32(token, seed=0)) % self.n_features
+                keys.append(row << 31 | col)
+        return _distinct(np.array(keys, dtype=np.int64))
 
     def _not_stop(
         self, buf: NDArray[np.uint8], start: NDArray[np.int64], length: NDArray[np.int64]

@@ -5,6 +5,8 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.feature_extraction.text import HashingVectorizer
 
+import sift.filters.vectorize as vectorize_module
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.pseudolabel import Pseudolabeler
 from sift.filters.vectorize import STOP_WORDS, Vectorizer, normalize_rows, tokenize
@@ -160,6 +163,17 @@ def _ref_transform(v: Vectorizer, texts: list[str]) -> sp.csr_matrix:
     return X
 
 
+@contextmanager
+def _path(small: bool) -> Iterator[None]:
+    """Force the token-by-token path for small batches, or the numpy batch path."""
+    saved = vectorize_module._SMALL
+    vectorize_module._SMALL = 10**12 if small else 0
+    try:
+        yield
+    finally:
+        vectorize_module._SMALL = saved
+
+
 def _assert_identical(X: sp.csr_matrix, R: sp.csr_matrix) -> None:
     assert type(X) is type(R) and X.shape == R.shape
     assert X.indptr.dtype == R.indptr.dtype and X.indices.dtype == R.indices.dtype and X.data.dtype == R.data.dtype
@@ -190,13 +204,14 @@ _TRAIN = ["wheat prices rose", "oil prices fell", "Straße über naïve ΟΔΟΣ
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_texts, min_size=1, max_size=6), st.integers(0, len(_CONFIGS) - 1))
 def test_batch_transform_equals_the_reference(texts: list[str], config: int) -> None:
-    v = Vectorizer(**_CONFIGS[config]).fit(_TRAIN + texts[:2])  # type: ignore[arg-type]
-    ref = Vectorizer(**_CONFIGS[config])  # type: ignore[arg-type]
-    ref.n_docs_, ref.df_ = len(_TRAIN) + len(texts[:2]), _ref_transform(  # reference document frequencies
+    ref_df = _ref_transform(  # reference document frequencies
         Vectorizer(**{**_CONFIGS[config], "tf": "raw", "idf": "none", "normalize": False}),  # type: ignore[arg-type]
         _TRAIN + texts[:2]).getnnz(axis=0).astype(np.float64)
-    np.testing.assert_array_equal(v.df_, ref.df_)
-    _assert_identical(v.transform(texts), _ref_transform(v, texts))
+    for small in (False, True):
+        with _path(small):
+            v = Vectorizer(**_CONFIGS[config]).fit(_TRAIN + texts[:2])  # type: ignore[arg-type]
+            np.testing.assert_array_equal(v.df_, ref_df)
+            _assert_identical(v.transform(texts), _ref_transform(v, texts))
     for text in texts:
         assert tokenize(text, stop_words=v._stop) == _ref_tokenize(text, v._stop)
 
@@ -209,13 +224,18 @@ def test_batch_transform_edge_cases() -> None:
         ["wheat " * 100_000 + "oil"], ["ΑΣ.Β ΑΣ'Β İstanbul ǅemal"], ["\ud800wheat\udfff oil"],
         ["x" * 9 + " " + "𝐀𝐁 𐐀𐐁"],
     ]
-    for texts in batches:
-        _assert_identical(v.transform(texts), _ref_transform(v, texts))
-    # bytes are UTF-8, as scikit-learn decodes them; np.nan is refused as it refuses it
-    _assert_identical(v.transform([b"wheat \xc3\xa9t\xc3\xa9", "oil"]), _ref_transform(v, ["wheat été", "oil"]))
-    with pytest.raises(ValueError, match=r"np\.nan"):
-        v.transform([np.nan])
-    assert v.transform([]).shape == (0, 2**16)  # (scikit-learn's hasher raised on an empty batch)
+    for small in (False, True):
+        with _path(small):
+            for texts in batches:
+                _assert_identical(v.transform(texts), _ref_transform(v, texts))
+            # bytes are UTF-8, as scikit-learn decodes them; np.nan is refused as it refuses it
+            _assert_identical(v.transform([b"wheat \xc3\xa9t\xc3\xa9", "oil"]),
+                              _ref_transform(v, ["wheat été", "oil"]))
+            with pytest.raises(ValueError, match=r"np\.nan"):
+                v.transform([np.nan])
+            with pytest.raises(AttributeError):
+                v.transform(["wheat", None])
+            assert v.transform([]).shape == (0, 2**16)  # (scikit-learn's hasher raised on an empty batch)
 
 
 @pytest.mark.skipif(not (REUTERS / "test.jsonl.gz").exists(), reason="Reuters-21578 not present")
@@ -232,3 +252,5 @@ def test_reuters_vectors_equal_the_reference() -> None:
     test = docs["test"]
     _assert_identical(sp.vstack([v.transform(test[i : i + 256]) for i in range(0, len(test), 256)], format="csr"),
                       _ref_transform(v, test))
+    # one at a time (the token-by-token path for small batches)
+    _assert_identical(sp.vstack([v.transform([d]) for d in test[:500]], format="csr"), _ref_transform(v, test[:500]))
