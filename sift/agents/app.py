@@ -152,6 +152,55 @@ def rotate_fetched_partitions() -> None:
     Fetcher.fetched_records = fetched_records  # type: ignore[method-assign]
 
 
+def commit_only_processed_messages() -> None:
+    """Keep Faust from committing messages that no agent processed. Idempotent.
+
+    A stream that pulls an event while flow control is suspended (a rebalance, or the
+    worker stopping) or that was fetched in an earlier consumer generation skips it
+    and *acknowledges* it (``Stream.__aiter__``: "ack the filtered out message,
+    otherwise the lag would increase"); the consumer's next commit (Faust commits while
+    stopping) then moves past a message nobody applied, and the worker that takes over
+    never sees it: a worker leaving the group lost one judgment of 2,000 that way
+    (docs/reliability.md, bug 9). Here such an acknowledgement only releases the message
+    (so shutdown does not wait for it) and is not recorded as committable: the message
+    is delivered again from the committed offset, to this worker or the next owner,
+    whose processing is idempotent (judgment keys, decision keys). A batch an agent
+    finishes during a rebalance is re-processed for the same reason: at least once.
+    """
+    from faust.transport.consumer import Consumer
+    from mode.utils.futures import notify
+
+    original = Consumer.ack
+    if getattr(original, "sift_guarded", False):
+        return
+    try:
+        from faust.types.tuples import ack_lock as lock
+    except ImportError:  # older faust-streaming: no lock around acks
+        import contextlib
+
+        lock = contextlib.nullcontext()
+
+    def ack(self: Any, message: Any) -> bool:
+        app = self.app
+        current = (app.flow_control.is_active()
+                   and getattr(message, "generation_id", None) in (None,
+                                                                   app.consumer_generation_id))
+        if current:
+            return bool(original(self, message))
+        with lock:
+            if not message.acked:
+                message.acked = True
+                self._unacked_messages.discard(message)
+                notify(self._waiting_for_ack)
+                log.debug("not committing %s[%d]@%d: acknowledged outside the current "
+                          "generation or while flow is suspended", message.topic,
+                          message.partition, message.offset)
+        return False
+
+    ack.sift_guarded = True  # type: ignore[attr-defined]
+    Consumer.ack = ack  # type: ignore[method-assign]
+
+
 def internal_error(msg: InputMessage, exc: BaseException) -> DeadLetter:
     return dead_letter(msg, RecordError("internal_error", f"{type(exc).__name__}: {exc}"))
 
@@ -320,6 +369,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     """
     P = settings.partitions
     rotate_fetched_partitions()
+    commit_only_processed_messages()
     if service is None:
         if training is None:
             training = TrainingSet.load(settings.idf_corpus or default_corpus())

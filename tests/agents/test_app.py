@@ -137,3 +137,33 @@ def test_settle_waits_for_every_write_and_raises_a_failed_one(worker: Any) -> No
         await worker.table.settle()  # nothing pending: returns at once
 
     asyncio.run(run())
+
+
+def test_only_messages_processed_in_the_current_generation_become_committable(
+        worker: Any) -> None:
+    """Faust acknowledges the events a stream skips while flow is suspended (rebalance,
+    shutdown) or that come from an older generation; those must not be committed."""
+    from faust.types import TP, Message
+
+    app = worker.app
+    consumer = app.consumer
+    tp = TP("sift.judgments", 0)
+    app.topics.acks_enabled_for = lambda topic: True  # no subscription without a broker
+
+    def message(offset: int, generation: int) -> Any:
+        m = Message(tp.topic, tp.partition, offset, 0.0, 0, None, b"k", b"v", None,
+                    generation_id=generation)
+        consumer._unacked_messages.add(m)
+        return m
+
+    gen = app.consumer_generation_id
+    ok, old, suspended = message(0, gen), message(1, gen - 1), message(2, gen)
+    assert consumer.ack(ok) is True
+    assert consumer.ack(old) is False
+    app.flow_control.suspend()
+    assert consumer.ack(suspended) is False
+    app.flow_control.resume()
+    assert list(consumer._acked[tp]) == [0]  # only the processed one can be committed
+    assert all(m.acked for m in (ok, old, suspended))  # none keeps shutdown waiting
+    assert not consumer._unacked_messages
+    assert consumer._new_offset(tp) == 1
