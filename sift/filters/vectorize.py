@@ -123,31 +123,28 @@ def _spans(
         cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         cls = np.take(_char_classes(), cp)
     word = (cls & _WORD).view(bool)
-    # Where a token can start (a letter not after a word character), and the ends
-    # (exclusive) of the runs of word characters. A token runs from the first start
-    # in a run of word characters, apostrophes and hyphens to the last end in it.
-    start = np.flatnonzero(((cls[1:] & _LETTER) != 0) & ~word[:-1]) + 1
-    end = np.flatnonzero(word[:-1] & ~word[1:]) + 1
-    # A start after a separator opens its run, and an end at a separator closes its
-    # run. Otherwise (next to an apostrophe or hyphen) it is the first (last) one of
-    # its run if a separator lies between it and the previous start (next end).
-    first = cls[start - 1] == 0
-    check = np.flatnonzero(~first[1:]) + 1
+    # the runs of word characters, [begin, end) (the text starts and ends with a separator)
+    edges = np.flatnonzero(word[1:] != word[:-1]) + 1
+    begin, end = edges[0::2], edges[1::2]
+    # Runs of word characters with only apostrophes and hyphens between them make one
+    # stretch. A token runs from the first of them that begins with a letter to the end
+    # of the last. Does a separator follow run k before run k + 1 begins?
+    closes = cls[end] == 0
+    check = np.flatnonzero(~closes[:-1])
     if check.size:
-        first[check] = _has_separator(cls, start[check - 1] + 1, start[check])
-    first[:1] = True
-    last = cls[end] == 0
-    check = np.flatnonzero(~last[:-1])
-    if check.size:
-        last[check] = _has_separator(cls, end[check], end[check + 1])
-    last[-1:] = True
-    # pair each opening start with the end that closes its run: the next event in text order
-    marks = np.zeros(cls.size, dtype=bool)
-    marks[start] = first
-    marks[end] = last  # (a start is a word character, an end is not: never the same place)
-    at = np.flatnonzero(marks)
-    opens = np.flatnonzero(word[at[:-1]])
-    start, end = at.take(opens), at.take(opens + 1)
+        closes[check] = _has_separator(cls, end[check], begin[check + 1])
+    closes[-1:] = True
+    last = np.flatnonzero(closes)  # the last run of each stretch
+    stretch = np.zeros(begin.size, dtype=np.int64)
+    stretch[last[:-1] + 1] = 1
+    np.cumsum(stretch, out=stretch)
+    opening = np.flatnonzero((cls[begin] & _LETTER) != 0)
+    in_stretch = stretch.take(opening)
+    is_first = np.ones(opening.size, dtype=bool)
+    np.not_equal(in_stretch[1:], in_stretch[:-1], out=is_first[1:])
+    firsts = np.flatnonzero(is_first)
+    start = begin.take(opening.take(firsts))
+    end = end.take(last.take(in_stretch.take(firsts)))
     bstart, bend = start, end
     if not text.isascii():  # UTF-8 offsets: one more byte from U+0080, U+0800 and U+10000 on
         for lo in (0x80, 0x800, 0x10000):
