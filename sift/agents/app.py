@@ -466,7 +466,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         async for events in stream.take_events(8, within=settings.batch_timeout):
             msgs = await reviews.take_specs([to_message(e) for e in events])
             result = guarded(service.apply_specs, msgs, table)
-            await table.settle()
+            await settle()
             await emit_forwards(result)
 
     @app.agent(judgments_topic)
@@ -476,8 +476,18 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                                                within=settings.judgment_batch_timeout):
             msgs = await reviews.take_judgments([to_message(e) for e in events])
             result = guarded(service.apply_judgments, msgs, table)
-            await table.settle()
+            await settle()
             await emit_forwards(result)
+
+    async def settle() -> None:
+        """The batch's table writes on the broker before the batch is acknowledged."""
+        try:
+            await table.settle()
+        except Exception as exc:  # e.g. a record over max.message.bytes: say so, go on
+            service.stats["state_write_failed"] += 1
+            log.error("a profile state write did not reach the changelog (%s: %s); the "
+                      "in-memory state is ahead of the changelog until the profile's next "
+                      "write", type(exc).__name__, exc)
 
     async def emit_forwards(result: Any) -> None:
         await emit_dead(result.dead_letters)

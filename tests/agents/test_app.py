@@ -70,12 +70,9 @@ def test_specs_agent_writes_the_table(worker: Any) -> None:
     assert (partition, key) == (part, name.encode()) and value is worker.table[name]
 
 
-def test_a_batch_is_not_done_before_its_table_writes_are_on_the_broker(
-        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The specs agent waits for the changelog write's delivery before it emits (and
-    before its batch is acknowledged, which follows): Faust's own flush gives up after
-    0.1 s per message, and a committed offset whose state write was still in flight was
-    a lost judgment after a kill -9 (bug 9)."""
+@pytest.fixture
+def deliveries(worker: Any, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Changelog writes as futures the test resolves (delivered, or failed)."""
     import types
 
     import faust.tables.base
@@ -83,22 +80,28 @@ def test_a_batch_is_not_done_before_its_table_writes_are_on_the_broker(
     class Delivery(asyncio.Future):  # type: ignore[type-arg]
         message: Any
 
-    deliveries: list[Delivery] = []
+    out: list[Delivery] = []
 
     def send_changelog(self: Any, partition: Any, key: Any, value: Any, *a: Any, **k: Any) -> Any:
         fut = Delivery()
         fut.message = types.SimpleNamespace(partition=partition)
-        deliveries.append(fut)
+        out.append(fut)
         return fut
 
     monkeypatch.setattr(faust.tables.base.Collection, "send_changelog", send_changelog)
     del worker.table.table.send_changelog  # the fixture's Mock: use ShardedTable's again
+    return out
+
+
+def run_specs_batch(worker: Any, deliveries: list[Any], outcome: BaseException | None
+                    ) -> dict[str, Any]:
+    """One batch (a spec: a table write; a bad message: a dead letter); the emits counted
+    before and after the write's delivery is resolved with ``outcome``."""
     dead = worker.topics["dead-letters"].send
     seen: dict[str, Any] = {}
 
     async def run() -> None:
         async with agent(worker, "apply_specs").test_context() as a:
-            # one batch: a spec (a table write) and a bad message (a dead letter)
             part = shard_of("wheat", 2)
             await a.put(orjson.dumps({"profile": "wheat", "query": "wheat"}),
                         key=b"wheat", partition=part)
@@ -111,12 +114,33 @@ def test_a_batch_is_not_done_before_its_table_writes_are_on_the_broker(
             seen["writes"] = len(deliveries)
             seen["emitted_before_delivery"] = dead.await_count
             for fut in deliveries:
-                fut.set_result(None)
+                if outcome is None:
+                    fut.set_result(None)
+                else:
+                    fut.set_exception(outcome)
             await asyncio.sleep(0.1)
             seen["emitted_after_delivery"] = dead.await_count
 
     asyncio.run(run())
+    return seen
+
+
+def test_a_batch_is_not_done_before_its_table_writes_are_on_the_broker(
+        worker: Any, deliveries: list[Any]) -> None:
+    """The specs agent waits for the changelog write's delivery before it emits (and
+    before its batch is acknowledged, which follows): Faust's own flush gives up after
+    0.1 s per message, and a committed offset whose state write was still in flight was
+    a lost judgment after a kill -9 (bug 10)."""
+    seen = run_specs_batch(worker, deliveries, None)
     assert seen == {"writes": 1, "emitted_before_delivery": 0, "emitted_after_delivery": 1}
+    assert worker.service.stats["state_write_failed"] == 0
+
+
+def test_a_failed_table_write_is_counted_and_the_agent_goes_on(
+        worker: Any, deliveries: list[Any]) -> None:
+    seen = run_specs_batch(worker, deliveries, ConnectionError("broker gone"))
+    assert seen == {"writes": 1, "emitted_before_delivery": 0, "emitted_after_delivery": 1}
+    assert worker.service.stats["state_write_failed"] == 1
 
 
 def test_settle_waits_for_every_write_and_raises_a_failed_one(worker: Any) -> None:
