@@ -201,7 +201,7 @@ _CONFIGS = [
 _TRAIN = ["wheat prices rose", "oil prices fell", "Straße über naïve ΟΔΟΣ", "the don't ab-cd 1987 x2"]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_texts, min_size=1, max_size=6), st.integers(0, len(_CONFIGS) - 1))
 def test_batch_transform_equals_the_reference(texts: list[str], config: int) -> None:
     ref_df = _ref_transform(  # reference document frequencies
