@@ -32,7 +32,7 @@ Examples
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -419,7 +419,7 @@ class _Union:
         self.n = n
         for i, j in enumerate(live):
             rows = ids[i]
-            if np.unique(rows).size == rows.size and self._same(sets[j], M, rows):
+            if np.bincount(rows, minlength=n).max() <= 1 and self._same(sets[j], M, rows):
                 self.rows[j] = rows
         self.compact = _Compact.from_csr(sp.csr_matrix(M, shape=(n, n_features)))
 
@@ -427,14 +427,18 @@ class _Union:
     def _same(ex: ExampleSet, M: sp.csr_matrix, rows: NDArray[np.int64]) -> bool:
         """Whether union rows ``rows`` hold exactly (bit for bit) the examples' vectors."""
         comp = ex._compact()
-        sub = M[rows]
-        return bool(np.array_equal(sub.indptr, comp.indptr)
-                    and np.array_equal(sub.indices, comp.cols[comp.ind])
-                    and np.array_equal(sub.data.view(np.uint64), comp.data.view(np.uint64)))
+        lengths = np.diff(comp.indptr)
+        if not np.array_equal(M.indptr[rows + 1] - M.indptr[rows], lengths):
+            return False
+        at = np.repeat(M.indptr[rows] - comp.indptr[:-1], lengths) + np.arange(comp.ind.size)
+        return bool(np.array_equal(M.indices[at], comp.cols[comp.ind])
+                    and np.array_equal(M.data[at].view(np.uint64), comp.data.view(np.uint64)))
 
 
 #: candidate-block budget (documents x candidates x profiles) of one scoring step
 _BLOCK = 1 << 22
+#: batches this small are scored pool by pool while the stack's union is not built
+_FEW = 16
 
 
 class KNNStack(Stack):
@@ -448,7 +452,8 @@ class KNNStack(Stack):
     then its first members among the document's ``T`` most similar union documents,
     ``T`` sized from the models' shares of the union (:meth:`_votes`), and votes are
     summed as :func:`neighbours` lists are: scores equal :meth:`KNN.score`'s bit for
-    bit. Pools left out of the union are scored on their own, one product per pool.
+    bit. A pool matrix several models share (full training) is scored on its own, one
+    product and neighbour search for all of them, and so are pools left out of the union.
     """
 
     def __init__(self, models: Sequence[ScoringModel]) -> None:
@@ -465,7 +470,16 @@ class KNNStack(Stack):
     def _build(self) -> None:
         models = [m for m in self.models if isinstance(m, KNN)]
         sets = [m._examples() for m in models]
-        union = _Union(sets)
+        # models sharing one pool matrix (full training) share its product and neighbour
+        # search already: only pools of their own go into the union
+        holders: dict[int, list[int]] = {}
+        for j, ex in enumerate(sets):
+            holders.setdefault(id(ex.pool), []).append(j)
+        own = [js[0] for js in holders.values() if len(js) == 1 and len(sets[js[0]])]
+        if len(own) < 2:
+            own = []
+        mine = set(own)
+        union = _Union([ex if j in mine else ExampleSet(None, ex.n_features) for j, ex in enumerate(sets)])
         self.union = union
         cols = [j for j, r in enumerate(union.rows) if r is not None]
         self.cols = np.asarray(cols, dtype=np.int64)
@@ -489,22 +503,35 @@ class KNNStack(Stack):
             self.groups.append((g, isin, lw, kk, k1))
         share = np.array([len(sets[j]) for j in cols], dtype=np.float64) / max(union.n, 1)
         self.T0 = int(min(union.n, np.ceil(1.5 * (self.kk1 / share).max()) + 16)) if P else 0
-        # pools left out: grouped by pool matrix, one product and neighbour search each
-        groups: dict[tuple[int, int], list[int]] = {}
-        for j, m in enumerate(models):
-            if union.rows[j] is None and len(sets[j]):
-                groups.setdefault((id(sets[j].pool), m.k), []).append(j)
-        self.alone = list(groups.values())
+        self.alone = [j for j, rows in enumerate(union.rows) if rows is None]  # scored pool by pool
         self._built = True
 
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
-        if not self._built:
-            self._build()
+        """Scores of every row of ``X`` against every model. A few documents, before the
+        union is built, are scored pool by pool instead (building it takes a product's
+        worth of work; a stack is rebuilt whenever a pool changes)."""
         X = sp.csr_matrix(X)
         out = np.zeros((X.shape[0], len(self.models)))
+        if not self._built and X.shape[0] < _FEW:
+            self._score_pools(X, out, range(len(self.models)))
+            return out
+        if not self._built:
+            self._build()
         if self.cols.size:
             self._score_union(X, out)
-        for cols in self.alone:
+        self._score_pools(X, out, self.alone)
+        return out
+
+    def _score_pools(self, X: sp.csr_matrix, out: NDArray[np.float64], which: Iterable[int]) -> None:
+        """Models ``which`` scored on their own pools: one product and neighbour search
+        per pool matrix (models sharing one, as in full training, share them)."""
+        groups: dict[tuple[int, int], list[int]] = {}
+        for j in which:
+            m = self.models[j]
+            assert isinstance(m, KNN)
+            if len(m._examples()):
+                groups.setdefault((id(m._examples().pool), m.k), []).append(j)
+        for cols in groups.values():
             first = self.models[cols[0]]
             assert isinstance(first, KNN)
             idx, sims = neighbours(X, first._examples(), first.k)
@@ -513,7 +540,6 @@ class KNNStack(Stack):
                 assert isinstance(model, KNN)
                 votes = (sims * model.label_weights()[idx]).sum(axis=1)
                 out[:, c] = _normalized(votes, sims) if model.normalize else votes
-        return out
 
     def _score_union(self, X: sp.csr_matrix, out: NDArray[np.float64]) -> None:
         """Votes of the models in the union into their columns of ``out``."""

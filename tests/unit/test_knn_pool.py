@@ -58,11 +58,13 @@ def _models(D: sp.csr_matrix, specs: list[tuple[list[int], int, str, bool]], see
 
 
 def _check(models: list[KNN], X: sp.csr_matrix, T0: int | None = None) -> KNNStack:
+    few = KNNStack(models).score(X[:3])  # a few documents: pool by pool, no union built
     stack = KNNStack(models)
     stack._build()
     if T0 is not None:
         stack.T0 = T0  # a narrow first candidate set: most rows need widening
     got = stack.score(X)
+    assert np.array_equal(few, got[:3])
     for j, m in enumerate(models):
         ex = m._examples()
         own = m.score(X) if len(ex) else np.zeros(X.shape[0])
@@ -164,5 +166,7 @@ def test_one_pool_shared_by_every_model(k: int) -> None:
         m = KNN(k=k + j)
         m.bind(30, None, ex)
         models.append(m)
-    stack = _check(models, _docs(30, 30, 15))
-    assert stack.union.n == D.shape[0]
+    own = _models(D, [(list(range(0, 90, 2)), 3, "signed", False), (list(range(1, 90, 3)), 2, "positive", True)], 16)
+    stack = _check(models + own, _docs(30, 30, 15), 5)
+    assert stack.alone == [0, 1, 2, 3]  # the shared matrix: one product and search for the four
+    assert stack.union.rows[4] is not None and stack.union.rows[5] is not None
