@@ -407,6 +407,8 @@ class Service:
         self._bad: dict[str, bytes] = {}
         # offsets processed here, per (topic, partition): a set, and the order to forget them
         self._done: dict[tuple[str, int], tuple[set[int], deque[int]]] = {}
+        # the last offset seen per (topic, partition), to report gaps and rewinds
+        self._last: dict[tuple[str, int], int] = {}
 
     # -- helpers ------------------------------------------------------------------------------
     def shard(self, name: str) -> int:
@@ -497,6 +499,33 @@ class Service:
             return True
         return False
 
+    def observe(self, messages: Iterable[InputMessage]) -> None:
+        """Report offsets that never reached this worker (gaps) and offsets seen again.
+
+        sift's input topics are neither compacted nor written in transactions, so one
+        partition's offsets reach a worker consecutively; a gap means the consumer
+        skipped messages (logged as a warning and counted: ``offset_gaps`` and
+        ``offsets_skipped``). Going back (``offset_rewinds``) is normal after a
+        rebalance or a restart (at least once) and only counted.
+        """
+        last = self._last
+        for msg in messages:
+            if msg.offset < 0:
+                continue
+            tp = (msg.topic, msg.partition)
+            prev = last.get(tp)
+            if prev is not None:
+                if msg.offset > prev + 1:
+                    self.stats["offset_gaps"] += 1
+                    self.stats["offsets_skipped"] += msg.offset - prev - 1
+                    log.warning("offsets %d..%d of %s[%d] never reached this worker",
+                                prev + 1, msg.offset - 1, msg.topic, msg.partition)
+                elif msg.offset <= prev:
+                    self.stats["offset_rewinds"] += 1
+                    log.info("%s[%d]: offset %d again (last seen %d)", msg.topic,
+                             msg.partition, msg.offset, prev)
+            last[tp] = msg.offset
+
     def processed(self, messages: Iterable[InputMessage]) -> None:
         """Remember messages as processed (after success: a failed batch is retried)."""
         for msg in messages:
@@ -517,6 +546,8 @@ class Service:
         """Decode and vectorize a batch of document messages (once), for every shard."""
         dead: list[DeadLetter] = []
         docs: list[Document] = []
+        messages = list(messages)
+        self.observe(messages)
         fresh = [m for m in messages if not self.redelivered(m)]
         for msg in fresh:
             docs.extend(self.decode_documents(msg, dead))
@@ -561,8 +592,10 @@ class Service:
 
         ``source`` (the consumed message) lets a re-delivered batch be skipped.
         """
-        if source is not None and self.redelivered(source):
-            return []
+        if source is not None:
+            self.observe([source])
+            if self.redelivered(source):
+                return []
         ids, X = decode_vector_batch(payload)
         self.store.put(ids, X)
         bank = self.sync_shard(shard, table)
@@ -663,6 +696,8 @@ class Service:
                     table: MutableMapping[str, bytes]) -> UpdateResult:
         """Create, replace or delete profiles; state written back to ``table``."""
         out = UpdateResult()
+        messages = list(messages)
+        self.observe(messages)
         for msg in messages:
             try:
                 spec = decode_profile_spec(msg.value or b"")
@@ -702,6 +737,8 @@ class Service:
         out = UpdateResult()
         batches: dict[str, list[tuple[Judgment, tuple[sp.csr_matrix, int]]]] = {}
         seen: set[tuple[str, str]] = set()
+        messages = list(messages)
+        self.observe(messages)
         for msg in messages:
             try:
                 j = decode_judgment(msg.value or b"")
@@ -720,6 +757,9 @@ class Service:
                 continue
             if j.key in entry.judged or (j.profile, j.key) in seen:
                 self.stats["judgments_duplicate"] += 1
+                log.info("judgment %r of %r (%s[%d]@%d) already applied%s", j.key, j.profile,
+                         msg.topic, msg.partition, msg.offset,
+                         " in this batch" if (j.profile, j.key) in seen else "")
                 continue
             x = self.store.locate(j.doc_id)
             if x is None and j.text:
