@@ -71,13 +71,15 @@ def tokenize(text: str, *, stop_words: frozenset[str] = STOP_WORDS) -> list[str]
 
 
 # -- the batch tokenizer and hasher ----------------------------------------------------
-# ``Vectorizer`` counts terms without a Python step per token: the batch is lower-cased
-# and joined into one string, every character is classified with a table built from
-# the tokenizer's own regex character classes, token spans come from the transitions
-# between classes (the rule in the comment on ``_TOKEN``), and the UTF-8 bytes of
-# every span are hashed with MurmurHash3 (x86, 32 bit, seed 0) in numpy, exactly as
-# scikit-learn's HashingVectorizer does one token at a time. The tests check it against
-# ``tokenize`` + HashingVectorizer, token for token.
+# ``Vectorizer`` counts terms without a Python step per token: a chunk of documents is
+# lower-cased and joined into one string, every character is classified with a table
+# built from the tokenizer's own regex character classes, token spans come from the
+# runs of word characters (the rule in the comment on ``_TOKEN``), stop words are
+# dropped by comparing bytes, and the UTF-8 bytes of every span are hashed with
+# MurmurHash3 (x86, 32 bit, seed 0) in numpy, as scikit-learn's HashingVectorizer
+# hashes one token at a time. Batches of fewer than ``_SMALL`` characters go token by
+# token instead (``tokenize`` and a dict of columns: less cost per call). The tests
+# check both against the per-document implementation this replaced, bit for bit.
 _WORD, _LETTER, _JOIN = 1, 2, 4  # \w, [^\W\d_], ' or -
 _classes: NDArray[np.uint8] | None = None
 _classes_latin1: bytes | None = None
@@ -169,7 +171,8 @@ def _has_separator(cls: NDArray[np.uint8], lo: NDArray[np.int64], hi: NDArray[np
 
 _C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
 _TAIL_MASK = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF], dtype=np.uint32)
-_U8_MASK = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [2**64 - 1], dtype=np.uint64)
+# the bytes of a token of k bytes in the first 8 at it: mask k (none if k > 8)
+_U8_MASK = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 9)] + [0], dtype=np.uint64)
 
 
 def _mix(k: NDArray[np.uint32]) -> None:
@@ -264,7 +267,8 @@ def _stop_keys(stop: frozenset[str]) -> tuple[NDArray[np.uint64], int, int, list
                 break
             if attempt % 64 == 63:
                 bits += 1
-    table = np.zeros(2**bits, dtype=np.uint64)  # 0: no stop word (a token has no zero byte)
+    # an empty slot: bytes 0xFF, never in UTF-8; a token of more than 8 bytes is looked up as 0
+    table = np.full(2**bits, 2**64 - 1, dtype=np.uint64)
     for k in short:
         table[(k * mult) % 2**64 >> (64 - bits)] = k
     return table, mult, 64 - bits, sorted(long)
@@ -487,18 +491,17 @@ class Vectorizer:
         self, buf: NDArray[np.uint8], start: NDArray[np.int64], length: NDArray[np.int64]
     ) -> NDArray[np.bool_]:
         """False for the tokens (UTF-8 byte ranges of ``buf``) that are stop words: exact byte comparison."""
-        keep = np.ones(start.size, dtype=bool)
         if not start.size or not self._stop:
-            return keep
+            return np.ones(start.size, dtype=bool)
         # the bytes of a token as one integer (zero-padded; tokens contain no zero byte)
         first8 = np.ndarray((buf.size - 7,), dtype="<u8", buffer=buf, strides=(1,))[start]
         if self._stop_mult:
-            packed = first8 & _U8_MASK[np.minimum(length, 8)]
+            packed = first8 & _U8_MASK[np.minimum(length, 9)]
             slot = packed * np.uint64(self._stop_mult)
             slot >>= np.uint64(self._stop_shift)
-            stop = self._stop_table[slot] == packed
-            stop &= length <= 8
-            keep &= ~stop
+            keep: NDArray[np.bool_] = self._stop_table[slot] != packed
+        else:
+            keep = np.ones(start.size, dtype=bool)
         for word in self._stop_long:
             head = int.from_bytes(word[:8], "little")
             for i in np.flatnonzero((length == len(word)) & (first8 == head)).tolist():
