@@ -504,6 +504,7 @@ class KNNStack(Stack):
         share = np.array([len(sets[j]) for j in cols], dtype=np.float64) / max(union.n, 1)
         self.T0 = int(min(union.n, np.ceil(1.5 * (self.kk1 / share).max()) + 16)) if P else 0
         self.alone = [j for j, rows in enumerate(union.rows) if rows is None]  # scored pool by pool
+        self._padded: tuple[NDArray[np.int64], NDArray[np.float64]] | None = None
         self._built = True
 
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
@@ -604,18 +605,37 @@ class KNNStack(Stack):
             bad = ((sims[:, :, 1:] == sims[:, :, :-1]) & (lw[:, :, 1:] != lw[:, :, :-1])).any(axis=2) | redo
             if k1 > kk:
                 bad |= lists[:, :, kk] == lists[:, :, kk - 1]
-            for c in np.flatnonzero(bad.any(axis=0)):
-                rows = np.flatnonzero(bad[:, c])
-                self._exact(S[rows], int(g[c]), out, at[rows])
+            rows, c = np.nonzero(bad)
+            if rows.size:
+                self._exact(S, rows, g[c], kk, out, at)
 
-    def _exact(self, S: NDArray[np.float64], c: int, out: NDArray[np.float64], at: NDArray[np.int64]) -> None:
-        """Votes of model ``self.cols[c]`` from its pool's similarities (union columns
-        ``S``), as :meth:`KNN.score` computes them."""
-        j = int(self.cols[c])
-        model = self.models[j]
-        assert isinstance(model, KNN)
-        pool = self.union.rows[j]
-        assert pool is not None
-        idx, sims = ranked(np.ascontiguousarray(S[:, pool]), int(self.kk[c]))
-        votes = (sims * model.label_weights()[idx]).sum(axis=1)
-        out[at, j] = _normalized(votes, sims) if model.normalize else votes
+    def _exact(self, S: NDArray[np.float64], rows: NDArray[np.int64], c: NDArray[np.int64], kk: int,
+               out: NDArray[np.float64], at: NDArray[np.int64]) -> None:
+        """Votes of the (document, model) pairs ``rows`` (of ``S``), ``c`` (of ``cols``),
+        whose models have ``k = kk``, from each pool's own similarities (its union
+        columns, in its order), as :meth:`KNN.score` computes them."""
+        pool, lw = self._pools()
+        cols = pool[c]  # pairs x longest pool, padded with -1
+        sims = np.where(cols >= 0, S[rows[:, None], np.maximum(cols, 0)], -np.inf)
+        idx, top = ranked(sims, kk)
+        votes = (top * lw[c[:, None], idx]).sum(axis=1)
+        norm = self.norm[c]
+        if norm.any():
+            votes[norm] = _normalized(votes[norm], top[norm])
+        out[at[rows], self.cols[c]] = votes
+
+    def _pools(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """Each model's pool as union rows in the pool's order, and its label weights
+        (``|cols| x`` longest pool; padding ``-1`` and ``0``), built on first use."""
+        if self._padded is None:
+            sizes = [len(self.models[j]._examples()) for j in self.cols]
+            pool = np.full((self.cols.size, max(sizes)), -1, dtype=np.int64)
+            lw = np.zeros(pool.shape)
+            for c, j in enumerate(self.cols):
+                rows = self.union.rows[j]
+                model = self.models[j]
+                assert rows is not None and isinstance(model, KNN)
+                pool[c, : rows.size] = rows
+                lw[c, : rows.size] = model.label_weights()
+            self._padded = (pool, lw)
+        return self._padded
