@@ -383,3 +383,29 @@ def test_strip_design_drops_only_the_subtitle_design_words() -> None:
     assert review.next_batch()[0] == "b"
     plain = Review("Copper therapy: a systematic review", strip_design=False, random_state=0)
     assert plain.get_params()["strip_design"] is False
+
+
+def test_hh_variance_max_adds_the_spread_of_the_batch_estimates() -> None:
+    ids, texts, labels = _corpus(200)
+    gold = dict(zip(ids, labels, strict=True))
+    reviews = {v: Review("wilson disease", draws=8, n_top=2, warmup_precision=0.0,
+                         hh_variance=v, random_state=4) for v in ("within", "max")}
+    for review in reviews.values():
+        review.add_documents(ids, texts)
+        _run_batches(review, gold, 6)
+    within, mx = reviews["within"].estimate_hh(), reviews["max"].estimate_hh()
+    # the same process (the option only changes the variance), so the same point estimate
+    assert reviews["within"].order_ == reviews["max"].order_
+    assert mx.r_hat == within.r_hat
+    r = reviews["max"]
+    ests = []
+    for batch in [b for b in r._complete_batches() if b["b"] > 0][-r.hh_window:]:
+        top = float(np.sum(r.labels_[batch["certain"]] == 1))
+        hit = (r.labels_[batch["draws"]] == 1) & batch["draw_new"]
+        ests.append(batch["found_before"] + top
+                    + float(np.mean(np.where(hit, 1.0 / batch["draw_p"], 0.0))))
+    spread = float(np.var(ests, ddof=1)) / len(ests)
+    assert mx.var == pytest.approx(max(within.var, spread))
+    assert mx.var >= within.var
+    with pytest.raises(ScreeningError, match=r"hh_variance .*'sd'"):
+        Review(hh_variance="sd")  # type: ignore[arg-type]

@@ -147,6 +147,13 @@ class Review:
         One-sided confidence level of the bound rule.
     hh_window
         Number of latest batches whose Hansen-Hurwitz estimates are averaged (>= 1).
+    hh_variance
+        Variance of the averaged Hansen-Hurwitz estimate: ``"within"`` sums the batches'
+        own variance estimates (``sum var_t / w^2``); ``"max"`` takes the larger of that
+        and the spread of the batch estimates around their mean
+        (``sum (R_t - mean)^2 / (w (w - 1))``), a second estimate of the same variance
+        (every ``R_t`` estimates the same R) that is not zero when a batch whose draws
+        missed the remaining relevant documents sits beside one whose draws hit one.
     warmup_precision
         Greedy warm-up: no draws until a take-all batch's precision falls below this
         (and something relevant was found); 0 samples from the first batch. Batches
@@ -207,6 +214,7 @@ class Review:
         confidence: float = 0.95,
         min_batches: int = 10,
         hh_window: int = 10,
+        hh_variance: Literal["within", "max"] = "within",
         warmup_precision: float = 0.2,
         C: float = 1.0,
         class_ratio: float = 1.0,
@@ -227,6 +235,7 @@ class Review:
         self.confidence = confidence
         self.min_batches = min_batches
         self.hh_window = hh_window
+        self.hh_variance = hh_variance
         self.warmup_precision = warmup_precision
         self.C = C
         self.class_ratio = class_ratio
@@ -283,6 +292,8 @@ class Review:
             if not isinstance(v, int | float) or not (v > 0.0 and upper_ok):
                 raise bad(name, v, "must be in (0, 1]" if name == "target_recall" else
                           "must be in (0, 1)")
+        if self.hh_variance not in ("within", "max"):
+            raise bad("hh_variance", self.hh_variance, "must be 'within' or 'max'")
         if self.estimator not in _ESTIMATORS:
             raise bad("estimator", self.estimator, f"must be one of {', '.join(_ESTIMATORS)}")
         if self.topic is not None and not isinstance(self.topic, str):
@@ -501,6 +512,8 @@ class Review:
             vars_.append(v)
         r_hat = max(float(np.mean(ests)), float(found))
         var = float(np.sum(vars_)) / len(use) ** 2
+        if self.hh_variance == "max" and len(use) > 1:
+            var = max(var, float(np.var(ests, ddof=1)) / len(use))
         return Estimate(r_hat, var, found)
 
     def estimate(self) -> Estimate:
@@ -548,6 +561,7 @@ class Review:
             "exponent": self.exponent, "target_recall": self.target_recall,
             "estimator": self.estimator, "confidence": self.confidence,
             "min_batches": self.min_batches, "hh_window": self.hh_window,
+            "hh_variance": self.hh_variance,
             "warmup_precision": self.warmup_precision, "C": self.C,
             "class_ratio": self.class_ratio, "max_df": self.max_df,
             "stop_words": self.stop_words, "grow_when_sampling": self.grow_when_sampling,
