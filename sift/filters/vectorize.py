@@ -248,7 +248,8 @@ def _distinct(key: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.flo
 
 def _stop_keys(stop: frozenset[str]) -> tuple[NDArray[np.uint64], int, int, list[bytes]]:
     """Stop words as UTF-8 bytes: those of up to 8 bytes packed into integers in a collision-free
-    multiplicative hash table (table, multiplier, shift), the longer ones as a list."""
+    multiplicative hash table (table, multiplier, shift; for more than 128 of them, a sorted
+    array and multiplier 0), the longer ones as a list."""
     short, long = [], []
     for word in stop:
         b = word.encode("utf-8", "surrogatepass")
@@ -259,6 +260,8 @@ def _stop_keys(stop: frozenset[str]) -> tuple[NDArray[np.uint64], int, int, list
         elif len(b) > 8:
             long.append(b)
     bits, mult = 1, 0
+    if len(short) > 128:  # a collision-free table would be large: a sorted array, binary search
+        return np.array(sorted(short), dtype=np.uint64), 0, 0, sorted(long)
     if short:
         bits = max(4, (4 * len(short) - 1).bit_length())
         for attempt in itertools.count():
@@ -500,6 +503,10 @@ class Vectorizer:
             slot = packed * np.uint64(self._stop_mult)
             slot >>= np.uint64(self._stop_shift)
             keep: NDArray[np.bool_] = self._stop_table[slot] != packed
+        elif self._stop_table.size:  # many stop words: sorted
+            packed = first8 & _U8_MASK[np.minimum(length, 9)]
+            at = np.minimum(np.searchsorted(self._stop_table, packed), self._stop_table.size - 1)
+            keep = self._stop_table[at] != packed
         else:
             keep = np.ones(start.size, dtype=bool)
         for word in self._stop_long:

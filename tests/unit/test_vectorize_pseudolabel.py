@@ -197,6 +197,8 @@ _CONFIGS = [
      "stop_words": ["wheat", "longstopword", "naïve", "über", "ab\x00"]},
     {"n_features": 2**10, "tf": "binary", "idf": "none", "normalize": False, "stop_words": "none"},
     {"n_features": 2**12, "ngram_max": 2},
+    {"n_features": 2**14, "stop_words": ["x2", "ab-cd", "don't", "straße", "ΟΔΟΣ".lower(), "longstopword"]
+     + [f"zz{i}" for i in range(300)]},  # more stop words than the collision-free table takes
 ]
 _TRAIN = ["wheat prices rose", "oil prices fell", "Straße über naïve ΟΔΟΣ", "the don't ab-cd 1987 x2"]
 
