@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import orjson
 import pytest
@@ -16,8 +18,10 @@ from sift.agents.service import (
     decode_profile_record,
     decode_vector_batch,
     encode_profile_record,
+    encode_vector_batch,
     learn_batch,
     shard_of,
+    split_rows,
     stack_rows,
 )
 from sift.filters.vectorize import Vectorizer
@@ -257,3 +261,59 @@ def test_offset_gaps_and_rewinds_are_counted(service: Service) -> None:
     service.observe([InputMessage(b"{}", "sift.documents", 1, 100)])  # another partition
     service.observe([InputMessage(b"{}", "sift.documents", 0, -1)])  # no offset (tests)
     assert service.stats["offset_gaps"] == 1
+
+
+def test_vector_batch_round_trips_bit_exact_and_reads_the_json_format() -> None:
+    dense = sp.random(7, 300, density=0.05, random_state=1).toarray()
+    dense[3] = 0  # an empty row
+    X = sp.csr_matrix(dense)
+    ids = [f"d{i}" for i in range(7)]
+    for a, b in [(0, 7), (2, 5), (6, 7), (4, 4)]:
+        got_ids, got = decode_vector_batch(encode_vector_batch(ids[a:b], X[a:b]))
+        want = X[a:b]
+        assert got_ids == ids[a:b] and got.shape == want.shape
+        assert np.array_equal(got.indptr, want.indptr)
+        assert np.array_equal(got.indices, want.indices) and np.array_equal(got.data, want.data)
+    from sift.filters.state import encode_csr  # format 0, still in a shard topic after an upgrade
+    old = orjson.dumps({"ids": ids, "X": encode_csr(X), "ts": 0.0})
+    assert np.array_equal(decode_vector_batch(old)[1].toarray(), X.toarray())
+
+
+@pytest.mark.parametrize("corrupt", ["magic", "truncated", "header", "ids", "index", "nan",
+                                     "indptr"])
+def test_a_corrupt_vector_batch_is_a_record_error(corrupt: str) -> None:
+    from sift.topics.errors import RecordError
+
+    X = sp.csr_matrix(np.array([[0.0, 1.5, 0.0], [2.0, 0.0, 3.0]]))
+    good = bytearray(encode_vector_batch(["a", "b"], X))
+    k = len(b"SIFTVB\x01\x00") + 4
+    body = len(good) - (3 * 8 + 3 * 8 + 3 * 4)  # data, indptr, indices
+    if corrupt == "magic":
+        good[6] = 9  # another format version
+    elif corrupt == "truncated":
+        del good[-3:]
+    elif corrupt == "header":
+        good[k] = ord("x")
+    elif corrupt == "ids":
+        good[k:body] = orjson.dumps({"ids": ["a"], "shape": [2, 3], "nnz": 3}).ljust(body - k)
+    elif corrupt == "index":
+        good[-4:] = np.array([3], dtype="<i4").tobytes()
+    elif corrupt == "nan":
+        good[body:body + 8] = np.array([np.nan]).tobytes()
+    elif corrupt == "indptr":
+        good[body + 24 + 8:body + 24 + 16] = np.array([5], dtype="<i8").tobytes()
+    with pytest.raises(RecordError) as err:
+        decode_vector_batch(bytes(good))
+    assert err.value.reason == "bad_vector_batch"
+
+
+def test_split_rows_keeps_chunks_under_the_limit() -> None:
+    X = sp.random(500, 2000, density=0.02, format="csr", random_state=2)
+    ranges = list(split_rows(X, max_bytes=5_000))
+    assert ranges[0][0] == 0 and ranges[-1][1] == 500
+    assert all(a < b and b == c for (a, b), (c, _) in itertools.pairwise(ranges))
+    for a, b in ranges:
+        assert b - a == 1 or len(encode_vector_batch([f"d{i}" for i in range(a, b)], X[a:b])) \
+            <= 5_000 + 200  # the estimate's slack: header and padding
+    assert list(split_rows(sp.csr_matrix((0, 5)))) == []
+    assert list(split_rows(X[:1], max_bytes=10)) == [(0, 1)]  # a big row alone
