@@ -482,6 +482,13 @@ class KNNStack(Stack):
         union = _Union([ex if j in mine else ExampleSet(None, ex.n_features) for j, ex in enumerate(sets)])
         self.union = union
         cols = [j for j, r in enumerate(union.rows) if r is not None]
+        # candidates a document needs for a model to find its k + 1 members (with margin):
+        # a pool holding a small share of the union would widen the search for every
+        # model, so such pools (at most half the typical share) are scored on their own
+        need = {j: 1.5 * min(models[j].k + 1, len(sets[j])) * union.n / len(sets[j]) + 16 for j in cols}
+        if cols:
+            cap = 2 * float(np.median(list(need.values())))
+            cols = [j for j in cols if need[j] <= cap]
         self.cols = np.asarray(cols, dtype=np.int64)
         P = len(cols)
         self.kk = np.array([min(models[j].k, len(sets[j])) for j in cols], dtype=np.int64)
@@ -501,9 +508,8 @@ class KNNStack(Stack):
                 isin[rows, i] = True
                 lw[rows, i] = models[j].label_weights()
             self.groups.append((g, isin, lw, kk, k1))
-        share = np.array([len(sets[j]) for j in cols], dtype=np.float64) / max(union.n, 1)
-        self.T0 = int(min(union.n, np.ceil(1.5 * (self.kk1 / share).max()) + 16)) if P else 0
-        self.alone = [j for j, rows in enumerate(union.rows) if rows is None]  # scored pool by pool
+        self.T0 = int(min(union.n, np.ceil(max(need[j] for j in cols)))) if P else 0
+        self.alone = sorted(set(range(len(models))) - set(cols))  # scored pool by pool
         self._padded: tuple[NDArray[np.int64], NDArray[np.float64]] | None = None
         self._built = True
 

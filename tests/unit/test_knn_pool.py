@@ -170,3 +170,14 @@ def test_one_pool_shared_by_every_model(k: int) -> None:
     stack = _check(models + own, _docs(30, 30, 15), 5)
     assert stack.alone == [0, 1, 2, 3]  # the shared matrix: one product and search for the four
     assert stack.union.rows[4] is not None and stack.union.rows[5] is not None
+
+
+def test_a_small_pool_is_scored_on_its_own() -> None:
+    """A pool holding a small share of the union would widen every model's search."""
+    D = _docs(160, 40, 17)
+    rng = np.random.default_rng(18)
+    specs = [(np.flatnonzero(rng.random(D.shape[0]) < 0.4).tolist(), 3, "positive", False) for _ in range(8)]
+    specs.append(([3, 40, 41], 3, "signed", False))
+    models = _models(D, specs, 19)
+    stack = _check(models, _docs(40, 40, 20))
+    assert stack.alone == [8] and stack.cols.tolist() == list(range(8))
