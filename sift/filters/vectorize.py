@@ -85,6 +85,7 @@ _classes: NDArray[np.uint8] | None = None
 _classes_latin1: bytes | None = None
 _CHUNK = 256  # documents tokenized together
 _SMALL = 2000  # characters: a smaller batch is tokenized and hashed token by token (less fixed cost)
+_BLOCKS = 64  # 32-bit blocks: a longer token is hashed on its own
 
 
 def _char_classes() -> NDArray[np.uint8]:
@@ -184,22 +185,24 @@ def _mix(k: NDArray[np.uint32]) -> None:
     k *= _C2
 
 
-def _murmur3(words: NDArray[np.uint32], start: NDArray[np.int64], length: NDArray[np.int64]) -> NDArray[np.int32]:
-    """MurmurHash3_x86_32 with seed 0 of byte ranges, as signed ints.
+def _murmur3(buf: NDArray[np.uint8], start: NDArray[np.int64], length: NDArray[np.int64]) -> NDArray[np.int32]:
+    """MurmurHash3_x86_32 with seed 0 of the byte ranges of ``buf`` (padded with 8 bytes), as signed ints.
 
-    ``words[p]`` is the little-endian 32-bit word at byte ``p`` (an overlapping view).
+    Ranges of more than ``_BLOCKS`` 32-bit blocks are hashed one by one, by scikit-learn.
     """
+    words = np.ndarray((buf.size - 3,), dtype="<u4", buffer=buf, strides=(1,))  # the word at each byte
     n = start.size
     h = np.zeros(n, dtype=np.uint32)
     blocks = length >> 2
     top = int(blocks.max()) if n else 0
     if top:
         # longest first, so that the ranges still in play at block j are a prefix
-        order = np.argsort((255 - blocks).astype(np.uint8) if top < 256 else -blocks, kind="stable")
+        blocks = np.minimum(blocks, _BLOCKS)
+        order = np.argsort((255 - blocks).astype(np.uint8), kind="stable")
         at = start[order]
         hs = np.zeros(n, dtype=np.uint32)
         left = n - np.cumsum(np.bincount(blocks))  # left[j]: ranges with more than j blocks
-        for j in range(top):
+        for j in range(min(top, _BLOCKS)):
             m = int(left[j])
             p = at[:m]
             k = words[p]
@@ -224,7 +227,11 @@ def _murmur3(words: NDArray[np.uint32], start: NDArray[np.int64], length: NDArra
     h ^= h >> np.uint32(13)
     h *= np.uint32(0xC2B2AE35)
     h ^= h >> np.uint32(16)
-    return h.view(np.int32)
+    out = h.view(np.int32)
+    if top > _BLOCKS:
+        for i in np.flatnonzero(length > 4 * _BLOCKS + 3).tolist():
+            out[i] = murmurhash3_32(buf[start[i] : start[i] + length[i]].tobytes(), seed=0)
+    return out
 
 
 def _as_text(doc: Any) -> str:
@@ -468,8 +475,7 @@ class Vectorizer:
         kept = np.flatnonzero(keep)
         bstart, length = bstart.take(kept), length.take(kept)
         row = np.repeat(np.arange(offset, offset + n, dtype=np.int64), np.diff(np.searchsorted(kept, bounds)))
-        words = np.ndarray((len(utf8) + 1,), dtype="<u4", buffer=buf, strides=(1,))
-        col = np.abs(_murmur3(words, bstart, length).astype(np.int64))
+        col = np.abs(_murmur3(buf, bstart, length).astype(np.int64))
         if self.n_features & (self.n_features - 1):
             col %= self.n_features
         else:  # a power of two

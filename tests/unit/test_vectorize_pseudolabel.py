@@ -225,6 +225,7 @@ def test_batch_transform_edge_cases() -> None:
         [""], ["", "", ""], ["the of said"], ["wheat"] * 5, [long_token, "wheat " + long_token + "s"],
         ["wheat " * 100_000 + "oil"], ["ΑΣ.Β ΑΣ'Β İstanbul ǅemal"], ["\ud800wheat\udfff oil"],
         ["x" * 9 + " " + "𝐀𝐁 𐐀𐐁"],
+        [" ".join("q" * k for k in range(250, 270)), "é" * 130],  # around 64 blocks (hashed one by one above)
     ]
     for small in (False, True):
         with _path(small):
