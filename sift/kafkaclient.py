@@ -153,3 +153,44 @@ def group_lag(settings: Settings, names: Iterable[str]) -> int:
     """Messages not yet committed by the worker group (``settings.app_id``) over the
     logical topics ``names`` (all ``settings.partitions`` partitions of each)."""
     return sum(group_lag_by_partition(settings, names).values())
+
+
+def read_offsets(settings: Settings, ranges: Iterable[tuple[str, int, int, int]],
+                 timeout: float = 10.0) -> list[tuple[str, int, int, bytes | None, bytes | None]]:
+    """The messages at offsets ``[start, stop)`` of each ``(topic, partition, start, stop)``.
+
+    A worker uses it to fetch messages its stream consumer skipped (see
+    ``Service.gaps``). Returns ``(topic, partition, offset, key, value)`` in offset order
+    per partition; offsets no longer in the log (retention) are simply absent.
+    """
+    from kafka import TopicPartition
+    from kafka.errors import KafkaError
+
+    want = {(t, p): (a, b) for t, p, a, b in ranges if b > a}
+    if not want:
+        return []
+    cons = consumer(settings, check_crcs=False)
+    out: list[tuple[str, int, int, bytes | None, bytes | None]] = []
+    try:
+        tps = {TopicPartition(t, p): ab for (t, p), ab in want.items()}
+        cons.assign(list(tps))
+        for tp, (a, _) in tps.items():
+            cons.seek(tp, a)
+        pending = set(tps)
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for tp, records in cons.poll(timeout_ms=500).items():
+                a, b = tps[tp]
+                for r in records:
+                    if a <= r.offset < b:
+                        out.append((tp.topic, tp.partition, r.offset, r.key, r.value))
+                    if r.offset >= b - 1:
+                        pending.discard(tp)
+                if tp in pending and records and records[-1].offset >= b - 1:
+                    pending.discard(tp)
+    except KafkaError as exc:
+        raise KafkaClientError(f"cannot read back {sorted(want)}: {exc}") from None
+    finally:
+        cons.close()
+    out.sort(key=lambda m: (m[0], m[1], m[2]))
+    return out

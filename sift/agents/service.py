@@ -557,6 +557,31 @@ class Service:
             return True
         return False
 
+    def expect(self, topic: str, partition: int, next_offset: int) -> None:
+        """The next offset due on a partition (its committed offset, after an assignment),
+        unless this worker already saw messages of it since the last :meth:`forget`."""
+        self._last.setdefault((topic, partition), next_offset - 1)
+
+    def forget_offsets(self) -> None:
+        """Drop the offsets seen (a rebalance: another worker may have gone on)."""
+        self._last.clear()
+
+    def gaps(self, messages: Sequence[InputMessage]) -> list[tuple[str, int, int, int]]:
+        """``(topic, partition, start, stop)`` ranges missing before or between
+        ``messages`` on their partitions, given the offsets seen so far (not recorded:
+        see :meth:`observe`)."""
+        last = dict(self._last)
+        out = []
+        for msg in messages:
+            if msg.offset < 0:
+                continue
+            tp = (msg.topic, msg.partition)
+            prev = last.get(tp)
+            if prev is not None and msg.offset > prev + 1:
+                out.append((msg.topic, msg.partition, prev + 1, msg.offset))
+            last[tp] = max(msg.offset, prev if prev is not None else msg.offset)
+        return out
+
     def observe(self, messages: Iterable[InputMessage]) -> None:
         """Report offsets that never reached this worker (gaps) and offsets seen again.
 
@@ -604,8 +629,6 @@ class Service:
         """Decode and vectorize a batch of document messages (once), for every shard."""
         dead: list[DeadLetter] = []
         docs: list[Document] = []
-        messages = list(messages)
-        self.observe(messages)
         fresh = [m for m in messages if not self.redelivered(m)]
         for msg in fresh:
             docs.extend(self.decode_documents(msg, dead))
@@ -650,10 +673,8 @@ class Service:
 
         ``source`` (the consumed message) lets a re-delivered batch be skipped.
         """
-        if source is not None:
-            self.observe([source])
-            if self.redelivered(source):
-                return []
+        if source is not None and self.redelivered(source):
+            return []
         ids, X = decode_vector_batch(payload)
         self.store.put(ids, X)
         bank = self.sync_shard(shard, table)
@@ -754,8 +775,6 @@ class Service:
                     table: MutableMapping[str, bytes]) -> UpdateResult:
         """Create, replace or delete profiles; state written back to ``table``."""
         out = UpdateResult()
-        messages = list(messages)
-        self.observe(messages)
         for msg in messages:
             try:
                 spec = decode_profile_spec(msg.value or b"")
@@ -795,8 +814,6 @@ class Service:
         out = UpdateResult()
         batches: dict[str, list[tuple[Judgment, tuple[sp.csr_matrix, int]]]] = {}
         seen: set[tuple[str, str]] = set()
-        messages = list(messages)
-        self.observe(messages)
         for msg in messages:
             try:
                 j = decode_judgment(msg.value or b"")

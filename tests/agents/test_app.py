@@ -191,3 +191,43 @@ def test_only_messages_processed_in_the_current_generation_become_committable(
     assert all(m.acked for m in (ok, old, suspended))  # none keeps shutdown waiting
     assert not consumer._unacked_messages
     assert consumer._new_offset(tp) == 1
+
+
+def test_skipped_judgments_are_read_back_and_applied_in_partition_order(
+        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The consumer skips offset 2 (seen with Faust): the agent reads it back and learns
+    0, 1, 2, 3 in that order, as an uninterrupted stream would."""
+    import sift.agents.app as app_module
+
+    part = shard_of("wheat", 2)
+    judgments_topic = worker.topics["judgments"].get_topic_name()
+
+    def judgment(i: int) -> bytes:
+        return orjson.dumps({"id": f"j{i}", "doc_id": f"t{i % 5}", "profile": "wheat",
+                             "relevant": i % 2 == 0, "text": TRAIN[i % 5]})
+
+    asked: list[Any] = []
+
+    def read_offsets(settings: Any, ranges: Any) -> list[Any]:
+        asked.extend(ranges)
+        return [(t, p, o, b"wheat", judgment(o)) for t, p, a, b in ranges for o in range(a, b)]
+
+    monkeypatch.setattr(app_module, "read_offsets", read_offsets)
+
+    async def run() -> None:
+        async with agent(worker, "apply_specs").test_context() as a:
+            await a.put(orjson.dumps({"profile": "wheat", "query": "wheat"}), key=b"wheat",
+                        partition=part)
+            await asyncio.sleep(0.2)
+        async with agent(worker, "apply_judgments").test_context() as a:
+            for i in (0, 1, 3):
+                a.sent_offset = i  # the test wrapper's next offset
+                await a.put(judgment(i), key=b"wheat", partition=part)
+            await asyncio.sleep(0.6)
+
+    asyncio.run(run())
+    assert asked == [(judgments_topic, part, 2, 3)]
+    entry = worker.service.entry("wheat", worker.table)
+    assert list(entry.judged) == ["j0", "j1", "j2", "j3"]
+    assert worker.service.stats["offsets_recovered"] == 1
+    assert worker.service.stats["offset_gaps"] == 0

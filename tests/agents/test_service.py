@@ -317,3 +317,19 @@ def test_split_rows_keeps_chunks_under_the_limit() -> None:
             <= 5_000 + 200  # the estimate's slack: header and padding
     assert list(split_rows(sp.csr_matrix((0, 5)))) == []
     assert list(split_rows(X[:1], max_bytes=10)) == [(0, 1)]  # a big row alone
+
+
+def test_gaps_are_found_against_the_last_offset_or_the_committed_one(service: Service) -> None:
+    def m(p: int, o: int) -> InputMessage:
+        return InputMessage(b"{}", "sift.judgments", p, o)
+
+    assert service.gaps([m(0, 7), m(0, 8)]) == []  # nothing known yet: no baseline
+    service.expect("sift.judgments", 0, 5)  # committed offset 5: 5 and 6 are due first
+    assert service.gaps([m(0, 7), m(0, 8), m(1, 3)]) == [("sift.judgments", 0, 5, 7)]
+    service.observe([m(0, 5), m(0, 6), m(0, 7)])
+    service.expect("sift.judgments", 0, 2)  # already seen since the last forget: kept
+    assert service.gaps([m(0, 9), m(0, 8), m(0, 12)]) == [("sift.judgments", 0, 8, 9),
+                                                            ("sift.judgments", 0, 10, 12)]
+    assert service.stats["offset_gaps"] == 0  # gaps() only looks
+    service.forget_offsets()
+    assert service.gaps([m(0, 40)]) == []

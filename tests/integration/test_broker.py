@@ -161,3 +161,22 @@ def test_stop_restart_keeps_messages(private_broker: DevBroker, topic_prefix: st
     got = consume_all(broker.bootstrap, topic, 1500)
     assert len(got) == 1500
     assert set(got) == {f"m{i}".encode() for i in range(1500)}
+
+
+def test_read_offsets_reads_back_exactly_the_ranges(broker_url: str, bootstrap: str,
+                                                    make_topics: Callable[..., list[str]]) -> None:
+    """What a worker uses to fetch the messages its stream consumer skipped."""
+    from sift.kafkaclient import read_offsets
+    from sift.settings import Settings
+
+    (topic,) = make_topics("readback", partitions=2)
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(6):
+        for p in (0, 1):
+            producer.send(topic, key=f"k{i}".encode(), value=f"v{p}-{i}".encode(), partition=p)
+    producer.flush()
+    producer.close()
+    got = read_offsets(Settings(broker=broker_url), [(topic, 0, 2, 5), (topic, 1, 5, 6)])
+    assert got == [(topic, 0, o, f"k{o}".encode(), f"v0-{o}".encode()) for o in (2, 3, 4)] + [
+        (topic, 1, 5, b"k5", b"v1-5")]
+    assert read_offsets(Settings(broker=broker_url), [(topic, 0, 3, 3)]) == []
