@@ -49,10 +49,12 @@ def main() -> None:
     sift = orjson.loads((RES / "screening_sift.json").read_bytes())
     asr = orjson.loads((RES / "screening_asreview.json").read_bytes())
     out: dict[str, Any] = {"ranking": {}, "stopping": {}}
-    # greedy CAL with the current defaults: screening_ablation.json's "strip" configuration
-    abl_path = RES / "screening_ablation.json"
+    # greedy CAL with the current defaults: screening_cal.json's "cal" configuration
+    # (screening_ablation.py on ASReview's seeds), else screening_ablation.json's "strip"
+    cal_path = RES / "screening_cal.json"
+    abl_path = cal_path if cal_path.is_file() else RES / "screening_ablation.json"
     abl = orjson.loads(abl_path.read_bytes()) if abl_path.is_file() else None
-    cal_res = (abl or {}).get("results", {}).get("strip")
+    cal_res = (abl or {}).get("results", {}).get("cal" if abl_path == cal_path else "strip")
     asr_seeds = sorted({r["seed"] for r in asr["runs"]})
 
     def wss_on(res: dict[str, Any] | None, ds: str) -> tuple[float, float]:
@@ -69,7 +71,7 @@ def main() -> None:
 
     print(f"WSS@95 over seeds {asr_seeds} (ASReview's), mean (worst): sift review = the "
           "review mode's screening order (with its sampling draws); sift CAL = the same "
-          "model screened greedily, no draws (screening_ablation.json 'strip', seeds "
+          f"model screened greedily, no draws ({abl_path.name}, seeds "
           f"{(abl or {}).get('seeds')}, mean only)\n")
     print("| dataset | sift review | sift CAL | ASReview | sift R@10% | ASR R@10% | "
           "sift R@25% | ASR R@25% | sift R@50% | ASR R@50% |")

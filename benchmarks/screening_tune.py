@@ -145,7 +145,34 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def compact(paths: list[str], out: Path) -> None:
+    """Merge tuning files into one without the per-run rows: per dataset and overall."""
+    merged: dict[str, Any] = {}
+    for path in paths:
+        for name, res in orjson.loads(Path(path).read_bytes())["results"].items():
+            runs = res["runs"]
+            per_ds: dict[str, Any] = {}
+            for ds in sorted({r["dataset"] for r in runs}):
+                per_ds[ds] = summarise([r for r in runs if r["dataset"] == ds])["rules"]
+            merged[name] = {"params": res["params"], "seeds": res["seeds"],
+                            "wss95": res["wss95"], "wss95_mean": res["wss95_mean"],
+                            "rules": res["rules"], "rules_per_dataset": per_ds,
+                            "file": Path(path).name}
+    write_json(out, {"command": "python benchmarks/screening_tune.py --compact "
+                     + " ".join(Path(p).name for p in paths),
+                     "keys": "rule@target/w<hh_window>[m = hh_variance max]/mb<min_batches>;"
+                     " boundC = the bound rule at one-sided confidence C",
+                     "results": merged})
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--compact"]:
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--compact", nargs="+", required=True)
+        ap.add_argument("--out", required=True)
+        a = ap.parse_args()
+        compact(a.compact, Path(a.out))
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("configs", help='JSON: {"name": {Review params}, ...}')
     ap.add_argument("--seeds", default="100,101,102")

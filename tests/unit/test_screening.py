@@ -409,3 +409,22 @@ def test_hh_variance_max_adds_the_spread_of_the_batch_estimates() -> None:
     assert mx.var >= within.var
     with pytest.raises(ScreeningError, match=r"hh_variance .*'sd'"):
         Review(hh_variance="sd")  # type: ignore[arg-type]
+
+
+def test_min_batches_default_is_longer_for_the_point_rules() -> None:
+    assert Review().min_batches_for("bound") == 5
+    assert Review().min_batches_for("ht") == Review().min_batches_for("hh") == 10
+    assert Review(min_batches=2).min_batches_for("hh") == 2
+    ids, texts, labels = _corpus(400)
+    gold = dict(zip(ids, labels, strict=True))
+    reviews = [Review("wilson disease", estimator="hh", target_recall=0.5, draws=20, n_top=2,
+                      warmup_precision=0.0, random_state=0, min_batches=m) for m in (None, 5)]
+    for review in reviews:
+        review.add_documents(ids, texts)
+    stops: list[list[bool]] = [[], []]
+    while reviews[0].n_sampling_batches() < 9:
+        for review, out in zip(reviews, stops, strict=True):
+            _run_batches(review, gold, 1)
+            out.append(review.should_stop())
+    assert not any(stops[0])  # the point rule waits for 10 batches by default
+    assert any(stops[1])  # while the same review with min_batches=5 would have stopped

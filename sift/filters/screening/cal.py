@@ -160,7 +160,10 @@ class Review:
         without draws are deterministic given the past, so the estimators stay valid:
         their finds are simply known.
     min_batches
-        Sampling batches required (since the collection last grew) before the rule may stop.
+        Sampling batches required (since the collection last grew) before the rule may
+        stop. ``None`` (the default): 5 for the bound rule, 10 for the point rules
+        ``"ht"`` and ``"hh"``, which have no variance term to hold them back early
+        (:meth:`min_batches_for`).
     C
         Inverse regularisation strength of the logistic regression.
     class_ratio
@@ -208,13 +211,13 @@ class Review:
         n_top: int = 10,
         growth: float = 0.05,
         n_negatives: int = 100,
-        exponent: float = 0.5,
+        exponent: float = 0.8,
         target_recall: float = 0.95,
         estimator: EstimatorName = "bound",
         confidence: float = 0.95,
-        min_batches: int = 10,
+        min_batches: int | None = None,
         hh_window: int = 10,
-        hh_variance: Literal["within", "max"] = "within",
+        hh_variance: Literal["within", "max"] = "max",
         warmup_precision: float = 0.2,
         C: float = 1.0,
         class_ratio: float = 1.0,
@@ -268,6 +271,8 @@ class Review:
 
         for name in ("draws", "n_top", "n_negatives", "min_batches", "hh_window"):
             v = getattr(self, name)
+            if name == "min_batches" and v is None:
+                continue
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise bad(name, v, "must be an integer >= 0")
         if self.draws == 0 and self.n_top == 0:
@@ -437,6 +442,18 @@ class Review:
             return False
         return float(np.mean(self.labels_[judged] == 1)) < self.warmup_precision
 
+    def min_batches_for(self, rule: str) -> int:
+        """Sampling batches the rule ``"ht"``, ``"hh"`` or ``"bound"`` needs before it may stop.
+
+        >>> Review().min_batches_for("bound"), Review().min_batches_for("hh")
+        (5, 10)
+        >>> Review(min_batches=3).min_batches_for("ht")
+        3
+        """
+        if self.min_batches is not None:
+            return max(self.min_batches, 1)
+        return 5 if rule == "bound" else 10
+
     def n_sampling_batches(self) -> int:
         """Completed batches of the current epoch that drew a sample."""
         return sum(1 for b in self._complete_batches()[self.epoch_start_ :] if b["b"] > 0)
@@ -522,7 +539,7 @@ class Review:
 
     def should_stop(self) -> bool:
         """Whether the stopping rule fires (never with judgments pending)."""
-        if self.pending_ or self.n_sampling_batches() < max(self.min_batches, 1):
+        if self.pending_ or self.n_sampling_batches() < self.min_batches_for(self.estimator):
             return False
         if np.all(self.labels_ >= 0):
             return True

@@ -17,6 +17,7 @@ import numpy as np
 
 from sift.filters.screening.cal import Review
 from sift.filters.screening.errors import ScreeningError
+from sift.filters.screening.estimators import Estimate
 from sift.filters.screening.metrics import recall_at, shuffle_permutation, wss
 from sift.filters.screening.stopping import bound_rule, knee_rule, target_rule
 
@@ -118,21 +119,26 @@ def simulate(
             result.labels.append(rel)
             found += rel
         result.checkpoints.append(len(result.labels))
-        batches_ok = review.n_sampling_batches() >= max(review.min_batches, 1)
-        ht = review.estimate_ht() if batches_ok else None
-        hh = review.estimate_hh() if batches_ok else None
+        n_sampling = review.n_sampling_batches()
+        ok = {rule: n_sampling >= review.min_batches_for(rule) for rule in RULES}
+        ht = review.estimate_ht() if ok["ht"] else None
+        hh = review.estimate_hh() if ok["hh"] or ok["bound"] else None
         elapsed = time.perf_counter() - t0
-        if ht is not None and hh is not None:
+        if hh is not None:
             result.trace.append({
                 "screened": len(result.labels), "found": found,
-                "ht": ht.r_hat, "ht_var": ht.var, "hh": hh.r_hat, "hh_var": hh.var,
+                "ht": ht.r_hat if ht is not None else float("nan"),
+                "ht_var": ht.var if ht is not None else float("nan"),
+                "hh": hh.r_hat, "hh_var": hh.var,
             })
             for target in targets:
-                fires = {
-                    "ht": (target_rule(found, ht.r_hat, target), ht),
-                    "hh": (target_rule(found, hh.r_hat, target), hh),
-                    "bound": (bound_rule(found, hh.upper(review.confidence), target), hh),
-                }
+                fires: dict[str, tuple[bool, Estimate]] = {}
+                if ok["bound"]:
+                    fires["bound"] = (bound_rule(found, hh.upper(review.confidence), target), hh)
+                if ok["hh"]:
+                    fires["hh"] = (target_rule(found, hh.r_hat, target), hh)
+                if ht is not None:
+                    fires["ht"] = (target_rule(found, ht.r_hat, target), ht)
                 for rule, (fired, est) in fires.items():
                     key = f"{rule}@{target}"
                     if fired and key not in result.stops:
