@@ -157,6 +157,7 @@ def compact(paths: list[str], out: Path) -> None:
             merged[name] = {"params": res["params"], "seeds": res["seeds"],
                             "wss95": res["wss95"], "wss95_mean": res["wss95_mean"],
                             "rules": res["rules"], "rules_per_dataset": per_ds,
+                            "wss95_runs": [[r["dataset"], r["seed"], r["wss95"]] for r in runs],
                             "file": Path(path).name}
     write_json(out, {"command": "python benchmarks/screening_tune.py --compact "
                      + " ".join(Path(p).name for p in paths),
