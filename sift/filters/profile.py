@@ -11,7 +11,10 @@ and pseudo). Afterwards every judgment goes through the update policy:
 
 The threshold is TROT on the leave-one-out scores of the profile's capped
 example set (see :mod:`sift.filters.examples`), so a re-threshold costs one
-sparse product over at most ``max_examples`` rows, whatever the history.
+sparse product over at most ``max_examples`` rows, whatever the history. By
+default pseudo-positives are left out of TROT, and a profile whose lowest-scoring
+judged deliveries are mostly relevant explores below TROT's threshold (see
+``explore``): both chosen on the validation split (``benchmarks/engine_variants.py``).
 
 Examples
 --------
@@ -45,7 +48,7 @@ from sift.filters.measures import get_measure
 from sift.filters.pseudolabel import Pseudolabeler
 from sift.filters.rocchio import Rocchio
 from sift.filters.state import STATE_VERSION, check_version, decode_count, decode_csr, encode_csr
-from sift.filters.threshold import trot
+from sift.filters.threshold import trot, zero_utility_threshold
 
 MODEL_CLASSES: dict[str, type[ScoringModel]] = {"rocchio": Rocchio, "kantor": Kantor, "knn": KNN}
 
@@ -133,6 +136,22 @@ class Profile:
         query alone), TROT has nothing to learn from; the threshold is then set to
         deliver this fraction of the training documents (their score quantile), so
         the profile delivers something and starts receiving feedback.
+    trot_pseudo_positives
+        Whether pseudo-positives take part in TROT (they always take part in the
+        model). Default False: they are picked by the model itself, so their
+        leave-one-out scores sit high and pull the threshold down to them, which for a
+        category with one or two relevant documents means delivering their look-alikes.
+    explore, explore_rate, explore_window, explore_precision
+        Exploration below TROT's threshold. Only delivered documents are judged, so no
+        relevant document below the threshold is ever seen and TROT's threshold can only
+        creep up: a large category stops at its first few dozen deliveries. After each
+        re-threshold the threshold is lowered by :meth:`explore_share` of the way down
+        to the zero-utility threshold (the lowest one down to which the examples'
+        utility ``2a - b`` stays non-negative, Zhai et al.'s beta-gamma thresholding),
+        a share that grows with the relevant judgments received (``explore_rate``) and
+        vanishes when the ``explore_window`` lowest-scoring real examples are not
+        mostly relevant (precision below ``explore_precision``). ``explore=0`` turns
+        it off.
 
     Attributes
     ----------
@@ -142,6 +161,8 @@ class Profile:
         Deliver when ``score >= threshold_`` (``inf``: deliver nothing).
     version_ : int
         Incremented every time the model or threshold changes.
+    n_relevant_ : int
+        Relevant judgments applied since :meth:`fit` (they drive exploration).
     n_judged_ : int
         Real judgments applied. ``n_pending_`` wait in the buffer; ``n_ignored_`` were
         dropped by ``update="never"``.
@@ -161,6 +182,11 @@ class Profile:
         seed: int = 0,
         fallback_rate: float = 0.01,
         threshold_placement: float = 0.5,
+        trot_pseudo_positives: bool = False,
+        explore: float = 0.8,
+        explore_rate: float = 0.3,
+        explore_window: int = 5,
+        explore_precision: float = 0.5,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ParameterError(f"name must be a non-empty string, got {name!r}")
@@ -175,6 +201,19 @@ class Profile:
         self.seed = seed
         self.fallback_rate = fallback_rate
         self.threshold_placement = threshold_placement
+        self.trot_pseudo_positives = trot_pseudo_positives
+        self.explore = explore
+        self.explore_rate = explore_rate
+        self.explore_window = explore_window
+        self.explore_precision = explore_precision
+        if not isinstance(trot_pseudo_positives, bool):
+            raise ParameterError(f"trot_pseudo_positives must be a boolean, got {trot_pseudo_positives!r}")
+        for key, value, low, high in (("explore", explore, 0.0, 1.0), ("explore_rate", explore_rate, 0.0, math.inf),
+                                      ("explore_precision", explore_precision, 0.0, 1.0 - 1e-9)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+                raise ParameterError(f"{key} must be in [{low:g}, {high:g}], got {value!r}")
+        if isinstance(explore_window, bool) or not isinstance(explore_window, int) or explore_window < 1:
+            raise ParameterError(f"explore_window must be a positive integer, got {explore_window!r}")
         if not (isinstance(threshold_placement, int | float) and 0.0 <= threshold_placement < 1.0):
             raise ParameterError(f"threshold_placement must be in [0, 1), got {threshold_placement!r}")
         if not (isinstance(fallback_rate, int | float) and 0.0 <= fallback_rate <= 1.0):
@@ -195,13 +234,17 @@ class Profile:
         self._pending: list[tuple[sp.csr_matrix, NDArray[np.int8], NDArray[np.float64]]] = []
         self._fitted = False
         self.fallback_threshold_ = math.inf
+        self.n_relevant_ = 0
 
     # -- configuration ----------------------------------------------------------------
     def get_params(self) -> dict[str, Any]:
         return {"name": self.name, "query": self.query, "model": self.model,
                 "model_params": self.model_params, "measure": self.measure, "update": self.update,
                 "pseudolabel": self.pseudolabel, "max_examples": self.max_examples, "seed": self.seed,
-                "fallback_rate": self.fallback_rate, "threshold_placement": self.threshold_placement}
+                "fallback_rate": self.fallback_rate, "threshold_placement": self.threshold_placement,
+                "trot_pseudo_positives": self.trot_pseudo_positives, "explore": self.explore,
+                "explore_rate": self.explore_rate, "explore_window": self.explore_window,
+                "explore_precision": self.explore_precision}
 
     @property
     def n_pending_(self) -> int:
@@ -289,6 +332,7 @@ class Profile:
                 sub = X_train if share else X_train[rows]
                 self.examples_.add(sub, lab[rows], weights[rows], real[rows], share=share)
         self._fitted = True
+        self.n_relevant_ = 0
         self.fallback_threshold_ = math.inf
         no_positive = not np.any(self.examples_.labels > 0)
         if no_positive and X_train is not None and m and self.fallback_rate > 0:
@@ -383,16 +427,56 @@ class Profile:
         self.model_.learn(X, lab, w, real)
         self.examples_.add(X, lab, w, real)
         self.n_judged_ += n
+        self.n_relevant_ += int(np.count_nonzero(lab > 0))
         self._rethreshold()
 
     def _rethreshold(self) -> None:
-        if np.any(self.examples_.labels > 0):
-            scores = self.model_.loo_scores()
-            self.threshold_ = trot(scores, self.examples_.labels, self.examples_.weights,
-                                   measure=self.measure, placement=self.threshold_placement)
+        ex = self.examples_
+        # TROT's examples: all, or without the pseudo-positives
+        trusted = np.ones(len(ex), bool) if self.trot_pseudo_positives else ex.real | (ex.labels < 0)
+        if np.any((ex.labels > 0) & trusted):
+            loo = self.model_.loo_scores()
+            scores, labels, weights = loo[trusted], ex.labels[trusted], ex.weights[trusted]
+            thr = trot(scores, labels, weights, measure=self.measure, placement=self.threshold_placement)
+            share = self.explore_share(loo) if math.isfinite(thr) else 0.0
+            if share > 0:
+                zero = zero_utility_threshold(scores, labels, weights, start=thr,
+                                              placement=self.threshold_placement)
+                thr -= share * (thr - zero)
+            self.threshold_ = thr
         else:
             self.threshold_ = self.fallback_threshold_
         self.version_ += 1
+
+    def explore_share(self, loo: NDArray[np.float64] | None = None) -> float:
+        """How far below TROT's threshold the profile explores, as a share of the way
+        down to the zero-utility threshold (0: not at all).
+
+        ``explore * (1 - exp(-explore_rate * r)) * lift``, where ``r`` is the number of
+        relevant judgments learned since :meth:`fit` and ``lift`` is
+        ``max(0, (p - explore_precision) / (1 - explore_precision))`` with ``p`` the
+        precision of the ``explore_window`` real examples with the lowest leave-one-out
+        scores, smoothed as ``relevant / (window + 1)``. So a profile explores only
+        after relevant feedback, and only while the judgments at the bottom of what it
+        delivers are still mostly relevant; junk there stops it.
+
+        Parameters
+        ----------
+        loo
+            The model's leave-one-out scores of the example set (computed when omitted).
+        """
+        if self.explore <= 0 or self.n_relevant_ == 0:
+            return 0.0
+        ex = self.examples_
+        real = np.flatnonzero(ex.real)
+        if real.size == 0:
+            return 0.0
+        if loo is None:
+            loo = self.model_.loo_scores()
+        low = real[np.argsort(loo[real], kind="stable")[: self.explore_window]]
+        prec = float(np.count_nonzero(ex.labels[low] > 0)) / (low.size + 1.0)
+        lift = max((prec - self.explore_precision) / (1.0 - self.explore_precision), 0.0)
+        return float(self.explore * (1.0 - math.exp(-self.explore_rate * self.n_relevant_)) * lift)
 
     def _check_fitted(self) -> None:
         if not self._fitted:
@@ -417,6 +501,7 @@ class Profile:
             "model_version": self.version_,
             "n_judged": self.n_judged_,
             "n_ignored": self.n_ignored_,
+            "n_relevant": self.n_relevant_,
             "model": self.model_.state_dict(),
             "examples": self.examples_.to_state(),
             "pending": {"X": encode_csr(pend), "labels": plab, "weights": pw},
@@ -441,6 +526,7 @@ class Profile:
             p.version_ = decode_count(s["model_version"], name="profile.model_version")
             p.n_judged_ = decode_count(s["n_judged"], name="profile.n_judged")
             p.n_ignored_ = decode_count(s["n_ignored"], name="profile.n_ignored")
+            p.n_relevant_ = decode_count(s.get("n_relevant", 0), name="profile.n_relevant")
             pend = decode_csr(s["pending"]["X"], name="pending")
             labels = list(s["pending"]["labels"])
             weights = list(s["pending"]["weights"])

@@ -238,3 +238,51 @@ def scut_with_value(
         else:
             thr, value = math.inf, nothing
     return thr, value
+
+
+def zero_utility_threshold(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    weights: ArrayLike | None = None,
+    *,
+    start: float,
+    credit_relevant: float = 2.0,
+    credit_nonrelevant: float = -1.0,
+    placement: float = 0.0,
+) -> float:
+    """The lowest threshold at or below ``start`` down to which the examples' linear
+    utility stays non-negative (the zero-utility threshold of Zhai et al.'s beta-gamma
+    thresholding, TREC-7 and TREC-8).
+
+    Sweep the distinct scores at or below ``start`` in decreasing order; the utility
+    ``credit_relevant * a + credit_nonrelevant * b`` of saying Yes to every example at
+    or above the score is computed for each, and the sweep stops before the first
+    negative value. Returns ``start`` when the utility at ``start`` is already negative
+    or no example scores at or below it (``placement`` as in :func:`trot`).
+
+    >>> import numpy as np
+    >>> s = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
+    >>> y = np.array([1, -1, 1, -1, -1, -1])
+    >>> zero_utility_threshold(s, y, start=0.9)   # utilities 2, 1, 3, 2, 1, 0
+    0.4
+    >>> zero_utility_threshold(s, y, np.array([1, 3, 1, 1, 1, 1]), start=0.9)  # 2, -1: stop
+    0.9
+    """
+    if not 0.0 <= placement < 1.0:
+        raise FilterError(f"placement must be in [0, 1), got {placement!r}")
+    s, y, w = _examples(scores, labels, weights)
+    if not math.isfinite(start) or s.size == 0:
+        return start
+    distinct, a, b = _distinct_sweep(s, y, w)
+    u = credit_relevant * a + credit_nonrelevant * b
+    first = int(np.searchsorted(-distinct, -start, side="left"))  # first score <= start
+    if first >= distinct.size:
+        return start
+    bad = np.flatnonzero(u[first:] < 0)
+    last = first + (int(bad[0]) - 1 if bad.size else distinct.size - first - 1)
+    if last < first:
+        return start
+    thr = float(distinct[last])
+    if placement > 0 and last + 1 < distinct.size:
+        thr -= placement * (thr - float(distinct[last + 1]))
+    return min(thr, start)

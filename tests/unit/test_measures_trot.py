@@ -7,7 +7,7 @@ import pytest
 
 from sift.filters.errors import FilterError, ParameterError
 from sift.filters.measures import f1, get_measure, linear_utility, precision, t11f, t11su, t11u
-from sift.filters.threshold import trot, trot_with_value
+from sift.filters.threshold import trot, trot_with_value, zero_utility_threshold
 
 
 def test_t11su_hand_computed() -> None:
@@ -97,3 +97,32 @@ def test_trot_matches_brute_force() -> None:
                 best_v, best_t = v, t
         assert value == pytest.approx(best_v)
         assert thr == best_t
+
+
+def test_zero_utility_threshold_hand_computed() -> None:
+    s = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
+    y = np.array([1, -1, 1, -1, -1, -1, -1])
+    # 2a - b going down: 2, 1, 3, 2, 1, 0, -1: the sweep stops at 0.4
+    assert zero_utility_threshold(s, y, start=0.9) == 0.4
+    # placement 0.5: midway between 0.4 and the first rejected score 0.3
+    assert zero_utility_threshold(s, y, start=0.9, placement=0.5) == pytest.approx(0.35)
+    # weights: the first non-relevant example weighs 3, so 2 - 3 < 0 right below the start
+    w = np.array([1, 3, 1, 1, 1, 1, 1.0])
+    assert zero_utility_threshold(s, y, w, start=0.9) == 0.9
+    # it never goes above the start; +inf and an empty set return the start
+    assert zero_utility_threshold(s, y, start=0.65) <= 0.65
+    assert zero_utility_threshold(s, y, start=math.inf) == math.inf
+    assert zero_utility_threshold(np.zeros(0), np.zeros(0), start=0.5) == 0.5
+
+
+def test_zero_utility_threshold_is_below_trot() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        s = rng.normal(size=40)
+        y = np.where(rng.random(40) < 0.3 + 0.4 * (s > 0), 1, -1)
+        thr = trot(s, y, measure="t11u")
+        zero = zero_utility_threshold(s, y, start=thr)
+        assert zero <= thr
+        if math.isfinite(thr):  # the utility at the zero-utility threshold is still >= 0
+            acc = s >= zero
+            assert 2 * np.sum(acc & (y > 0)) - np.sum(acc & (y < 0)) >= 0

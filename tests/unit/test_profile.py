@@ -256,3 +256,51 @@ def test_state_rejects_matrix_shapes_out_of_range(shape) -> None:  # type: ignor
     enc["shape"] = shape
     with pytest.raises(StateError, match="shape must be two dimensions"):
         decode_csr(enc, name="m")
+
+
+def test_pseudo_positives_stay_out_of_trot_by_default(vec: Vectorizer) -> None:
+    from sift.filters.threshold import trot
+
+    pseudo = {"max_pos_rank": 6, "pos_fraction": 1.0, "pos_weight": 1.0, "neg_fraction": 0.5, "min_pool": 0}
+    for flag in (False, True):
+        p = _fit(vec, pseudolabel=pseudo, trot_pseudo_positives=flag, explore=0.0)
+        ex = p.examples_
+        assert np.any((ex.labels > 0) & ~ex.real)  # pseudo-positives exist
+        keep = np.ones(len(ex), bool) if flag else ex.real | (ex.labels < 0)
+        loo = p.model_.loo_scores()
+        assert p.threshold_ == trot(loo[keep], ex.labels[keep], ex.weights[keep], measure="t11su",
+                                    placement=p.threshold_placement)
+
+
+def test_exploration_lowers_the_threshold_only_after_relevant_feedback(vec: Vectorizer) -> None:
+    pseudo = {"neg_fraction": 1.0, "neg_weight": 0.1, "min_pool": 0}
+    docs = vec.transform(["wheat harvest exports", "wheat crop usda", "wheat futures rose",
+                          "wheat exports to china", "wheat prices higher", "usda wheat forecast"])
+    plain, explo = _fit(vec, pseudolabel=pseudo, explore=0.0), _fit(vec, pseudolabel=pseudo, explore=1.0)
+    assert explo.n_relevant_ == 0 and explo.explore_share() == 0.0
+    assert explo.threshold_ == plain.threshold_  # no relevant feedback yet: no exploration
+    for p in (plain, explo):
+        p.learn_many(docs, [True] * 6)
+    assert explo.n_relevant_ == 6 and explo.explore_share() > 0
+    assert explo.threshold_ < plain.threshold_
+    # junk at the bottom of what it delivers stops it
+    junk = vec.transform(["bank interest rates", "gold mine output", "opec oil", "oil tanker", "gulf oil"])
+    explo.learn_many(junk, [False] * 5)
+    ex = explo.examples_
+    loo = explo.model_.loo_scores()
+    assert np.all(ex.labels[np.argsort(np.where(ex.real, loo, np.inf))[:5]] < 0)  # the bottom five
+    assert explo.explore_share() == 0.0
+
+
+def test_exploration_parameters_and_counter_round_trip(vec: Vectorizer) -> None:
+    for bad in ({"explore": 1.5}, {"explore": -0.1}, {"explore_rate": -1}, {"explore_window": 0},
+                {"explore_precision": 1.0}, {"trot_pseudo_positives": "no"}):
+        with pytest.raises(ParameterError, match=next(iter(bad))):
+            Profile("x", **bad)  # type: ignore[arg-type]
+    p = _fit(vec)
+    p.learn_one(vec.transform(["wheat harvest"]), relevant=True)
+    state = orjson.loads(orjson.dumps(p.to_state()))
+    q = Profile.from_state(state, vec.feature_weights())
+    assert q.n_relevant_ == 1 and q.get_params() == p.get_params() and q.threshold_ == p.threshold_
+    del state["n_relevant"]  # a state written before the counter existed
+    assert Profile.from_state(state, vec.feature_weights()).n_relevant_ == 0
