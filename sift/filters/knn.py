@@ -59,10 +59,14 @@ def select(S: NDArray[np.float64], kk: int) -> NDArray[np.int64]:
     if kk >= c:
         return np.broadcast_to(np.arange(c, dtype=np.int64), (n, c)).copy()
     kth = np.partition(S, c - kk, axis=1)[:, c - kk]
-    greater = kth[:, None] < S
-    equal = kth[:, None] == S
-    need = kk - greater.sum(axis=1)
-    mask = greater | (equal & (np.cumsum(equal, axis=1) <= need[:, None]))
+    mask = kth[:, None] <= S  # the kk largest, and any more equal to the kk-th
+    extra = np.flatnonzero(mask.sum(axis=1) > kk)
+    if extra.size:  # rows with ties at the kk-th: the lowest columns among them
+        sub = S[extra]
+        greater = kth[extra, None] < sub
+        equal = kth[extra, None] == sub
+        need = kk - greater.sum(axis=1)
+        mask[extra] = greater | (equal & (np.cumsum(equal, axis=1) <= need[:, None]))
     return np.nonzero(mask)[1].reshape(n, kk).astype(np.int64)
 
 

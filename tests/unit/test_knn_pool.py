@@ -181,3 +181,15 @@ def test_a_small_pool_is_scored_on_its_own() -> None:
     models = _models(D, specs, 19)
     stack = _check(models, _docs(40, 40, 20))
     assert stack.alone == [8] and stack.cols.tolist() == list(range(8))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 12), c=st.integers(2, 40), frac=st.floats(0.0, 1.0))
+def test_select_is_the_full_sort_with_ties_to_the_lower_column(seed: int, n: int, c: int, frac: float) -> None:
+    from sift.filters.knn import select
+
+    rng = np.random.default_rng(seed)
+    S = rng.choice([-1.0, 0.0, 0.25, 0.5, 1.0], (n, c)) if seed % 2 else rng.random((n, c))
+    kk = max(1, int(frac * c))
+    expect = [np.sort(np.lexsort((np.arange(c), -row))[:kk]) for row in S]
+    assert np.array_equal(select(S, kk), np.array(expect))
