@@ -334,7 +334,11 @@ class Profile:
         self._fitted = True
         self.n_relevant_ = 0
         self.fallback_threshold_ = math.inf
-        no_positive = not np.any(self.examples_.labels > 0)
+        ex = self.examples_
+        # no positive TROT may use (pseudo-positives are left out of it by default): a
+        # query-only profile must still deliver something, or it never gets feedback
+        trusted = ex.real if not self.trot_pseudo_positives else np.ones(len(ex), bool)
+        no_positive = not np.any((ex.labels > 0) & trusted)
         if no_positive and X_train is not None and m and self.fallback_rate > 0:
             scores = self.model_.score(X_train)
             top = max(math.ceil(self.fallback_rate * m), 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import orjson
@@ -17,6 +18,7 @@ from sift.agents.service import (
     TrainingSet,
     decode_profile_record,
     decode_vector_batch,
+    default_corpus,
     encode_profile_record,
     encode_vector_batch,
     learn_batch,
@@ -33,6 +35,7 @@ TRAIN = [
     ("t7", "wheat tender by egypt"), ("t8", "crude oil stocks and refinery output"),
 ]
 N_SHARDS = 4
+REUTERS_TEST = Path(__file__).resolve().parents[2] / "data" / "reuters21578" / "test.jsonl.gz"
 
 
 @pytest.fixture
@@ -333,3 +336,32 @@ def test_gaps_are_found_against_the_last_offset_or_the_committed_one(service: Se
     assert service.stats["offset_gaps"] == 0  # gaps() only looks
     service.forget_offsets()
     assert service.gaps([m(0, 40)]) == []
+
+
+def test_query_only_profiles_deliver_and_so_can_get_feedback() -> None:
+    """A profile created with a query and no positives must deliver something (the
+    training-quantile fallback), or it would never receive a judgment. (A change that
+    left pseudo-positives out of TROT once made every such profile deliver nothing.)"""
+    import math
+
+    from sift.topics.codecs import read_jsonl
+    from sift.topics.records import Document
+
+    svc = Service(TrainingSet.load(default_corpus()), n_shards=2)
+    table: dict[str, bytes] = {}
+    queries = {"oil": "crude oil prices", "wheat": "wheat exports", "gold": "gold mine",
+               "rates": "interest rates", "trade": "trade deficit"}
+    svc.apply_specs([spec_msg(svc, profile=p, query=q) for p, q in queries.items()], table)
+    docs = [d for _, d in zip(range(600), read_jsonl(REUTERS_TEST, Document.from_obj),
+                              strict=False)]
+    delivered: dict[str, int] = dict.fromkeys(queries, 0)
+    routed = svc.route([msg({"documents": [x.to_obj() for x in docs[i:i + 100]]}, offset=i)
+                        for i in range(0, len(docs), 100)])
+    for payload in routed.payloads:
+        for p in range(2):
+            for d in svc.score(p, payload, table):
+                delivered[d.profile] += 1
+    thresholds = {p: svc.entry(p, table).profile.threshold_ for p in queries}  # type: ignore[union-attr]
+    assert all(math.isfinite(t) for t in thresholds.values()), thresholds
+    assert all(n > 0 for n in delivered.values()), delivered
+    assert all(n < len(docs) / 4 for n in delivered.values()), delivered  # not everything
