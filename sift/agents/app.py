@@ -451,6 +451,17 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         and processed in their place, so the partition order (which learning depends
         on) is kept. What cannot be read back is logged and counted.
         """
+        seen: set[tuple[str, int, int]] = set()
+        unique = []
+        for m in msgs:  # Faust sometimes hands the same offset twice in a row
+            if m.offset >= 0:
+                key = (m.topic, m.partition, m.offset)
+                if key in seen:
+                    service.stats["offsets_repeated"] += 1
+                    continue
+                seen.add(key)
+            unique.append(m)
+        msgs = unique
         committed = getattr(app.consumer, "_committed_offset", {})
         for m in msgs:
             if m.offset >= 0:
