@@ -482,8 +482,24 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             if got:
                 msgs = sorted(msgs + [InputMessage(v, t, p, o, k) for t, p, o, k, v in got],
                               key=lambda m: (m.topic, m.partition, m.offset))
+                recovered.extend((t, p, o) for t, p, o, _, _ in got)
         service.observe(msgs)
         return msgs
+
+    recovered: list[tuple[str, int, int]] = []
+
+    def ack_recovered() -> None:
+        """Acknowledge the read-back messages to Faust's consumer once processed: it never
+        delivered them, and its commit would otherwise wait for them forever (seen: a
+        partition's lag stuck at 200 after one skipped message)."""
+        from faust.types import Message
+
+        generation = app.consumer_generation_id
+        while recovered:
+            t, p, o = recovered.pop()
+            m = Message(t, p, o, 0.0, 0, None, None, None, None, generation_id=generation)
+            app.consumer._unacked_messages.add(m)
+            app.consumer.ack(m)
 
     @app.on_partitions_revoked.connect  # type: ignore[misc]
     async def forget_offsets(sender: Any, revoked: Any, **kwargs: Any) -> None:
@@ -498,6 +514,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             for payload in result.payloads:
                 for p in range(P):
                     await shard_topic.send(value=payload, partition=p)
+            ack_recovered()
 
     @app.agent(shard_topic)
     async def score_documents(stream: faust.StreamT) -> None:
@@ -511,6 +528,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                     continue
                 for d in decisions:
                     await decisions_topic.send(key=d.profile.encode(), value=encode(d))
+            ack_recovered()
 
     @app.agent(profiles_topic)
     async def apply_specs(stream: faust.StreamT) -> None:
@@ -519,6 +537,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             result = guarded(service.apply_specs, msgs, table)
             await settle()
             await emit_forwards(result)
+            ack_recovered()
 
     @app.agent(judgments_topic)
     async def apply_judgments(stream: faust.StreamT) -> None:
@@ -530,6 +549,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             result = guarded(service.apply_judgments, msgs, table)
             await settle()
             await emit_forwards(result)
+            ack_recovered()
 
     async def settle() -> None:
         """The batch's table writes on the broker before the batch is acknowledged."""

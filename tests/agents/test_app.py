@@ -8,6 +8,7 @@ from unittest.mock import AsyncMock, Mock
 
 import orjson
 import pytest
+from faust.types import TP
 
 from sift.agents.app import create_app
 from sift.agents.service import TrainingSet, decode_vector_batch, shard_of
@@ -213,6 +214,7 @@ def test_skipped_judgments_are_read_back_and_applied_in_partition_order(
         return [(t, p, o, b"wheat", judgment(o)) for t, p, a, b in ranges for o in range(a, b)]
 
     monkeypatch.setattr(app_module, "read_offsets", read_offsets)
+    worker.app.topics.acks_enabled_for = lambda topic: True  # no subscription here
 
     async def run() -> None:
         async with agent(worker, "apply_specs").test_context() as a:
@@ -227,6 +229,9 @@ def test_skipped_judgments_are_read_back_and_applied_in_partition_order(
 
     asyncio.run(run())
     assert asked == [(judgments_topic, part, 2, 3)]
+    # Faust never delivered offset 2: acknowledged by the agent once applied, so its
+    # commits can pass it
+    assert 2 in worker.app.consumer._acked[TP(judgments_topic, part)]
     entry = worker.service.entry("wheat", worker.table)
     assert list(entry.judged) == ["j0", "j1", "j2", "j3"]
     assert worker.service.stats["offsets_recovered"] == 1
