@@ -58,8 +58,55 @@ def variants() -> list[str]:
     return out
 
 
+class _SVM:
+    """ASReview's learner (linear SVM, squared hinge), in place of the logistic regression."""
+
+    def __init__(self, C: float = 0.11, **_: Any) -> None:
+        from sklearn.svm import LinearSVC
+        self.model = LinearSVC(C=C)
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> _SVM:
+        self.model.fit(X, y, sample_weight=sample_weight)
+        return self
+
+    def decision_function(self, X: Any) -> Any:
+        return self.model.decision_function(X)
+
+
+class _NB:
+    """Multinomial naive Bayes (ASReview's elas_u3 learner), scored by its log odds."""
+
+    def __init__(self, alpha: float = 3.822, **_: Any) -> None:
+        from sklearn.naive_bayes import MultinomialNB
+        self.model = MultinomialNB(alpha=alpha)
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> _NB:
+        self.model.fit(X, y, sample_weight=sample_weight)
+        return self
+
+    def decision_function(self, X: Any) -> Any:
+        lp = self.model.predict_log_proba(X)
+        return lp[:, 1] - lp[:, 0]
+
+
+def _use_learner(name: str, c: float | None) -> None:
+    """Swap the review's learner for a tuning run (this process only)."""
+    from sklearn.linear_model import LogisticRegression
+
+    import sift.filters.screening.cal as cal
+
+    if name == "svm":
+        cal.LogisticRegression = lambda **kw: _SVM(C=c if c is not None else 0.11)  # type: ignore
+    elif name == "nb":
+        cal.LogisticRegression = lambda **kw: _NB()  # type: ignore
+    else:
+        cal.LogisticRegression = LogisticRegression  # type: ignore
+
+
 def one_run(job: tuple[str, dict[str, Any], str, int]) -> dict[str, Any]:
     ds, params, path, seed = job
+    params = dict(params)
+    _use_learner(str(params.pop("learner", "lr")), params.pop("learner_C", None))
     recs = load_records(path)
     topic = default_topic(path)
     params = dict(params)
