@@ -222,7 +222,7 @@ class Review:
         C: float = 1.0,
         class_ratio: float = 1.0,
         max_df: float = 1.0,
-        stop_words: bool = True,
+        stop_words: bool = False,
         grow_when_sampling: bool = True,
         strip_design: bool = True,
         random_state: int | None = None,
