@@ -261,7 +261,10 @@ class ShardedTable(faust.Table):  # type: ignore[misc]
 
     def send_changelog(self, *args: Any, **kwargs: Any) -> Any:
         fut = super().send_changelog(*args, **kwargs)
-        self.__dict__.setdefault("_sift_unsettled", []).append(fut)
+        pending = self.__dict__.setdefault("_sift_unsettled", [])
+        pending.append(fut)
+        if len(pending) > 10_000:  # a writer that never settles must not grow this forever
+            pending[:] = [f for f in pending if not f.done()]
         return fut
 
     async def settle(self) -> None:
