@@ -36,7 +36,8 @@ REQUESTS_TOPIC = "requests"
 STATUS_TOPIC = "review-status"
 #: Review hyperparameters a spec may set (those of ``sift.filters.screening.Review``).
 REVIEW_PARAMS = ("draws", "n_top", "growth", "n_negatives", "exponent", "target_recall",
-                 "estimator", "confidence", "min_batches", "hh_window", "warmup_precision",
+                 "estimator", "confidence", "min_batches", "hh_window", "hh_variance",
+                 "warmup_precision",
                  "C", "class_ratio", "max_df", "stop_words", "grow_when_sampling",
                  "strip_design", "random_state")
 

@@ -258,3 +258,15 @@ def test_hooks_take_review_specs_and_judgments_and_leave_the_rest(worker: Any) -
                 for c in hooks.topics["review-status"].send.await_args_list]
     assert statuses[-1].screened == hooks.service.stats["review_judgments"]
     assert not worker.topics["dead-letters"].send.await_args_list
+
+
+def test_every_review_parameter_can_be_set_from_a_spec() -> None:
+    """The wire contract's list of review params is the core Review's parameters (its
+    ``topic`` is the spec's ``query``): a new core option must be reachable."""
+    import inspect
+
+    from sift.filters.screening.cal import Review
+    from sift.topics.review import REVIEW_PARAMS
+
+    core = set(inspect.signature(Review.__init__).parameters) - {"self", "topic"}
+    assert set(REVIEW_PARAMS) == core
