@@ -443,8 +443,11 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                                  emit_dead)
     worker.reviews = reviews
 
-    async def complete(msgs: list[InputMessage]) -> list[InputMessage]:
-        """``msgs`` with the messages the consumer skipped before them put back in order.
+    async def complete(msgs: list[InputMessage],
+                       recovered: list[tuple[str, int, int]]) -> list[InputMessage]:
+        """``msgs`` with the messages the consumer skipped before them put back in order
+        (their positions added to the agent's own ``recovered``, for :func:`ack_recovered`
+        once the batch is processed).
 
         Faust's consumer can drop a message without a rebalance (seen: one judgment of
         1,000 never reached a replacement worker, whose next message was the one after
@@ -489,9 +492,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         service.observe(msgs)
         return msgs
 
-    recovered: list[tuple[str, int, int]] = []
-
-    def ack_recovered() -> None:
+    def ack_recovered(recovered: list[tuple[str, int, int]]) -> None:
         """Acknowledge the read-back messages to Faust's consumer once processed: it never
         delivered them, and its commit would otherwise wait for them forever (seen: a
         partition's lag stuck at 200 after one skipped message)."""
@@ -510,19 +511,21 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
 
     @app.agent(documents_topic)
     async def route_documents(stream: faust.StreamT) -> None:
+        recovered: list[tuple[str, int, int]] = []
         async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout):
-            msgs = await complete([to_message(e) for e in events])
+            msgs = await complete([to_message(e) for e in events], recovered)
             result = guarded(service.route, msgs)
             await emit_dead(result.dead_letters)
             for payload in result.payloads:
                 for p in range(P):
                     await shard_topic.send(value=payload, partition=p)
-            ack_recovered()
+            ack_recovered(recovered)
 
     @app.agent(shard_topic)
     async def score_documents(stream: faust.StreamT) -> None:
+        recovered: list[tuple[str, int, int]] = []
         async for event in stream.events():
-            for msg in await complete([to_message(event)]):
+            for msg in await complete([to_message(event)], recovered):
                 try:
                     decisions = service.score(msg.partition, msg.value or b"", table, msg)
                 except Exception as exc:  # a bug must not stop the stream: dead-letter it
@@ -531,28 +534,31 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                     continue
                 for d in decisions:
                     await decisions_topic.send(key=d.profile.encode(), value=encode(d))
-            ack_recovered()
+            ack_recovered(recovered)
 
     @app.agent(profiles_topic)
     async def apply_specs(stream: faust.StreamT) -> None:
+        recovered: list[tuple[str, int, int]] = []
         async for events in stream.take_events(8, within=settings.batch_timeout):
-            msgs = await reviews.take_specs(await complete([to_message(e) for e in events]))
+            msgs = await reviews.take_specs(await complete([to_message(e) for e in events],
+                                                           recovered))
             result = guarded(service.apply_specs, msgs, table)
             await settle()
             await emit_forwards(result)
-            ack_recovered()
+            ack_recovered(recovered)
 
     @app.agent(judgments_topic)
     async def apply_judgments(stream: faust.StreamT) -> None:
+        recovered: list[tuple[str, int, int]] = []  # read back, to acknowledge when done
         # larger batches: more judgments of one profile share a re-threshold and a write
         async for events in stream.take_events(settings.judgment_batch_size,
                                                within=settings.judgment_batch_timeout):
-            msgs = await reviews.take_judgments(await complete([to_message(e)
-                                                                for e in events]))
+            msgs = await reviews.take_judgments(await complete([to_message(e) for e in events],
+                                                               recovered))
             result = guarded(service.apply_judgments, msgs, table)
             await settle()
             await emit_forwards(result)
-            ack_recovered()
+            ack_recovered(recovered)
 
     async def settle() -> None:
         """The batch's table writes on the broker before the batch is acknowledged."""
