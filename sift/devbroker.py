@@ -112,8 +112,16 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 
 def _cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (22 chars)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (22 chars).
+
+    Never starting with ``-`` (as Kafka's own ``Uuid.randomUuid`` does): ``kafka-storage
+    format -t -abc...`` reads such an id as an option and fails ("expected one
+    argument"), which made one broker start in 64 fail.
+    """
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not cid.startswith("-"):
+            return cid
 
 
 @dataclass

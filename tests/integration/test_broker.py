@@ -52,6 +52,20 @@ def test_bootstrap_servers_parsing() -> None:
     assert bootstrap_servers("a:1,b:2") == "a:1,b:2"
 
 
+def test_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kafka-storage format -t -x...`` takes such an id for an option (seen: a broker
+    start failing with "argument --cluster-id/-t: expected one argument")."""
+    import uuid
+
+    from sift import devbroker
+
+    dash = uuid.UUID(bytes=bytes([0xF8]) + bytes(15))  # base64 of 0xF8... starts with "-"
+    plain = uuid.UUID(bytes=bytes(16))
+    ids = iter([dash, dash, plain])
+    monkeypatch.setattr(devbroker.uuid, "uuid4", lambda: next(ids))
+    assert devbroker._cluster_id() == "AAAAAAAAAAAAAAAAAAAAAA"
+
+
 def test_broker_config_is_kraft_single_node(tmp_path: Path) -> None:
     props = DevBroker(port=29100, controller_port=29101, data_dir=tmp_path).properties()
     assert props["process.roles"] == "broker,controller"
