@@ -566,21 +566,27 @@ class Service:
         """Drop the offsets seen (a rebalance: another worker may have gone on)."""
         self._last.clear()
 
-    def gaps(self, messages: Sequence[InputMessage]) -> list[tuple[str, int, int, int]]:
-        """``(topic, partition, start, stop)`` ranges missing before or between
-        ``messages`` on their partitions, given the offsets seen so far (not recorded:
-        see :meth:`observe`)."""
-        last = dict(self._last)
-        out = []
+    @staticmethod
+    def _walk(messages: Iterable[InputMessage], last: dict[tuple[str, int], int]
+              ) -> Iterator[tuple[InputMessage, int | None]]:
+        """Each message with an offset and the highest offset seen before it on its
+        partition (None: none known); ``last`` is brought up to date as it goes (a
+        re-delivered offset does not lower it)."""
         for msg in messages:
             if msg.offset < 0:
                 continue
             tp = (msg.topic, msg.partition)
             prev = last.get(tp)
-            if prev is not None and msg.offset > prev + 1:
-                out.append((msg.topic, msg.partition, prev + 1, msg.offset))
-            last[tp] = max(msg.offset, prev if prev is not None else msg.offset)
-        return out
+            yield msg, prev
+            last[tp] = msg.offset if prev is None else max(prev, msg.offset)
+
+    def gaps(self, messages: Sequence[InputMessage]) -> list[tuple[str, int, int, int]]:
+        """``(topic, partition, start, stop)`` ranges missing before or between
+        ``messages`` on their partitions, given the offsets seen so far (not recorded:
+        see :meth:`observe`)."""
+        return [(m.topic, m.partition, prev + 1, m.offset)
+                for m, prev in self._walk(messages, dict(self._last))
+                if prev is not None and m.offset > prev + 1]
 
     def observe(self, messages: Iterable[InputMessage]) -> None:
         """Report offsets that never reached this worker (gaps) and offsets seen again.
@@ -591,23 +597,18 @@ class Service:
         ``offsets_skipped``). Going back (``offset_rewinds``) is normal after a
         rebalance or a restart (at least once) and only counted.
         """
-        last = self._last
-        for msg in messages:
-            if msg.offset < 0:
+        for msg, prev in self._walk(messages, self._last):
+            if prev is None:
                 continue
-            tp = (msg.topic, msg.partition)
-            prev = last.get(tp)
-            if prev is not None:
-                if msg.offset > prev + 1:
-                    self.stats["offset_gaps"] += 1
-                    self.stats["offsets_skipped"] += msg.offset - prev - 1
-                    log.warning("offsets %d..%d of %s[%d] never reached this worker",
-                                prev + 1, msg.offset - 1, msg.topic, msg.partition)
-                elif msg.offset <= prev:
-                    self.stats["offset_rewinds"] += 1
-                    log.info("%s[%d]: offset %d again (last seen %d)", msg.topic,
-                             msg.partition, msg.offset, prev)
-            last[tp] = msg.offset
+            if msg.offset > prev + 1:
+                self.stats["offset_gaps"] += 1
+                self.stats["offsets_skipped"] += msg.offset - prev - 1
+                log.warning("offsets %d..%d of %s[%d] never reached this worker",
+                            prev + 1, msg.offset - 1, msg.topic, msg.partition)
+            elif msg.offset <= prev:
+                self.stats["offset_rewinds"] += 1
+                log.info("%s[%d]: offset %d again (last seen %d)", msg.topic,
+                         msg.partition, msg.offset, prev)
 
     def processed(self, messages: Iterable[InputMessage]) -> None:
         """Remember messages as processed (after success: a failed batch is retried)."""
