@@ -171,7 +171,7 @@ class ReviewService:
             entry = decode_review_record(raw, name)
         except ScreeningError as exc:
             self.stats["review_bad_state"] += 1
-            log.warning("review %r: unusable state record: %s", name, exc)
+            log.warning("review %r: unusable state record: %s", name, str(exc))
             return None
         self._cache[name] = (raw, entry)
         return entry

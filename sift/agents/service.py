@@ -335,16 +335,18 @@ def encode_profile_record(entry: ProfileEntry, *, compress: bool = False) -> byt
 
 
 def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
-                          name: str | None = None) -> ProfileEntry:
+                          name: str | None = None, *,
+                          n_features: int | None = None) -> ProfileEntry:
     """Inverse of :func:`encode_profile_record`; raises ServiceError on a bad record,
-    or on a record of another profile than ``name`` (the table key)."""
+    on a record of another profile than ``name`` (the table key), or on one of another
+    width than ``n_features`` (the vectorizer's; implied by ``feature_weights``)."""
     try:
         obj = orjson.loads(data if data[:1] == b"{" else zlib.decompress(data))
         if obj.get("format") != RECORD_FORMAT:
             raise ServiceError(f"profile record format {obj.get('format')!r} is not "
                                f"{RECORD_FORMAT}")
         spec = ProfileSpec.from_obj(obj["spec"])
-        profile = Profile.from_state(obj["state"], feature_weights)
+        profile = Profile.from_state(obj["state"], feature_weights, n_features)
         judged = dict.fromkeys(str(k) for k in obj.get("judged", ()))
         if name is not None and (spec.profile != name or profile.name != name):
             raise ServiceError(f"record under {name!r} is for profile {spec.profile!r} "
@@ -713,11 +715,12 @@ class Service:
         if self._bad.get(name) is raw:
             return None
         try:
-            entry = decode_profile_record(raw, self.weights, name)
+            entry = decode_profile_record(raw, self.weights, name,
+                                          n_features=self.vectorizer.n_features)
         except ServiceError as exc:
             self._bad[name] = raw
             self.stats["bad_state"] += 1
-            log.warning("profile %r: unusable state record, profile skipped: %s", name, exc)
+            log.warning("profile %r: unusable state record, profile skipped: %s", name, str(exc))
             return None
         self._bad.pop(name, None)
         return entry

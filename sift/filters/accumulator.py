@@ -120,13 +120,19 @@ class SparseAccumulator:
                 "sums": encode_array(self.sums[:, self._sorted_slot].copy())}
 
     @classmethod
-    def from_state(cls, state: dict[str, Any], n_sums: int) -> SparseAccumulator:
+    def from_state(cls, state: dict[str, Any], n_sums: int,
+                   n_features: int | None = None) -> SparseAccumulator:
+        """Inverse of :meth:`to_state`; with ``n_features``, every feature must be below it
+        (a column index past the vectorizer's width would break scoring later)."""
         feat = decode_array(state["features"], name="accumulator.features", dtype=np.int64, ndim=1)
         sums = decode_array(state["sums"], name="accumulator.sums", dtype=np.float64, ndim=2)
         if sums.shape != (n_sums, feat.size):
             raise StateError(f"accumulator: sums of shape {sums.shape} for {feat.size} features")
         if np.unique(feat).size != feat.size or (feat.size and feat.min() < 0):
             raise StateError("accumulator: duplicate or negative features")
+        if n_features is not None and feat.size and feat.max() >= n_features:
+            raise StateError(f"accumulator: feature {int(feat.max())} out of range for "
+                             f"{n_features} features")
         acc = cls(n_sums, capacity=max(feat.size, 16))
         acc._feat[: feat.size] = feat
         acc._sums[:, : feat.size] = sums

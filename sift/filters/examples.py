@@ -257,7 +257,7 @@ class ExampleSet:
         """
         c = self._compact()
         V = np.asarray(values, dtype=np.float64)
-        V2 = V.reshape(V.shape[0], -1)
+        V2 = V[:, None] if V.ndim == 1 else V if V.ndim == 2 else V.reshape(V.shape[0], -1)
         W = np.zeros((max(int(c.cols.size), 1), V2.shape[1]))
         if c.cols.size and len(columns):
             ids = c.ids(np.asarray(columns))

@@ -1747,7 +1747,7 @@ class FusionModel(ScoringModel):
             self.rocchio_.load_state_dict(state["rocchio"])
             self.kantor_.load_state_dict(state["kantor"])
             self.knn_.load_state_dict(state["knn"])
-            centroid = SparseAccumulator.from_state(state["centroid"], 1)
+            centroid = SparseAccumulator.from_state(state["centroid"], 1, self.n_features_)
             j = len(self.components_)
             alpha = (None if state["alpha"] is None else
                      decode_array(state["alpha"], name="fusion.alpha", dtype=np.float64, ndim=1))

@@ -176,7 +176,7 @@ class Kantor(ScoringModel):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         try:
-            self.acc_ = SparseAccumulator.from_state(state["acc"], 3)
+            self.acc_ = SparseAccumulator.from_state(state["acc"], 3, self.n_features_)
             self.k_ = decode_count(state["k"], name="kantor.k")
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"kantor: {exc}") from None

@@ -512,18 +512,35 @@ class Profile:
         }
 
     @classmethod
-    def from_state(cls, state: Any, feature_weights: NDArray[np.float64] | None = None) -> Profile:
-        """Rebuild a profile from :meth:`to_state` output, validating it."""
+    def from_state(cls, state: Any, feature_weights: NDArray[np.float64] | None = None,
+                   n_features: int | None = None) -> Profile:
+        """Rebuild a profile from :meth:`to_state` output, validating it.
+
+        ``n_features`` (or the length of ``feature_weights``) is the width of the
+        vectorizer the profile will score with; a state of another width is refused
+        before anything of that width is allocated.
+        """
         s = check_version(state, "profile")
+        expected = n_features if feature_weights is None else int(np.asarray(feature_weights).size)
+        if n_features is not None and expected != n_features:
+            raise ParameterError(f"n_features {n_features} differs from the {expected} "
+                                 "feature weights")
         try:
             params = dict(s["params"])
             p = cls(params.pop("name"), **params)
-            n_features = int(s["n_features"])
-            if not 1 <= n_features <= 2**31 - 1:
-                raise StateError(f"profile: n_features must be in [1, 2**31 - 1], got {n_features}")
-            p._bind(n_features, feature_weights)
+            width = s["n_features"]
+            if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= 2**31 - 1:
+                raise StateError(f"profile: n_features must be an integer in [1, 2**31 - 1], "
+                                 f"got {width!r}")
+            if expected is not None and width != expected:
+                raise StateError(f"profile: state of {width} features for a vectorizer of "
+                                 f"{expected}")
+            p._bind(width, feature_weights)
             p.examples_ = ExampleSet.from_state(s["examples"])
-            p.model_.bind(n_features, feature_weights, p.examples_)
+            if p.examples_.n_features != width:
+                raise StateError(f"profile: examples of {p.examples_.n_features} features in a "
+                                 f"profile of {width}")
+            p.model_.bind(width, feature_weights, p.examples_)
             p.model_.load_state_dict(s["model"])
             p.threshold_ = _threshold(s["threshold"], "threshold")
             p.fallback_threshold_ = _threshold(s["fallback_threshold"], "fallback_threshold")
@@ -534,6 +551,9 @@ class Profile:
             pend = decode_csr(s["pending"]["X"], name="pending")
             labels = list(s["pending"]["labels"])
             weights = list(s["pending"]["weights"])
+            if pend.shape[1] != width:
+                raise StateError(f"profile: pending judgments of {pend.shape[1]} features in a "
+                                 f"profile of {width}")
             if pend.shape[0] != len(labels) or len(labels) != len(weights):
                 raise StateError("profile: pending judgments are inconsistent")
             lab_arr = np.array([int(v) for v in labels], dtype=np.int8)

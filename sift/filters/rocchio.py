@@ -176,7 +176,7 @@ class Rocchio(ScoringModel):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         try:
-            self.acc_ = SparseAccumulator.from_state(state["acc"], 3)
+            self.acc_ = SparseAccumulator.from_state(state["acc"], 3, self.n_features_)
             self.w_pos_ = float(state["w_pos"])
             self.w_neg_ = float(state["w_neg"])
         except (KeyError, TypeError, ValueError) as exc:

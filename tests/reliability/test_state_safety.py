@@ -104,7 +104,8 @@ def check_survives(world: tuple[Service, dict[str, bytes], bytes], name: str,
     svc = fresh(world)
     bad_table = {**table, name: corrupt}
     try:
-        decode_profile_record(corrupt, svc.weights, name)
+        decode_profile_record(corrupt, svc.weights, name,
+                              n_features=svc.vectorizer.n_features)
         accepted = True
     except ServiceError as exc:
         assert str(exc) and "\n" not in str(exc)

@@ -119,7 +119,8 @@ def test_parameter_errors() -> None:
 def test_state_needs_the_same_context(vec: Vectorizer, fvec: FusionVectorizer) -> None:
     p = _fit(fvec)
     state = orjson.loads(orjson.dumps(p.to_state()))
-    with pytest.raises(StateError, match="components"):
+    # a plain vectorizer of another width: refused on the width, before the components
+    with pytest.raises(StateError, match="features for a vectorizer"):
         Profile.from_state(state, vec.feature_weights())
     bad = orjson.loads(orjson.dumps(p.to_state()))
     bad["model"]["version"] = 99

@@ -123,6 +123,53 @@ def test_state_rejects_corruption(vec: Vectorizer, model: str) -> None:
         Profile.from_state(state)
 
 
+@pytest.mark.parametrize("model", ["rocchio", "kantor", "knn"])
+def test_state_of_another_width_is_refused_before_allocating(vec: Vectorizer, model: str) -> None:
+    """A state's widths (the profile's, its examples', its model's columns, its pending
+    judgments') must all be the vectorizer's: a wrong one would break scoring later, and a
+    huge one (2**31 - 1) would allocate gigabytes."""
+    p = _fit(vec, model)
+    good = orjson.loads(orjson.dumps(p.to_state()))
+    assert Profile.from_state(good, vec.feature_weights()).n_features_ == vec.n_features
+    assert Profile.from_state(good, None, n_features=vec.n_features).n_features_ == vec.n_features
+    for width in (100, 2**31 - 1, 100.0, True):
+        bad = {**good, "n_features": width}
+        with pytest.raises(StateError, match="n_features|features for a vectorizer"):
+            Profile.from_state(bad, None, n_features=vec.n_features)
+    from sift.filters.examples import ExampleSet
+
+    narrow = orjson.loads(orjson.dumps(ExampleSet(good["examples"]["capacity"], 100).to_state()))
+    with pytest.raises(StateError, match="examples of 100 features"):
+        Profile.from_state({**good, "examples": narrow}, vec.feature_weights())
+    with pytest.raises(ParameterError, match="n_features 5 differs"):
+        Profile.from_state(good, vec.feature_weights(), n_features=5)
+
+
+def test_accumulator_feature_past_the_width_is_refused(vec: Vectorizer) -> None:
+    from sift.filters.state import decode_array, encode_array
+
+    p = _fit(vec, "rocchio")
+    state = orjson.loads(orjson.dumps(p.to_state()))
+    acc = state["model"]["acc"]
+    feat = decode_array(acc["features"], name="f", dtype=np.int64, ndim=1).copy()
+    feat[-1] = vec.n_features + 7  # sorted: the last is the largest
+    state["model"]["acc"] = {**acc, "features": encode_array(feat)}
+    with pytest.raises(StateError, match="out of range"):
+        Profile.from_state(state, vec.feature_weights())
+
+
+def test_rocchio_with_no_positive_coefficient_still_learns(vec: Vectorizer) -> None:
+    """Negatives that outweigh the query leave no positive coefficient (an empty model):
+    the profile scores 0 and its threshold can still be re-learned."""
+    p = Profile("x", query="wheat", model_params={"gamma": 50.0})
+    p.fit(vec.transform(["wheat"]), feature_weights=vec.feature_weights())
+    p.learn_one(vec.transform(["wheat"]), relevant=True)
+    p.learn_one(vec.transform(["wheat"]), relevant=False)
+    assert p.model_.coef()[0].size == 0
+    p.learn_one(vec.transform(["zinc smelter"]), relevant=False)  # re-thresholds
+    assert np.all(p.score(vec.transform(TRAIN)) == 0)
+
+
 _judgments = st.lists(st.tuples(st.sampled_from([*TRAIN, "zinc smelter", "wheat"]), st.booleans()),
                       min_size=0, max_size=8)
 
