@@ -134,7 +134,7 @@ def test_state_of_another_width_is_refused_before_allocating(vec: Vectorizer, mo
     assert Profile.from_state(good, None, n_features=vec.n_features).n_features_ == vec.n_features
     for width in (100, 2**31 - 1, 100.0, True):
         bad = {**good, "n_features": width}
-        with pytest.raises(StateError, match="n_features|features for a vectorizer"):
+        with pytest.raises(StateError, match=r"n_features|features for a vectorizer"):
             Profile.from_state(bad, None, n_features=vec.n_features)
     from sift.filters.examples import ExampleSet
 
