@@ -49,6 +49,7 @@ from sift.agents.service import (
     release_free_memory,
     shard_of,
 )
+from sift.agents.tails import PartitionView, TailWatch
 from sift.kafkaclient import read_offsets
 from sift.settings import Settings
 from sift.topics.codecs import encode
@@ -70,6 +71,10 @@ SHARD_RETENTION_MS = 3_600_000
 TRIM_INTERVAL = 30.0
 #: Seconds between two writes of ``<data_dir>/stats.json``.
 STATS_INTERVAL = 0.25
+#: Seconds between two looks for partitions whose last messages never arrived, and how
+#: long one must stay behind its high-water mark, without progress, to be sought back.
+TAIL_CHECK_INTERVAL = 2.0
+TAIL_STALL_S = 10.0
 TABLE = "profile_to_state"
 
 
@@ -508,6 +513,35 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     @app.on_partitions_revoked.connect  # type: ignore[misc]
     async def forget_offsets(sender: Any, revoked: Any, **kwargs: Any) -> None:
         service.forget_offsets()  # the next owner of a partition goes on from there
+        tails.reset()
+
+    inputs = {settings.topic(t) for t in ("documents", "judgments", "profiles", SHARD_TOPIC)}
+    tails = TailWatch(stall_s=TAIL_STALL_S)
+
+    @app.timer(interval=TAIL_CHECK_INTERVAL)
+    async def seek_lost_tails() -> None:
+        """Seek back a partition whose last messages never reached its agent (see
+        :mod:`sift.agents.tails`): they are fetched and delivered again."""
+        consumer = app.consumer
+        if not (app.flow_control.is_active() and getattr(consumer, "flow_active", True)):
+            tails.reset()  # a rebalance or a stop: offsets are being reset anyway
+            return
+        committed = getattr(consumer, "_committed_offset", {})
+        acked = getattr(consumer, "_acked", {})
+        try:
+            views = [PartitionView(tp.topic, tp.partition, consumer.highwater(tp),
+                                   service.last_offset(tp.topic, tp.partition),
+                                   committed.get(tp), min(acked.get(tp) or (), default=None))
+                     for tp in consumer.assignment() if tp.topic in inputs]
+        except Exception as exc:  # the consumer not started or being replaced
+            log.debug("tail check skipped: %s", exc)
+            return
+        for topic, partition, offset in tails.check(views, time.monotonic()):
+            service.stats["tail_seeks"] += 1
+            log.warning("%s[%d]: offset %d is on the broker but never reached this worker "
+                        "(or was never acknowledged); seeking back to it", topic, partition,
+                        offset)
+            await consumer.seek(TP(topic, partition), offset)
 
     @app.agent(documents_topic)
     async def route_documents(stream: faust.StreamT) -> None:

@@ -564,6 +564,11 @@ class Service:
         unless this worker already saw messages of it since the last :meth:`forget`."""
         self._last.setdefault((topic, partition), next_offset - 1)
 
+    def last_offset(self, topic: str, partition: int) -> int | None:
+        """The highest offset of the partition seen since the last :meth:`forget_offsets`
+        (or the committed offset's predecessor given to :meth:`expect`); None if none."""
+        return self._last.get((topic, partition))
+
     def forget_offsets(self) -> None:
         """Drop the offsets seen (a rebalance: another worker may have gone on)."""
         self._last.clear()

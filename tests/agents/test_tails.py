@@ -1,0 +1,74 @@
+"""TailWatch: which input partitions to seek back because their last messages never
+arrived (no broker: the decision only)."""
+
+from __future__ import annotations
+
+from sift.agents.tails import PartitionView, TailWatch
+
+
+def view(last: int | None, hw: int | None, committed: int | None = None,
+         partition: int = 0) -> PartitionView:
+    return PartitionView("documents", partition, hw, last, committed)
+
+
+def test_a_partition_that_keeps_moving_is_never_reported() -> None:
+    w = TailWatch(stall_s=10)
+    for t in range(60):
+        assert w.check([view(100 + t, 200)], now=float(t)) == []
+
+
+def test_a_partition_stuck_behind_is_reported_once_after_the_stall() -> None:
+    w = TailWatch(stall_s=10)
+    assert w.check([view(349, 352)], now=0.0) == []
+    assert w.check([view(349, 352)], now=9.9) == []
+    assert w.check([view(349, 352)], now=10.0) == [("documents", 0, 350)]
+    assert w.check([view(349, 352)], now=15.0) == []  # watched afresh
+    assert w.check([view(349, 352)], now=24.9) == []
+    assert w.check([view(349, 352)], now=25.0) == [("documents", 0, 350)]
+
+
+def test_a_partition_at_its_high_water_mark_is_not_behind() -> None:
+    w = TailWatch(stall_s=1)
+    for t in range(5):
+        assert w.check([view(351, 352), view(None, None, partition=1),
+                        view(None, 0, committed=0, partition=2)], now=float(t)) == []
+
+
+def test_nothing_seen_since_the_assignment_falls_back_to_the_committed_offset() -> None:
+    """A partition taken over whose remaining messages never came: nothing seen, so the
+    first missing offset is the committed one."""
+    w = TailWatch(stall_s=5)
+    assert w.check([view(None, 40, committed=30)], now=0.0) == []
+    assert w.check([view(None, 40, committed=30)], now=5.0) == [("documents", 0, 30)]
+    # neither seen nor committed: nothing to compare with, nothing reported
+    w = TailWatch(stall_s=5)
+    assert w.check([view(None, 40)], now=0.0) == []
+    assert w.check([view(None, 40)], now=50.0) == []
+
+
+def test_reset_and_revoked_partitions_start_the_clock_again() -> None:
+    w = TailWatch(stall_s=10)
+    w.check([view(5, 9)], now=0.0)
+    w.reset()
+    assert w.check([view(5, 9)], now=10.0) == []
+    assert w.check([], now=15.0) == []  # revoked: forgotten
+    assert w.check([view(5, 9)], now=20.0) == []
+    assert w.check([view(5, 9)], now=30.0) == [("documents", 0, 6)]
+
+
+def test_a_hole_below_the_acknowledged_offsets_is_reported_at_the_committed_offset() -> None:
+    """Offsets 600.. acknowledged, 1..599 missing below them: the commit cannot move."""
+    w = TailWatch(stall_s=10)
+    stuck = PartitionView("judgments", 1, highwater=1200, last_seen=1199, committed=1,
+                          acked_min=600)
+    assert w.check([stuck], now=0.0) == []
+    assert w.check([stuck], now=10.0) == [("judgments", 1, 1)]
+    # the commit moving on (the missing offset acknowledged) is progress, not a hole
+    w = TailWatch(stall_s=10)
+    w.check([stuck], now=0.0)
+    moved = PartitionView("judgments", 1, highwater=1200, last_seen=1199, committed=1200)
+    assert w.check([moved], now=10.0) == []
+    # acknowledged offsets starting at the committed one are no hole
+    ok = PartitionView("judgments", 1, highwater=1200, last_seen=1199, committed=600,
+                       acked_min=600)
+    assert w.check([ok], now=0.0) == [] and w.check([ok], now=60.0) == []
