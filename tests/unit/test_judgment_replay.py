@@ -1,0 +1,101 @@
+"""Judgments one at a time leave exactly the state and thresholds they always did.
+
+A fixed, seeded sequence of 300 judgments on a sample of Reuters-21578 is replayed
+per model and capacity (``update="every"``, so every judgment re-thresholds), and the
+threshold after every judgment, the final leave-one-out scores, scores of test
+documents and a digest of the state JSON are compared, bit for bit, with the values
+the implementation before the incremental re-threshold produced
+(``data/judgment_replay.json``; regenerate only on purpose, with
+``.venv/bin/python tests/unit/test_judgment_replay.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from sift.filters.profile import Profile
+from sift.filters.vectorize import Vectorizer
+from sift.replay import load_corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+REUTERS = ROOT / "data" / "reuters21578"
+FIXTURE = Path(__file__).resolve().parent / "data" / "judgment_replay.json"
+N_TRAIN, N_TEST, N_JUDGMENTS = 1500, 600, 300
+CASES = [(model, cap, cat) for model in ("rocchio", "kantor", "knn")
+         for cap, cat in ((150, "grain"), (2000, "earn"))]
+
+
+@cache
+def _data() -> tuple[Any, Any, Any, list[set[str]], list[set[str]]]:
+    corpus = load_corpus(REUTERS / "train.jsonl.gz", REUTERS / "test.jsonl.gz")
+    train, test = corpus.train[:N_TRAIN], corpus.test[:N_TEST]
+    vec = Vectorizer().fit(d.text for d in train)
+    return (vec, vec.transform([d.text for d in train]), vec.transform([d.text for d in test]),
+            [set(d.topics) for d in train], [set(d.topics) for d in test])
+
+
+def _float(v: float) -> float | None:
+    return None if math.isinf(v) else float(v)
+
+
+def replay(model: str, cap: int, cat: str) -> dict[str, Any]:
+    vec, X_train, X_test, gold_train, gold_test = _data()
+    p = Profile(cat, query=cat, model=model, max_examples=cap, seed=3)
+    pos = [i for i, g in enumerate(gold_train) if cat in g][:3]
+    p.fit(vec.transform([cat]), X_train, positives=pos, feature_weights=vec.feature_weights())
+    rng = np.random.default_rng(7)
+    # judged documents: a mix of relevant ones (so the model moves) and random ones
+    rel = np.array([i for i, g in enumerate(gold_test) if cat in g])
+    rows = np.where(rng.random(N_JUDGMENTS) < 0.3, rng.choice(rel, N_JUDGMENTS),
+                    rng.integers(0, X_test.shape[0], N_JUDGMENTS))
+    weights = np.where(rng.random(N_JUDGMENTS) < 0.2, 0.5, 1.0)
+    thresholds = [_float(p.threshold_)]
+    for r, w in zip(rows, weights, strict=True):
+        p.learn_one(X_test[int(r)], relevant=cat in gold_test[int(r)], weight=float(w))
+        thresholds.append(_float(p.threshold_))
+    state = orjson.dumps(p.to_state(), option=orjson.OPT_SORT_KEYS)
+    return {
+        "thresholds": thresholds,
+        "loo": [float(v) for v in p.model_.loo_scores()],
+        "scores": [float(v) for v in p.score(X_test[:100])],
+        "version": p.version_,
+        "n_examples": len(p.examples_),
+        "state_sha256": hashlib.sha256(state).hexdigest(),
+    }
+
+
+def _key(model: str, cap: int, cat: str) -> str:
+    return f"{model}/{cap}/{cat}"
+
+
+@pytest.mark.skipif(not (REUTERS / "train.jsonl.gz").exists(), reason="Reuters-21578 data missing")
+@pytest.mark.parametrize(("model", "cap", "cat"), CASES)
+def test_judgments_one_at_a_time_match_the_recorded_run(model: str, cap: int, cat: str) -> None:
+    expected = json.loads(FIXTURE.read_text())[_key(model, cap, cat)]
+    got = replay(model, cap, cat)
+    assert got["n_examples"] == expected["n_examples"]
+    assert got["version"] == expected["version"]
+    # bit for bit: JSON keeps a float's shortest repr, which round-trips exactly
+    for i, (a, b) in enumerate(zip(got["thresholds"], expected["thresholds"], strict=True)):
+        assert a == b, f"threshold after judgment {i}: {a!r} != {b!r}"
+    assert got["loo"] == expected["loo"]
+    assert got["scores"] == expected["scores"]
+    assert got["state_sha256"] == expected["state_sha256"]
+
+
+if __name__ == "__main__":
+    out = {_key(*case): replay(*case) for case in CASES}
+    FIXTURE.parent.mkdir(parents=True, exist_ok=True)
+    FIXTURE.write_text(json.dumps(out, indent=0) + "\n")
+    for k, v in out.items():
+        fin = [t for t in v["thresholds"] if t is not None]
+        print(k, v["n_examples"], len(set(fin)), "distinct thresholds", v["state_sha256"][:12])
