@@ -98,8 +98,9 @@ def decode_review_record(data: bytes, name: str | None = None) -> ReviewEntry:
         judged = dict.fromkeys(str(k) for k in obj.get("judged", ()))
     except ScreeningError:
         raise
-    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, RecordError) as exc:
-        raise ScreeningError(f"bad review record: {exc}") from None
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, RecordError,
+            ValueError, OverflowError) as exc:  # whatever from_state did not anticipate
+        raise ScreeningError(f"bad review record: {' '.join(str(exc).split())}") from None
     if name is not None and spec.review != name:
         raise ScreeningError(f"record under {name!r} is for review {spec.review!r}")
     return ReviewEntry(spec, review, judged)
@@ -153,6 +154,7 @@ class ReviewService:
         self.standing = standing
         self.stats: Counter[str] = Counter()
         self._cache: dict[str, tuple[bytes, ReviewEntry]] = {}
+        self._bad: dict[str, bytes] = {}  # unusable table values, reported once each
 
     def _dead(self, out: ReviewResult, msg: InputMessage, err: RecordError,
               original: bytes | None = None) -> None:
@@ -167,12 +169,16 @@ class ReviewService:
         hit = self._cache.get(name)
         if hit is not None and hit[0] is raw:
             return hit[1]
+        if self._bad.get(name) is raw:
+            return None
         try:
             entry = decode_review_record(raw, name)
         except ScreeningError as exc:
+            self._bad[name] = raw
             self.stats["review_bad_state"] += 1
-            log.warning("review %r: unusable state record: %s", name, str(exc))
+            log.warning("review %r: unusable state record, review skipped: %s", name, str(exc))
             return None
+        self._bad.pop(name, None)
         self._cache[name] = (raw, entry)
         return entry
 

@@ -44,6 +44,10 @@ from sift.filters.screening.estimators import (
 from sift.filters.screening.stopping import bound_rule, target_rule
 
 STATE_VERSION = 1
+#: Bounds beyond which a review cannot run: draws are drawn and stored one by one, and
+#: liblinear does not return for a C below about 1e-150.
+MAX_DRAWS = 100_000
+MIN_C = 1e-12
 EstimatorName = Literal["ht", "hh", "bound"]
 _ESTIMATORS = ("ht", "hh", "bound")
 
@@ -57,17 +61,121 @@ def _enc(a: NDArray[Any]) -> dict[str, Any]:
     }
 
 
-def _dec(obj: Any, name: str) -> NDArray[Any]:
+def _show(value: Any) -> str:
+    """``repr`` of a received value, on one line and short (for error messages)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _bad(name: str, value: Any, why: str) -> ScreeningError:
+    return ScreeningError(f"state field {name!r} {why}, got {_show(value)}")
+
+
+def _int(obj: Any, name: str, lo: int, hi: int) -> int:
+    """A JSON integer (not a boolean, not a float) in ``[lo, hi]``."""
+    if not isinstance(obj, int) or isinstance(obj, bool) or not lo <= obj <= hi:
+        raise _bad(name, obj, f"must be an integer in [{lo}, {hi}]")
+    return obj
+
+
+def _dec(obj: Any, name: str, dtype: str | None = None) -> NDArray[Any]:
+    """An array of :func:`_enc`; ``dtype`` given: a 1-d array of exactly that dtype."""
     if not isinstance(obj, dict) or set(obj) != {"dtype", "shape", "b64"}:
-        raise ScreeningError(f"state field {name!r} is not an encoded array")
-    if obj["dtype"] not in ("<f8", "<i8", "|b1"):
-        raise ScreeningError(f"state field {name!r} has unsupported dtype {obj['dtype']!r}")
-    raw = base64.b64decode(obj["b64"], validate=True)
+        raise _bad(name, obj, "is not an encoded array")
+    if obj["dtype"] not in ("<f8", "<i8", "|b1") or (dtype is not None and obj["dtype"] != dtype):
+        raise _bad(name, obj["dtype"], f"has unsupported dtype (want {dtype or '<f8, <i8, |b1'})")
+    shape = obj["shape"]
+    if (not isinstance(shape, list) or (dtype is not None and len(shape) != 1)
+            or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**40
+                       for s in shape)):
+        raise _bad(name, shape, "has a bad shape (want a list of one size)"
+                   if dtype is not None else "has a bad shape")
+    if not isinstance(obj["b64"], str):
+        raise _bad(name, obj["b64"], "has a payload that is not a base64 string")
     dt = np.dtype(obj["dtype"])
-    shape = tuple(int(s) for s in obj["shape"])
-    if len(raw) != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
-        raise ScreeningError(f"state field {name!r}: payload does not match shape {shape}")
+    expected = math.prod(shape) * dt.itemsize
+    if len(obj["b64"]) != 4 * math.ceil(expected / 3):  # before decoding anything
+        raise ScreeningError(f"state field {name!r}: payload does not match shape {tuple(shape)}")
+    try:
+        raw = base64.b64decode(obj["b64"], validate=True)
+    except ValueError:
+        raise _bad(name, obj["b64"], "has a payload that is not base64") from None
+    if len(raw) != expected:
+        raise ScreeningError(f"state field {name!r}: payload does not match shape {tuple(shape)}")
     return np.frombuffer(raw, dtype=dt).reshape(shape).copy()
+
+
+def _ids(obj: Any, name: str, index: dict[str, int] | None = None) -> list[str]:
+    """A list of distinct non-empty strings (known to ``index`` when given)."""
+    if not isinstance(obj, list):
+        raise _bad(name, obj, "must be a list of document ids")
+    for d in obj:
+        if not isinstance(d, str) or not d or (index is not None and d not in index):
+            raise _bad(name, d, "has an entry that is not a document id of the review"
+                       if index is not None else "has an entry that is not a non-empty string")
+    if len(set(obj)) != len(obj):
+        raise _bad(name, obj, "has duplicate ids")
+    return list(obj)
+
+
+_BATCH_KEYS = {"ranks", "certain", "draws", "draw_p", "draw_new", "found_before", "b"}
+_STATE_KEYS = ("params", "ids", "texts", "labels", "log_miss", "ever_certain", "sampled",
+               "pending", "order", "epoch_start", "rng", "batches", "scores")
+
+
+def _batch(obj: Any, t: int, n: int, exponent: float) -> dict[str, Any]:
+    """Batch ``t`` of a state of ``n`` documents, checked (vectorized) for consistency.
+
+    The draws' probabilities are checked against the power law of their ranks (their
+    ratios, and the smallest possible probability), which also catches an ``exponent``
+    that is not the one the batches were drawn with.
+    """
+    where = f"batches[{t}]"
+    if not isinstance(obj, dict) or not set(obj) >= _BATCH_KEYS:
+        raise _bad(where, obj, f"must be an object with {', '.join(sorted(_BATCH_KEYS))}")
+    ranks = _dec(obj["ranks"], f"{where}.ranks", "<i8")
+    m = len(ranks)
+    if m > n:
+        raise _bad(f"{where}.ranks", m, f"ranks more documents than the {n} of the review")
+    if m and (ranks.min() < 0 or ranks.max() > m):
+        raise _bad(f"{where}.ranks", int(ranks.min() if ranks.min() < 0 else ranks.max()),
+                   f"must hold ranks in [0, {m}]")
+    counts = np.bincount(ranks, minlength=m + 1)
+    k = m - int(counts[0])
+    if np.any(counts[1 : k + 1] != 1):
+        raise _bad(f"{where}.ranks", k, "must rank the documents 1..k once each, k")
+    certain = _dec(obj["certain"], f"{where}.certain", "<i8")
+    if len(certain) and (certain.min() < 0 or certain.max() >= m
+                         or np.any(np.diff(certain) <= 0) or np.any(ranks[certain] != 0)):
+        raise _bad(f"{where}.certain", certain.tolist(),
+                   f"must be the increasing indices below {m} of the unranked documents")
+    if len(certain) != int(counts[0]):
+        raise _bad(f"{where}.certain", len(certain),
+                   f"must list the {int(counts[0])} unranked documents")
+    b = _int(obj["b"], f"{where}.b", 0, 2**31)
+    draws = _dec(obj["draws"], f"{where}.draws", "<i8")
+    draw_p = _dec(obj["draw_p"], f"{where}.draw_p", "<f8")
+    draw_new = _dec(obj["draw_new"], f"{where}.draw_new", "|b1")
+    for name, a in (("draws", draws), ("draw_p", draw_p), ("draw_new", draw_new)):
+        if len(a) != b:
+            raise _bad(f"{where}.{name}", len(a), f"must have b = {b} entries")
+    if b and (draws.min() < 0 or draws.max() >= m or np.any(ranks[draws] == 0)):
+        raise _bad(f"{where}.draws", draws.tolist(),
+                   f"must be indices below {m} of ranked documents")
+    if b:
+        lowest = float(m) ** -(1.0 + exponent) * (1 - 1e-9)  # rank m of m: m^-a / sum <= m
+        ok = (draw_p >= lowest) & (draw_p <= 1)  # False for NaN
+        if not np.all(ok):
+            raise _bad(f"{where}.draw_p", float(draw_p[~ok][0]),
+                       f"must hold probabilities in [{lowest:.3g}, 1]")
+        # p_j * r_j^a is the power law's 1 / normalising constant, the same for all draws
+        scaled = draw_p * ranks[draws].astype(np.float64) ** exponent
+        if not np.allclose(scaled, scaled[0], rtol=1e-6, atol=0.0):
+            raise _bad(f"{where}.draw_p", draw_p.tolist(),
+                       f"does not follow the power law of exponent {exponent!r} of the ranks")
+    found_before = _int(obj["found_before"], f"{where}.found_before", 0, n)
+    return {"ranks": ranks, "certain": certain, "draws": draws, "draw_p": draw_p,
+            "draw_new": draw_new, "found_before": found_before, "b": b}
 
 
 _DESIGN = re.compile(
@@ -275,6 +383,10 @@ class Review:
                 continue
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise bad(name, v, "must be an integer >= 0")
+        if self.draws > MAX_DRAWS:  # each draw is stored: a huge b is a corrupt value
+            raise bad("draws", self.draws, f"must be <= {MAX_DRAWS}")
+        if isinstance(self.C, int | float) and 0 < self.C < MIN_C:  # liblinear never returns
+            raise bad("C", self.C, f"must be >= {MIN_C}")
         if self.draws == 0 and self.n_top == 0:
             raise bad("draws", self.draws, "and n_top cannot both be 0")
         if self.estimator != "ht" and self.draws < 2:
@@ -622,51 +734,118 @@ class Review:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Review:
-        """Rebuild a review from :meth:`to_state` output."""
+        """Rebuild a review from :meth:`to_state` output.
+
+        Every field is checked, with the consistency the review's methods rely on
+        (ids and the arrays of the documents, judged documents and ``order``, pending
+        ones, batches' indices, ranks and probabilities, the sampled documents and the
+        batches, ``epoch_start``, the generator): a corrupt state raises ScreeningError
+        (one line, naming the field and the value received) instead of failing later.
+        """
         if not isinstance(state, dict):
             raise ScreeningError(f"state must be a dict, got {type(state).__name__}")
-        if state.get("version") != STATE_VERSION:
-            raise ScreeningError(
-                f"state version must be {STATE_VERSION}, got {state.get('version')!r}"
-            )
+        version = state.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version != STATE_VERSION:
+            raise ScreeningError(f"state version must be {STATE_VERSION}, got {_show(version)}")
+        missing = [k for k in _STATE_KEYS if k not in state]
+        if missing:
+            raise ScreeningError(f"state is malformed: no field {missing[0]!r}")
+        params = state["params"]
+        if not isinstance(params, dict):
+            raise _bad("params", params, "must be an object")
         try:
-            review = cls(**state["params"])
-            review.ids_ = list(state["ids"])
-            review.texts_ = list(state["texts"])
-            review.index_ = {d: i for i, d in enumerate(review.ids_)}
-            review.labels_ = _dec(state["labels"], "labels")
-            review.log_miss_ = _dec(state["log_miss"], "log_miss")
-            review.ever_certain_ = _dec(state["ever_certain"], "ever_certain")
-            review.sampled_ = _dec(state["sampled"], "sampled")
-            review.pending_ = list(state["pending"])
-            review.order_ = list(state["order"])
-            review.epoch_start_ = int(state["epoch_start"])
-            rng = state["rng"]
-            review.rng_ = np.random.default_rng()
+            review = cls(**params)
+        except ScreeningError as exc:
+            raise ScreeningError(f"state field 'params': {exc}") from None
+        except (TypeError, ValueError, OverflowError) as exc:  # unknown name, a bad seed
+            raise ScreeningError(f"state field 'params' is not valid: {exc}") from None
+        # documents
+        ids = _ids(state["ids"], "ids")
+        n = len(ids)
+        texts = state["texts"]
+        if not isinstance(texts, list) or len(texts) != n:
+            raise _bad("texts", texts, f"must be a list of {n} texts, one per id")
+        if not all(isinstance(t, str) for t in texts):
+            raise _bad("texts", next(t for t in texts if not isinstance(t, str)),
+                       "has an entry that is not a string")
+        review.ids_ = ids
+        review.texts_ = list(texts)
+        review.index_ = {d: i for i, d in enumerate(ids)}
+        arrays = {}
+        for name, dtype in (("labels", "<i8"), ("log_miss", "<f8"), ("ever_certain", "|b1"),
+                            ("sampled", "|b1")):
+            arrays[name] = a = _dec(state[name], name, dtype)
+            if len(a) != n:
+                raise ScreeningError(f"state field {name!r} does not match {n} ids, got {len(a)}")
+        labels, log_miss = arrays["labels"], arrays["log_miss"]
+        if n and (labels.min() < -1 or labels.max() > 1):
+            raise _bad("labels", int(labels.min() if labels.min() < -1 else labels.max()),
+                       "must hold -1 (unjudged), 0 or 1")
+        if not np.all(log_miss <= 0):  # False for NaN
+            raise _bad("log_miss", float(log_miss[~(log_miss <= 0)][0]),
+                       "must hold log-probabilities (<= 0)")
+        review.labels_ = labels
+        review.log_miss_ = log_miss
+        # judgments: order is the judged documents in judgment order, pending unjudged ones
+        order = _ids(state["order"], "order", review.index_)
+        at = np.fromiter((review.index_[d] for d in order), dtype=np.int64, count=len(order))
+        judged = int(np.sum(labels >= 0))
+        if len(order) != judged or np.any(labels[at] < 0):
+            raise _bad("order", len(order), f"must list the {judged} judged documents")
+        pending = _ids(state["pending"], "pending", review.index_)
+        at = np.fromiter((review.index_[d] for d in pending), dtype=np.int64, count=len(pending))
+        if np.any(labels[at] >= 0):
+            raise _bad("pending", pending[int(np.argmax(labels[at] >= 0))],
+                       "has a document that is judged already")
+        review.order_ = order
+        review.pending_ = pending
+        # batches
+        batches = state["batches"]
+        if not isinstance(batches, list):
+            raise _bad("batches", batches, "must be a list")
+        if pending and not batches:
+            raise _bad("pending", pending, "must be empty when there is no batch")
+        review.batches_ = [_batch(b, t, n, float(review.exponent)) for t, b in enumerate(batches)]
+        certain = np.zeros(n, dtype=bool)
+        sampled = np.zeros(n, dtype=bool)
+        for b in review.batches_:
+            certain[b["certain"]] = True
+            sampled[b["certain"]] = True
+            sampled[b["draws"]] = True
+        for name, want in (("ever_certain", certain), ("sampled", sampled)):
+            if not np.array_equal(arrays[name], want):
+                bad = int(np.argmax(arrays[name] != want))
+                raise _bad(name, f"{ids[bad]}: {bool(arrays[name][bad])}",
+                           "does not match the batches")
+        review.ever_certain_ = arrays["ever_certain"]
+        review.sampled_ = arrays["sampled"]
+        review.epoch_start_ = _int(state["epoch_start"], "epoch_start", 0, len(batches))
+        # the generator
+        rng = state["rng"]
+        want = review.rng_.bit_generator.state["bit_generator"]
+        if not isinstance(rng, dict) or rng.get("bit_generator") != want:
+            raise _bad("rng", rng, f"must be the state of a {want} generator")
+        values = {}
+        for key, hi in (("state", 2**128 - 1), ("inc", 2**128 - 1), ("has_uint32", 1),
+                        ("uinteger", 2**32 - 1)):
+            v = rng.get(key)
+            if isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= 40:
+                v = int(v)
+            values[key] = _int(v, f"rng.{key}", 0, hi)
+        try:
             review.rng_.bit_generator.state = {
-                "bit_generator": rng["bit_generator"],
-                "state": {"state": int(rng["state"]), "inc": int(rng["inc"])},
-                "has_uint32": int(rng["has_uint32"]),
-                "uinteger": int(rng["uinteger"]),
+                "bit_generator": want,
+                "state": {"state": values["state"], "inc": values["inc"]},
+                "has_uint32": values["has_uint32"], "uinteger": values["uinteger"],
             }
-            review.batches_ = [
-                {
-                    "ranks": _dec(b["ranks"], "ranks"), "certain": _dec(b["certain"], "certain"),
-                    "draws": _dec(b["draws"], "draws"), "draw_p": _dec(b["draw_p"], "draw_p"),
-                    "draw_new": _dec(b["draw_new"], "draw_new"),
-                    "found_before": int(b["found_before"]), "b": int(b["b"]),
-                }
-                for b in state["batches"]
-            ]
-            review._scores = None if state["scores"] is None else _dec(state["scores"], "scores")
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, ScreeningError):
-                raise
-            raise ScreeningError(f"state is malformed: {exc!r}") from None
-        n = len(review.ids_)
-        for name in ("labels_", "log_miss_", "ever_certain_", "sampled_"):
-            if len(getattr(review, name)) != n:
-                raise ScreeningError(f"state field {name.rstrip('_')!r} does not match {n} ids")
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ScreeningError(f"state field 'rng' is not valid: {exc}") from None
+        scores = state["scores"]
+        if scores is not None:
+            scores = _dec(scores, "scores", "<f8")
+            if len(scores) > n or not np.all(np.isfinite(scores)):
+                raise _bad("scores", len(scores), f"must hold at most {n} finite scores")
+        review._scores = scores
         return review
 
 

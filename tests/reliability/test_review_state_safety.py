@@ -1,0 +1,489 @@
+"""Review state read back from the review table is validated; a corrupt record is refused
+with a one-line reason (the review is skipped and counted), or, when accepted, the
+review still takes documents, judgments and computes its status (no broker: the
+service's table path, as in ``tests/agents/test_review.py``).
+
+The records are real ones (``encode_review_record`` of reviews with documents, judgments
+and published statuses), corrupted field by field, as ``test_state_safety`` does for the
+standing profiles.
+
+Judgments here are of requested documents only. Known and not fixed here (it is not
+about state): with ``estimator="ht"``, a relevant judgment of a document that was never
+requested, drawn again in the pending batch, makes ``Review.estimate_ht`` raise ("a
+sampled unit has inclusion probability 0") when that document is in no completed batch,
+for a good state as well (``sampled_`` counts the pending batch's draws).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sift.agents.review import (
+    REVIEW_DOCUMENTS_TOPIC,
+    ReviewService,
+    decode_review_record,
+    gold_reviewer,
+    status_of,
+)
+from sift.agents.service import InputMessage
+from sift.filters.screening.errors import ScreeningError
+from sift.topics.review import ReviewDocuments, ReviewStatus, encode_review
+from tests.reliability.strategies import ODD_NUMBERS, json_values
+
+pytestmark = pytest.mark.reliability
+
+#: Two reviews: sampling from the first batch (bound rule, HH), and the greedy warm-up
+#: with the Horvitz-Thompson rule (batches without draws, then with).
+REVIEWS = {
+    "rev": {"draws": 6, "n_top": 3, "min_batches": 2, "n_negatives": 10,
+            "warmup_precision": 0.0, "random_state": 0},
+    "revht": {"draws": 6, "n_top": 4, "min_batches": 2, "n_negatives": 10,
+              "estimator": "ht", "warmup_precision": 0.9, "random_state": 1},
+}
+TOPIC = "wilson disease copper therapy"
+
+
+def msg(value: bytes, topic: str) -> InputMessage:
+    return InputMessage(value, topic, 0, 0)
+
+
+def documents(name: str, ids: list[str], texts: list[str]) -> InputMessage:
+    return msg(encode_review(ReviewDocuments(name, tuple(ids), tuple(texts))),
+               REVIEW_DOCUMENTS_TOPIC)
+
+
+def judgment(name: str, doc_id: str, relevant: bool, key: str | None = None) -> InputMessage:
+    return msg(orjson.dumps({"id": key or f"{name}/{doc_id}", "doc_id": doc_id,
+                             "profile": name, "relevant": relevant}), "judgments")
+
+
+def collection(n: int, start: int = 0) -> tuple[list[str], list[str], dict[str, bool]]:
+    rng = np.random.default_rng(start)
+    words = [f"w{i}" for i in range(80)]
+    ids, texts, gold = [], [], {}
+    for i in range(start, start + n):
+        rel = i % 5 == 0
+        text = " ".join(rng.choice(words, 8)) + (f" {TOPIC} trial" if rel else "")
+        ids.append(f"d{i}")
+        texts.append(text)
+        gold[f"d{i}"] = rel
+    return ids, texts, gold
+
+
+def finite_status(s: ReviewStatus) -> None:
+    for v in (s.r_hat, s.r_hat_var, s.recall_estimate, s.recall_lower, s.target_recall):
+        assert isinstance(v, float) and math.isfinite(v), s
+    for v in (s.documents, s.screened, s.found, s.pending, s.batches):
+        assert isinstance(v, int) and v >= 0, s
+
+
+@pytest.fixture(scope="module")
+def world() -> dict[str, bytes]:
+    """A table with two reviews: documents, two rounds judged, one half judged (pending),
+    documents that joined after the first round, statuses published."""
+    service = ReviewService(n_shards=1)
+    table: dict[str, bytes] = {}
+    for name, params in REVIEWS.items():
+        spec = {"profile": name, "mode": "review", "query": TOPIC, "params": params}
+        out = service.apply_specs([msg(orjson.dumps(spec), "profiles")], table)
+        assert not out.dead_letters and out.statuses
+        ids, texts, gold = collection(40)
+        out = service.add_documents([documents(name, ids, texts)], table)
+        requests = out.requests
+        statuses = list(out.statuses)
+        answer = gold_reviewer(gold)
+        for rnd in range(4):
+            assert requests, (name, rnd)
+            if rnd == 1:  # documents join a running review
+                more_ids, more_texts, more_gold = collection(10, start=40)
+                gold.update(more_gold)
+                out = service.add_documents([documents(name, more_ids, more_texts)], table)
+                statuses.extend(out.statuses)
+            take = requests if rnd < 3 else requests[: max(1, len(requests) // 2)]
+            if rnd == 3 and len(requests) == 1:
+                break
+            out = service.apply_judgments(
+                [msg(orjson.dumps(answer(r)), "judgments") for r in take], table)
+            assert not out.dead_letters
+            statuses.extend(out.statuses)
+            requests = out.requests or [r for r in requests if r not in take]
+        assert statuses
+        for s in statuses:
+            finite_status(s)
+        review = decode_review_record(table[name], name).review
+        assert review.pending_ and len(review.batches_) >= 3 and review.epoch_start_ > 0
+        assert review.screened > 0 and review._scores is not None
+        assert any(b["b"] > 0 for b in review.batches_)
+        if review.warmup_precision > 0:
+            assert review.batches_[0]["b"] == 0
+    return table
+
+
+def check_survives(world: dict[str, bytes], name: str, corrupt: bytes) -> bool:
+    """Put ``corrupt`` in place of review ``name`` and drive a fresh service over it.
+
+    Returns whether the record was accepted. Refused: a one-line reason, counted once,
+    the review's documents and judgments dead-lettered as for an unknown review.
+    Accepted: a new document, judgments and the status work, with finite numbers, and
+    the state written back loads again.
+    """
+    try:
+        decode_review_record(corrupt, name)
+        accepted = True
+    except ScreeningError as exc:
+        assert str(exc) and "\n" not in str(exc), str(exc)
+        accepted = False
+    svc = ReviewService(n_shards=1)
+    table = {name: corrupt}
+    out = svc.add_documents([documents(name, ["new-doc"], [f"{TOPIC} new"])], table)
+    if not accepted:
+        assert [d.reason for d in out.dead_letters] == ["unknown_review"]
+        out = svc.apply_judgments([judgment(name, "d0", True)], table)
+        assert [d.reason for d in out.dead_letters] == ["unknown_review"]
+        assert svc.stats["review_bad_state"] == 1  # counted once, though read twice
+        return False
+    assert not out.dead_letters, out.dead_letters
+    statuses = list(out.statuses)
+    entry = svc.entry(name, table)
+    assert entry is not None
+    review = entry.review
+    # requested documents only: a judgment of a document never requested that is drawn
+    # later breaks the HT estimate of a good state too (see the module's docstring)
+    judge = review.pending_[:3]
+    out = svc.apply_judgments([judgment(name, d, i % 2 == 0, key=f"x{i}")
+                               for i, d in enumerate(judge)], table)
+    assert not out.dead_letters, out.dead_letters
+    statuses.extend(out.statuses)
+    entry = svc.entry(name, table)
+    assert entry is not None
+    statuses.append(status_of(name, entry.review))
+    for s in statuses:
+        finite_status(s)
+    for est in (entry.review.estimate_ht(), entry.review.estimate_hh()):
+        assert math.isfinite(est.r_hat) and math.isfinite(est.var)
+    entry.review.should_stop()
+    decode_review_record(table[name], name)  # what was written back loads again
+    return True
+
+
+def test_a_bad_record_is_reported_once_per_value(world: dict[str, bytes],
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    svc = ReviewService(n_shards=1)
+    table = {"rev": b"\x00garbage"}
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            assert svc.entry("rev", table) is None
+    hits = [r.getMessage() for r in caplog.records if "'rev'" in r.getMessage()]
+    assert len(hits) == 1 and "\n" not in hits[0]
+    assert svc.stats["review_bad_state"] == 1
+    table["rev"] = b"\x00other garbage"  # another bad value: reported again
+    assert svc.entry("rev", table) is None
+    assert svc.stats["review_bad_state"] == 2
+    table["rev"] = world["rev"]  # a good one: taken
+    assert svc.entry("rev", table) is not None
+
+
+@pytest.mark.parametrize("name", sorted(REVIEWS))
+def test_good_records_are_accepted(world: dict[str, bytes], name: str) -> None:
+    assert check_survives(world, name, world[name])
+
+
+# ----------------------------------------------------------------- fixed corruptions
+def arr(values: Any, dtype: str) -> dict[str, Any]:
+    a = np.asarray(values, dtype=dtype)
+    return {"dtype": a.dtype.str, "shape": list(a.shape),
+            "b64": base64.b64encode(a.tobytes()).decode()}
+
+
+def unarr(obj: dict[str, Any]) -> np.ndarray[Any, Any]:
+    return np.frombuffer(base64.b64decode(obj["b64"]), dtype=obj["dtype"]).reshape(obj["shape"])
+
+
+def with_state(r: dict[str, Any], **fields: Any) -> bytes:
+    return orjson.dumps({**r, "state": {**r["state"], **fields}})
+
+
+def with_batch(r: dict[str, Any], i: int, **fields: Any) -> bytes:
+    batches = list(r["state"]["batches"])
+    batches[i] = {**batches[i], **fields}
+    return with_state(r, batches=batches)
+
+
+def changed(obj: dict[str, Any], f: Callable[[np.ndarray[Any, Any]], Any]) -> dict[str, Any]:
+    a = unarr(obj).copy()
+    out = f(a)
+    return arr(a if out is None else out, obj["dtype"])
+
+
+def set_at(i: int, v: Any) -> Callable[[np.ndarray[Any, Any]], None]:
+    def f(a: np.ndarray[Any, Any]) -> None:
+        a[i] = v
+    return f
+
+
+def first_sampling_batch(r: dict[str, Any]) -> int:
+    return next(i for i, b in enumerate(r["state"]["batches"]) if b["b"] > 0)
+
+
+def label_index(r: dict[str, Any], judged: bool) -> int:
+    labels = unarr(r["state"]["labels"])
+    return int(np.flatnonzero(labels >= 0 if judged else labels < 0)[0])
+
+
+PROFILE_STATE = {"version": 1, "kind": "rocchio", "n_features": 16, "threshold": 0.5}
+
+CORRUPTIONS: dict[str, Callable[[dict[str, Any]], bytes]] = {
+    "random bytes": lambda r: b"\x00\xffgarbage",
+    "empty": lambda r: b"",
+    "truncated": lambda r: orjson.dumps(r)[: len(orjson.dumps(r)) // 2],
+    "not an object": lambda r: b"[1, 2, 3]",
+    "record format 2": lambda r: orjson.dumps({**r, "format": 2}),
+    "state version 2": lambda r: with_state(r, version=2),
+    "state version string": lambda r: with_state(r, version="1"),
+    "no state": lambda r: orjson.dumps({k: v for k, v in r.items() if k != "state"}),
+    "state not an object": lambda r: orjson.dumps({**r, "state": [1]}),
+    "a standing profile's record": lambda r: orjson.dumps(
+        {"format": 1, "spec": {"profile": r["spec"]["profile"], "query": "q"},
+         "state": PROFILE_STATE, "judged": []}),
+    "a standing profile's state": lambda r: orjson.dumps({**r, "state": PROFILE_STATE}),
+    "spec not a review": lambda r: orjson.dumps({**r, "spec": {**r["spec"], "mode": "x"}}),
+    "judged not a list": lambda r: orjson.dumps({**r, "judged": 5}),
+    # params
+    "params not an object": lambda r: with_state(r, params=[1]),
+    "unknown param": lambda r: with_state(r, params={**r["state"]["params"], "zz": 1}),
+    "param draws negative": lambda r: with_state(r, params={**r["state"]["params"], "draws": -1}),
+    "param draws huge": lambda r: with_state(r, params={**r["state"]["params"], "draws": 2**53}),
+    "C tiny": lambda r: with_state(r, params={**r["state"]["params"], "C": 1e-200}),
+    "exponent changed": lambda r: with_state(r, params={**r["state"]["params"], "exponent": 10.0}),
+    "random_state a string": lambda r: with_state(
+        r, params={**r["state"]["params"], "random_state": "x"}),
+    "random_state a float": lambda r: with_state(
+        r, params={**r["state"]["params"], "random_state": 1.5}),
+    # ids and texts
+    "ids a string": lambda r: with_state(r, ids="abc"),
+    "ids duplicated": lambda r: with_state(r, ids=[r["state"]["ids"][1], *r["state"]["ids"][1:]]),
+    "id not a string": lambda r: with_state(r, ids=[7, *r["state"]["ids"][1:]]),
+    "id empty": lambda r: with_state(r, ids=["", *r["state"]["ids"][1:]]),
+    "texts short": lambda r: with_state(r, texts=r["state"]["texts"][1:]),
+    "text not a string": lambda r: with_state(r, texts=[None, *r["state"]["texts"][1:]]),
+    # labels
+    "label 2": lambda r: with_state(r, labels=changed(r["state"]["labels"], set_at(0, 2))),
+    "label -5": lambda r: with_state(r, labels=changed(r["state"]["labels"], set_at(0, -5))),
+    "labels float": lambda r: with_state(r, labels=arr(unarr(r["state"]["labels"]), "<f8")),
+    "labels bool": lambda r: with_state(r, labels=arr(unarr(r["state"]["labels"]) > 0, "|b1")),
+    "labels 2-d": lambda r: with_state(
+        r, labels=arr(unarr(r["state"]["labels"]).reshape(-1, 1), "<i8")),
+    "judged label unset": lambda r: with_state(
+        r, labels=changed(r["state"]["labels"], set_at(label_index(r, True), -1))),
+    "unjudged label set": lambda r: with_state(
+        r, labels=changed(r["state"]["labels"], set_at(label_index(r, False), 1))),
+    # order and pending
+    "order unknown id": lambda r: with_state(r, order=[*r["state"]["order"][:-1], "nope"]),
+    "order index": lambda r: with_state(r, order=[0, *r["state"]["order"][1:]]),
+    "order duplicated": lambda r: with_state(r, order=[*r["state"]["order"][:-1],
+                                                       r["state"]["order"][0]]),
+    "order short": lambda r: with_state(r, order=r["state"]["order"][:-1]),
+    "order a string": lambda r: with_state(r, order="d0"),
+    "pending unknown id": lambda r: with_state(r, pending=["nope", *r["state"]["pending"]]),
+    "pending index": lambda r: with_state(r, pending=[3]),
+    "pending judged": lambda r: with_state(r, pending=[*r["state"]["pending"],
+                                                       r["state"]["order"][0]]),
+    "pending duplicated": lambda r: with_state(r, pending=r["state"]["pending"] * 2),
+    "pending without batches": lambda r: with_state(r, batches=[], epoch_start=0),
+    # epoch and rng
+    "epoch_start negative": lambda r: with_state(r, epoch_start=-1),
+    "epoch_start past the batches": lambda r: with_state(r, epoch_start=99),
+    "epoch_start a float": lambda r: with_state(r, epoch_start=1.5),
+    "epoch_start a string": lambda r: with_state(r, epoch_start="1"),
+    "rng generator": lambda r: with_state(r, rng={**r["state"]["rng"], "bit_generator": "MT"}),
+    "rng state huge": lambda r: with_state(r, rng={**r["state"]["rng"], "state": "9" * 60}),
+    "rng state negative": lambda r: with_state(r, rng={**r["state"]["rng"], "state": "-1"}),
+    "rng state text": lambda r: with_state(r, rng={**r["state"]["rng"], "state": "x"}),
+    "rng inc float": lambda r: with_state(r, rng={**r["state"]["rng"], "inc": 1.5}),
+    "rng has_uint32 7": lambda r: with_state(r, rng={**r["state"]["rng"], "has_uint32": 7}),
+    "rng uinteger huge": lambda r: with_state(r, rng={**r["state"]["rng"], "uinteger": 2**63}),
+    "rng not an object": lambda r: with_state(r, rng=[1]),
+    # arrays of documents
+    "log_miss nan": lambda r: with_state(
+        r, log_miss=changed(r["state"]["log_miss"], set_at(0, np.nan))),
+    "log_miss +inf": lambda r: with_state(
+        r, log_miss=changed(r["state"]["log_miss"], set_at(0, np.inf))),
+    "log_miss positive": lambda r: with_state(
+        r, log_miss=changed(r["state"]["log_miss"], set_at(0, 3.0))),
+    "sampled not the batches'": lambda r: with_state(
+        r, sampled=changed(r["state"]["sampled"], lambda a: ~a)),
+    "ever_certain not the batches'": lambda r: with_state(
+        r, ever_certain=changed(r["state"]["ever_certain"], lambda a: ~a)),
+    "sampled int": lambda r: with_state(r, sampled=arr(unarr(r["state"]["sampled"]), "<i8")),
+    "scores nan": lambda r: with_state(r, scores=changed(r["state"]["scores"],
+                                                          set_at(0, np.nan))),
+    "scores -inf": lambda r: with_state(r, scores=changed(r["state"]["scores"],
+                                                           set_at(0, -np.inf))),
+    "scores 2-d": lambda r: with_state(
+        r, scores=arr(unarr(r["state"]["scores"]).reshape(1, -1), "<f8")),
+    "scores too long": lambda r: with_state(
+        r, scores=arr(np.zeros(len(r["state"]["ids"]) + 5), "<f8")),
+    "scores int": lambda r: with_state(r, scores=arr(unarr(r["state"]["scores"]), "<i8")),
+    # batches
+    "batches not a list": lambda r: with_state(r, batches={"a": 1}),
+    "batch not an object": lambda r: with_state(r, batches=[1, *r["state"]["batches"][1:]]),
+    "ranks out of range": lambda r: with_batch(
+        r, 0, ranks=changed(r["state"]["batches"][0]["ranks"], set_at(0, 10**6))),
+    "ranks negative": lambda r: with_batch(
+        r, 0, ranks=changed(r["state"]["batches"][0]["ranks"], set_at(0, -3))),
+    "ranks repeated": lambda r: with_batch(
+        r, 0, ranks=changed(r["state"]["batches"][0]["ranks"], lambda a: np.ones_like(a))),
+    "ranks too long": lambda r: with_batch(
+        r, 0, ranks=arr(np.arange(1, len(r["state"]["ids"]) + 3), "<i8")),
+    "ranks float": lambda r: with_batch(
+        r, 0, ranks=arr(unarr(r["state"]["batches"][0]["ranks"]), "<f8")),
+    "certain out of range": lambda r: with_batch(
+        r, 0, certain=changed(r["state"]["batches"][0]["certain"], set_at(0, 10**6))),
+    "certain negative": lambda r: with_batch(
+        r, 0, certain=changed(r["state"]["batches"][0]["certain"], set_at(0, -1))),
+    "certain ranked": lambda r: with_batch(
+        r, 0, certain=changed(r["state"]["batches"][0]["certain"],
+                              lambda a: np.flatnonzero(
+                                  unarr(r["state"]["batches"][0]["ranks"]))[: len(a)])),
+    "draws out of range": lambda r: with_batch(
+        r, first_sampling_batch(r),
+        draws=changed(r["state"]["batches"][first_sampling_batch(r)]["draws"],
+                      set_at(0, 10**6))),
+    "draws negative": lambda r: with_batch(
+        r, first_sampling_batch(r),
+        draws=changed(r["state"]["batches"][first_sampling_batch(r)]["draws"], set_at(0, -1))),
+    "draws shorter than b": lambda r: with_batch(
+        r, first_sampling_batch(r),
+        draws=changed(r["state"]["batches"][first_sampling_batch(r)]["draws"],
+                      lambda a: a[:-1])),
+    "draw_p zero": lambda r: with_batch(
+        r, first_sampling_batch(r),
+        draw_p=changed(r["state"]["batches"][first_sampling_batch(r)]["draw_p"],
+                       set_at(0, 0.0))),
+    "draw_p nan": lambda r: with_batch(
+        r, first_sampling_batch(r),
+        draw_p=changed(r["state"]["batches"][first_sampling_batch(r)]["draw_p"],
+                       set_at(0, np.nan))),
+    "draw_p inf": lambda r: with_batch(
+        r, first_sampling_batch(r),
+        draw_p=changed(r["state"]["batches"][first_sampling_batch(r)]["draw_p"],
+                       set_at(0, np.inf))),
+    "draw_p tiny": lambda r: with_batch(
+        r, first_sampling_batch(r),
+        draw_p=changed(r["state"]["batches"][first_sampling_batch(r)]["draw_p"],
+                       set_at(0, 1e-300))),
+    "draw_p off the power law": lambda r: with_batch(
+        r, first_sampling_batch(r),
+        draw_p=changed(r["state"]["batches"][first_sampling_batch(r)]["draw_p"],
+                       lambda a: a * np.linspace(1.0, 0.5, len(a)))),
+    "draw_p above 1": lambda r: with_batch(
+        r, first_sampling_batch(r),
+        draw_p=changed(r["state"]["batches"][first_sampling_batch(r)]["draw_p"],
+                       set_at(0, 2.0))),
+    "draw_new short": lambda r: with_batch(
+        r, first_sampling_batch(r),
+        draw_new=changed(r["state"]["batches"][first_sampling_batch(r)]["draw_new"],
+                         lambda a: a[:-1])),
+    "b negative": lambda r: with_batch(r, 0, b=-1),
+    "b a string": lambda r: with_batch(r, 0, b="6"),
+    "b a float": lambda r: with_batch(r, first_sampling_batch(r), b=6.5),
+    "found_before negative": lambda r: with_batch(r, 0, found_before=-1),
+    "found_before huge": lambda r: with_batch(r, 0, found_before=10**18),
+    "found_before a float": lambda r: with_batch(r, 0, found_before=1e300),
+    "found_before null": lambda r: with_batch(r, 0, found_before=None),
+}
+
+
+@pytest.mark.parametrize("how", sorted(CORRUPTIONS))
+@pytest.mark.parametrize("name", sorted(REVIEWS))
+def test_corrupt_record_is_refused(world: dict[str, bytes], name: str, how: str) -> None:
+    corrupt = CORRUPTIONS[how](orjson.loads(world[name]))
+    assert not check_survives(world, name, corrupt), how
+
+
+# --------------------------------------------------------------- every encoded array
+def arrays(obj: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...],
+                                                                     dict[str, Any]]]:
+    if isinstance(obj, dict):
+        if set(obj) == {"dtype", "shape", "b64"}:
+            yield prefix, obj
+            return
+        for k, v in obj.items():
+            yield from arrays(v, (*prefix, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from arrays(v, (*prefix, i))
+
+
+def replaced(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    out = dict(obj) if isinstance(obj, dict) else list(obj)
+    out[path[0]] = replaced(obj[path[0]], path[1:], value)
+    return out
+
+
+@pytest.mark.parametrize("fill", ["nan", "inf", "shape", "dtype", "b64", "2-d"])
+@pytest.mark.parametrize("name", sorted(REVIEWS))
+def test_every_array_is_validated(world: dict[str, bytes], name: str, fill: str) -> None:
+    """Each encoded array broken one at a time: never accepted if a float is NaN or
+    +infinite, its shape disagrees with its bytes or is not 1-d, or its dtype is unknown."""
+    record = orjson.loads(world[name])
+    n = 0
+    for path, a in arrays(record):
+        if fill in ("nan", "inf"):
+            if a["dtype"] != "<f8" or a["shape"] == [0]:
+                continue
+            values = unarr(a).copy()
+            values[values.size // 2] = np.nan if fill == "nan" else np.inf
+            new = arr(values, "<f8")
+        elif fill == "shape":
+            new = {**a, "shape": [a["shape"][0] + 1]}
+        elif fill == "dtype":
+            new = {**a, "dtype": "<c16"}
+        elif fill == "b64":
+            new = {**a, "b64": "!!not base64!!"}
+        else:
+            new = {**a, "shape": [1, a["shape"][0]]}
+        n += 1
+        assert not check_survives(world, name, orjson.dumps(replaced(record, path, new))), path
+    assert n > 0
+
+
+# ---------------------------------------------------------------------- any field
+def paths(obj: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield prefix
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from paths(v, (*prefix, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj[:3]):
+            yield from paths(v, (*prefix, i))
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_field_replaced_by_anything_is_survived(world: dict[str, bytes],
+                                                    data: st.DataObject) -> None:
+    """Any one field of a record replaced by any JSON value (or an odd number literal):
+    refused with a one-line reason, or accepted and still working (``check_survives``)."""
+    name = data.draw(st.sampled_from(sorted(world)))
+    record = orjson.loads(world[name])
+    path = data.draw(st.sampled_from(list(paths(record))[1:]))
+    literal = data.draw(st.sampled_from(ODD_NUMBERS) | json_values.map(
+        lambda v: orjson.dumps(v).decode()))
+    marker = "__CORRUPT__"
+    text = orjson.dumps(replaced(record, path, marker)).replace(
+        orjson.dumps(marker), literal.encode())
+    check_survives(world, name, text)
