@@ -65,7 +65,10 @@ class SparseAccumulator:
     def slots(self, indices: NDArray[np.integer[Any]]) -> NDArray[np.int64]:
         """Slots of global columns, creating slots for new ones."""
         idx = np.asarray(indices, dtype=np.int64)
-        uniq, inv = np.unique(idx, return_inverse=True)
+        if idx.size < 2 or bool(np.all(idx[1:] > idx[:-1])):  # one document's row: unique, sorted
+            uniq, inv = idx, None
+        else:
+            uniq, inv = np.unique(idx, return_inverse=True)
         slot_u = self.find(uniq)
         new = slot_u < 0
         n_new = int(new.sum())
@@ -80,7 +83,7 @@ class SparseAccumulator:
             at = np.searchsorted(self._sorted_feat, uniq[new])
             self._sorted_feat = np.insert(self._sorted_feat, at, uniq[new])
             self._sorted_slot = np.insert(self._sorted_slot, at, new_slots)
-        return slot_u[inv]
+        return slot_u if inv is None else slot_u[inv]
 
     def _grow(self) -> None:
         cap = max(2 * self._feat.size, 16)
@@ -95,7 +98,10 @@ class SparseAccumulator:
         if indices.size == 0:
             return
         slots = self.slots(indices)  # may grow (and replace) the arrays
-        np.add.at(self._sums[which], slots, values)
+        if indices.size < 2 or bool(np.all(indices[1:] > indices[:-1])):
+            self._sums[which, slots] += values  # distinct slots: the same sums as add.at
+        else:
+            np.add.at(self._sums[which], slots, values)
 
     def add_rows(self, which: int, X: sp.csr_matrix, weights: NDArray[np.float64],
                  mask: NDArray[np.bool_]) -> float:
@@ -103,7 +109,7 @@ class SparseAccumulator:
         rows = np.flatnonzero(mask)
         if rows.size == 0:
             return 0.0
-        sub = X[rows]
+        sub = X if rows.size == X.shape[0] else X[rows]  # all rows: no copy
         self.add(which, sub.indices, sub.data * np.repeat(weights[rows], np.diff(sub.indptr)))
         return float(weights[rows].sum())
 
@@ -141,3 +147,43 @@ class SparseAccumulator:
         acc._sorted_feat = feat[order]
         acc._sorted_slot = order.astype(np.int64)
         return acc
+
+
+class SlotMap:
+    """The accumulator slot of each compact column of an example set (``-1``: none),
+    kept across judgments: a judgment maps only the columns new to either side.
+
+    Models build the vectors they multiply the examples by from it: ``W = v[map]`` over
+    the compact columns, for ``v`` over the slots, with no look-up of hashed columns.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[object, object] | None = None
+        self._map = np.zeros(0, np.int64)
+        self._acc_size = 0
+
+    def get(self, acc: SparseAccumulator, cols: NDArray[np.int64], colmap: object) -> NDArray[np.int64]:
+        """The slots of the compact columns ``cols`` (numbered under the token ``colmap``)."""
+        key = (acc, colmap)
+        m = self._map
+        if self._key is None or self._key[0] is not acc or self._key[1] is not colmap or m.size > cols.size:
+            m = acc.find(cols)
+        else:
+            if acc.size > self._acc_size:  # columns unknown before may have got a slot
+                missing = np.flatnonzero(m < 0)
+                if missing.size:
+                    m = m.copy()
+                    m[missing] = acc.find(cols[missing])
+            if cols.size > m.size:
+                m = np.concatenate([m, acc.find(cols[m.size :])])
+        self._key, self._map, self._acc_size = key, m, acc.size
+        return m
+
+    def dense(self, acc: SparseAccumulator, cols: NDArray[np.int64], colmap: object,
+              slots: NDArray[np.int64], values: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The vector with ``values`` at the accumulator ``slots`` (0 elsewhere), over the
+        compact columns."""
+        m = self.get(acc, cols, colmap)
+        v = np.zeros(acc.size + 1)  # the last entry stands for "no slot"
+        v[slots] = values
+        return v[m]

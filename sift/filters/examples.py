@@ -27,6 +27,7 @@ gather over the ``2**20`` hashed columns and no matrix rebuilt per judgment.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
@@ -36,22 +37,35 @@ from numpy.typing import ArrayLike, NDArray
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.state import decode_array, decode_count, decode_csr, encode_array, encode_csr
 
+try:  # the kernel behind scipy's CSR @ vector, called without building a matrix per call
+    from scipy.sparse._sparsetools import csr_matvec as _csr_matvec
+except ImportError:  # pragma: no cover - a scipy without it falls back to csr_matrix @ x
+    _csr_matvec = None
+
 
 class _Compact:
     """Rows over compact columns: ``data``, ``ind`` (compact ids), ``indptr``, and
     ``cols`` (compact id -> hashed column). Never mutated: every change makes a new one,
     so several example sets may share one (full training)."""
 
-    __slots__ = ("__weakref__", "_mat", "_mt", "_sq", "cols", "data", "floor", "ind", "indptr",
-                 "sorted_cols", "sorted_ids")
+    __slots__ = ("__weakref__", "_buf", "_mat", "_mt", "_off", "_sq", "colmap", "cols", "data", "floor",
+                 "ind", "indptr", "sorted_cols", "sorted_ids")
 
     def __init__(self, data: NDArray[np.float64], ind: NDArray[np.int32], indptr: NDArray[np.int64],
                  cols: NDArray[np.int64], floor: int | None = None,
-                 index: tuple[NDArray[np.int64], NDArray[np.int32]] | None = None) -> None:
+                 index: tuple[NDArray[np.int64], NDArray[np.int32]] | None = None,
+                 buf: _Buffer | None = None, off: int = 0, colmap: object | None = None) -> None:
         self.data = data
         self.ind = ind
         self.indptr = indptr
         self.cols = cols
+        #: the growable storage ``data`` and ``ind`` are views of (``None``: they own
+        #: their arrays), and where they start in it
+        self._buf = buf
+        self._off = off
+        #: replaced whenever compact ids are renumbered (ids of a column never change
+        #: while it stays the same object)
+        self.colmap = object() if colmap is None else colmap
         #: columns in use when last counted: ``cols`` is compacted once it is twice that
         self.floor = int(cols.size) if floor is None else floor
         if index is None:
@@ -116,7 +130,14 @@ class _Compact:
         return np.where(self.sorted_cols[pos] == cols, self.sorted_ids[pos], -1).astype(np.int32)
 
     def append(self, X: sp.csr_matrix) -> _Compact:
-        """A new compact matrix with the rows of ``X`` (hashed columns) appended."""
+        """A new compact matrix with the rows of ``X`` (hashed columns) appended.
+
+        The entries go into a growable buffer shared with this matrix: when this matrix
+        ends where the buffer's filled part ends they are written after it (the rows
+        this matrix sees do not change), otherwise the live entries are copied to a new
+        buffer first. So a judgment costs time proportional to the document, not to
+        the set.
+        """
         if not X.has_sorted_indices:  # canonical entry order: products then do not depend on it
             X = X.sorted_indices()
         ids = self.ids(X.indices)
@@ -131,9 +152,21 @@ class _Compact:
             cols = np.concatenate([cols, fresh])
             at = np.searchsorted(self.sorted_cols, fresh)
             index = (np.insert(self.sorted_cols, at, fresh), np.insert(self.sorted_ids, at, fresh_ids))
-        indptr = np.concatenate([self.indptr, self.indptr[-1] + X.indptr[1:].astype(np.int64)])
-        return _Compact(np.concatenate([self.data, X.data.astype(np.float64)]),
-                        np.concatenate([self.ind, ids]), indptr, cols, self.floor, index)
+        nnz, extra = int(self.data.size), int(X.indptr[-1])
+        buf, off = self._buf, self._off
+        if buf is None or buf.used != off + nnz or off + nnz + extra > buf.data.size:
+            total = nnz + extra
+            buf = _Buffer(total + max(total // 4, 4096))
+            buf.data[:nnz] = self.data
+            buf.ind[:nnz] = self.ind
+            off = 0
+        end = off + nnz + extra
+        buf.data[off + nnz : end] = X.data[: extra]
+        buf.ind[off + nnz : end] = ids[: extra]
+        buf.used = end
+        indptr = np.concatenate([self.indptr, nnz + X.indptr[1:].astype(np.int64)])
+        return _Compact(buf.data[off:end], buf.ind[off:end], indptr, cols, self.floor, index,
+                        buf, off, self.colmap)
 
     def keep_rows(self, keep: NDArray[np.bool_]) -> _Compact:
         """A new compact matrix with only the rows where ``keep``; columns no longer used
@@ -141,16 +174,23 @@ class _Compact:
         stays bounded and the count is amortised."""
         lengths = np.diff(self.indptr)
         first_kept = int(np.argmax(keep)) if keep.any() else keep.size
+        buf, off = None, 0
         if keep[first_kept:].all():  # a prefix is dropped: slices, no mask
             start = int(self.indptr[first_kept])
             data, ind = self.data[start:], self.ind[start:]
             indptr = self.indptr[first_kept:] - start
+            buf, off = self._buf, self._off + start  # the buffer's tail stays this one's
         else:
             mask = np.repeat(keep, lengths)
-            data, ind = self.data[mask], self.ind[mask]
+            n = int(np.count_nonzero(mask))
+            # into a buffer with room to append in place (see append)
+            buf, off = _Buffer(n + max(n // 4, 4096)), 0
+            data = np.compress(mask, self.data, out=buf.data[:n])
+            ind = np.compress(mask, self.ind, out=buf.ind[:n])
+            buf.used = n
             indptr = np.zeros(int(keep.sum()) + 1, np.int64)
             np.cumsum(lengths[keep], out=indptr[1:])
-        cols, floor = self.cols, self.floor
+        cols, floor, colmap = self.cols, self.floor, self.colmap
         index: tuple[NDArray[np.int64], NDArray[np.int32]] | None = (self.sorted_cols, self.sorted_ids)
         if cols.size > 2 * floor + 1024:
             used, inv = np.unique(ind, return_inverse=True)
@@ -159,10 +199,46 @@ class _Compact:
                 cols = cols[used]
                 ind = inv.astype(np.int32).ravel()
                 index = None
-        return _Compact(data, ind, indptr, cols, floor, index)
+                buf, off, colmap = None, 0, None
+        return _Compact(data, ind, indptr, cols, floor, index, buf, off, colmap)
+
+
+class _Buffer:
+    """Storage for the entries of compact matrices: ``used`` entries are filled; the
+    compact matrix whose entries end there may append in place."""
+
+    __slots__ = ("data", "ind", "used")
+
+    def __init__(self, size: int) -> None:
+        self.data = np.empty(size, np.float64)
+        self.ind = np.empty(size, np.int32)
+        self.used = 0
 
 
 _SHARED: list[tuple[weakref.ref[sp.csr_matrix], _Compact]] = []
+
+#: products an example set remembers (a few vectors per model) and the key of its norms
+_MEMO_SIZE = 8
+_NORMS = ("examples", "row norms")
+
+
+def _matvec(indptr: NDArray[np.int64], ind: NDArray[np.int32], data: NDArray[np.float64],
+            x: NDArray[np.float64], first: int, n_rows: int) -> NDArray[np.float64]:
+    """``M @ x`` for the CSR rows ``first..first + n_rows`` (absolute ``indptr``), as
+    scipy computes it (each row's terms added in entry order), without building a
+    matrix: scipy's own kernel when it can be reached, else a CSR product."""
+    y = np.zeros(n_rows)
+    if n_rows == 0:
+        return y
+    ptr = indptr[first : first + n_rows + 1]
+    if _csr_matvec is not None:
+        p32 = ptr.astype(np.int32) if ptr[-1] < 2**31 - 1 else ptr
+        j = ind if p32.dtype == ind.dtype else ind.astype(p32.dtype)
+        _csr_matvec(n_rows, x.size, p32, j, data, x, y)
+        return y
+    lo = int(ptr[0])
+    M = sp.csr_matrix((data[lo : int(ptr[-1])], ind[lo : int(ptr[-1])], ptr - lo), shape=(n_rows, x.size))
+    return np.asarray(M @ x, dtype=np.float64)
 
 
 def _compact_of(X: sp.csr_matrix) -> _Compact:
@@ -206,6 +282,11 @@ class ExampleSet:
         #: replaced whenever the vectors are replaced wholesale (not by add/evict), so
         #: derived data kept across judgments (kNN neighbour lists) knows to start over
         self.lineage = object()
+        #: products remembered across judgments (see :meth:`cached_products`)
+        self._memo: dict[Hashable, tuple[object, NDArray[np.int64], NDArray[np.float64]]] = {}
+        self._tail: tuple[Any, ...] | None = None
+        self._aligned: tuple[NDArray[np.int64], NDArray[np.int64],
+                             tuple[NDArray[np.int64] | slice, int] | None] | None = None
         self._norms: NDArray[np.float64] | None = None
         self.labels: NDArray[np.int8] = np.zeros(0, np.int8)
         self.weights: NDArray[np.float64] = np.zeros(0, np.float64)
@@ -248,22 +329,146 @@ class ExampleSet:
             self._c = _compact_of(self._X)
         return self._c
 
+    def column_ids(self, columns: NDArray[Any]) -> tuple[NDArray[np.int32], object]:
+        """Compact id of each hashed column (``-1`` when no example uses it) and the
+        token of the numbering: ids are handed out in order of first use, so under the
+        same token a column whose id is at least an earlier ``n_columns()`` was not in
+        any example of that time."""
+        c = self._compact()
+        return c.ids(columns), c.colmap
+
+    def column_map(self) -> tuple[object, int]:
+        """The token of the compact numbering and the number of compact columns (see
+        :meth:`column_ids`)."""
+        c = self._compact()
+        return c.colmap, int(c.cols.size)
+
+    def compact_columns(self) -> NDArray[np.int64]:
+        """The hashed column of each compact column (do not modify)."""
+        return self._compact().cols
+
     def products(self, columns: NDArray[Any], values: NDArray[np.float64], *,
                  squared: bool = False) -> NDArray[np.float64]:
-        """``X[:, columns] @ values`` for every example (``m x k``), in one product.
+        """``X[:, columns] @ values`` for every example (``m x k``).
 
         ``columns`` are unique hashed columns and ``values`` has one row per column.
         With ``squared``, the examples' squared entries are used instead of ``X``.
+        Each example's product adds its entries' terms in entry (column) order, so a
+        product computed for some rows alone is bit-identical to the same rows of the
+        product over all of them (:meth:`cached_products` relies on it).
         """
         c = self._compact()
         V = np.asarray(values, dtype=np.float64)
         V2 = V[:, None] if V.ndim == 1 else V if V.ndim == 2 else V.reshape(V.shape[0], -1)
-        W = np.zeros((max(int(c.cols.size), 1), V2.shape[1]))
-        if c.cols.size and len(columns):
-            ids = c.ids(np.asarray(columns))
-            ok = ids >= 0
-            W[ids[ok]] = V2[ok]
-        return np.asarray(c.matrix(squared) @ W, dtype=np.float64)
+        out = np.zeros((c.n_rows, V2.shape[1]))
+        if c.n_rows == 0 or c.data.size == 0:
+            return out
+        ids = c.ids(np.asarray(columns)) if len(columns) else np.zeros(0, np.int32)
+        ok = ids >= 0
+        ids_ok = ids[ok]
+        W = np.zeros(max(int(c.cols.size), 1))
+        data = c.data * c.data if squared else c.data
+        for k in range(V2.shape[1]):
+            W[ids_ok] = V2[ok, k]
+            out[:, k] = _matvec(c.indptr, c.ind, data, W, 0, c.n_rows)
+        return out
+
+    def cached_products(self, key: Hashable, columns: NDArray[Any], values: NDArray[np.float64], *,
+                        squared: bool = False,
+                        dense: Callable[[], NDArray[np.float64]] | None = None) -> NDArray[np.float64]:
+        """``products(columns, values, squared=squared)`` for one vector, remembered
+        under ``key`` across changes of the set.
+
+        The caller promises that ``key`` determines the vector: equal keys mean that
+        every column any example uses has the same value (columns of no example may
+        differ). A remembered product is then reused for the examples it covered and
+        computed only for the examples added since, bit-identically (see
+        :meth:`products`). A set replaced wholesale forgets everything. ``dense``, if
+        given, returns the vector over the compact columns (see :meth:`column_map`),
+        used instead of looking ``columns`` up when every example needs the product.
+        """
+        c = self._compact()
+        m = c.n_rows
+        memo = self._memo.get(key)
+        if memo is not None and memo[0] is self.lineage:
+            found = self._align(memo[1])
+            if found is not None:
+                take, n_have = found
+                out = np.empty(m)
+                out[:n_have] = memo[2][take]
+                if n_have < m:
+                    out[n_have:] = self._tail_products(c, n_have, columns, values, squared)
+                self._remember(key, out)
+                return out
+        if dense is not None:
+            W = np.asarray(dense(), dtype=np.float64)
+            data = c.data * c.data if squared else c.data
+            out = _matvec(c.indptr, c.ind, data, W, 0, m) if m and c.data.size else np.zeros(m)
+        else:
+            out = self.products(columns, values, squared=squared).ravel()
+        self._remember(key, out)
+        return out
+
+    def _align(self, seq: NDArray[np.int64]) -> tuple[NDArray[np.int64] | slice, int] | None:
+        """Where the current examples were in an earlier state of the set (insertion
+        numbers ``seq``): ``(rows of the earlier state, n)`` for the first ``n`` current
+        examples, when all the others are newer; ``None`` otherwise."""
+        cached = self._aligned
+        if cached is not None and cached[0] is seq and cached[1] is self.seq:
+            return cached[2]
+        cur = self.seq
+        m = cur.size
+        found: tuple[NDArray[np.int64] | slice, int] | None = None
+        if seq.size == 0 or m == 0:
+            found = (slice(0, 0), 0)
+        else:
+            k = int(np.searchsorted(seq, cur[0]))
+            n = min(seq.size - k, m)
+            if np.array_equal(seq[k : k + n], cur[:n]) and (n == m or cur[n] > seq[-1]):
+                found = (slice(k, k + n), n)  # a prefix dropped, rows appended: the usual case
+            else:
+                pos = np.minimum(np.searchsorted(seq, cur), seq.size - 1)
+                have = seq[pos] == cur
+                n_have = int(np.count_nonzero(have))
+                # the examples not covered must be the newest (seq increases along the set)
+                if not have[n_have:].any():
+                    found = (pos[:n_have], n_have)
+        self._aligned = (seq, cur, found)
+        return found
+
+    def _remember(self, key: Hashable, out: NDArray[np.float64]) -> None:
+        self._memo.pop(key, None)
+        self._memo[key] = (self.lineage, self.seq, out)
+        while len(self._memo) > _MEMO_SIZE:
+            del self._memo[next(iter(self._memo))]
+
+    def _tail_products(self, c: _Compact, first: int, columns: NDArray[Any], values: NDArray[np.float64],
+                       squared: bool) -> NDArray[np.float64]:
+        """Products of the rows ``first..`` with one vector, each entry's value looked up
+        by its hashed column (no dense vector over all compact columns). The look-up is
+        kept for the next vector over the same columns."""
+        lo, hi = int(c.indptr[first]), int(c.indptr[-1])
+        t = self._tail
+        if t is not None and t[0] is columns and t[1] is c and t[2] == first:
+            hit, src, indptr, entries = t[3:]
+        else:
+            cols = np.asarray(columns, dtype=np.int64)
+            entry_cols = c.cols[c.ind[lo:hi]]
+            if cols.size and hi > lo:
+                order = None if cols.size < 2 or bool(np.all(cols[1:] > cols[:-1])) else np.argsort(cols)
+                sc = cols if order is None else cols[order]
+                pos = np.minimum(np.searchsorted(sc, entry_cols), sc.size - 1)
+                hit = sc[pos] == entry_cols
+                src = pos[hit] if order is None else order[pos[hit]]
+            else:
+                hit, src = np.zeros(hi - lo, bool), np.zeros(0, np.int64)
+            indptr = c.indptr[first:] - lo
+            entries = np.arange(hi - lo, dtype=np.int32)
+            self._tail = (columns, c, first, hit, src, indptr, entries)
+        x = c.data[lo:hi]
+        v = np.zeros(hi - lo)
+        v[hit] = np.asarray(values, dtype=np.float64).ravel()[src]
+        return _matvec(indptr, entries, x * x if squared else x, v, 0, c.n_rows - first)
 
     def dots(self, X: sp.csr_matrix) -> NDArray[np.float64]:
         """Dot products of the rows of ``X`` (hashed columns) with every example
@@ -302,9 +507,25 @@ class ExampleSet:
         """Euclidean length of each example vector."""
         if self._norms is None:
             c = self._compact()
-            sq = np.add.reduceat(c.data * c.data, c.indptr[:-1]) if c.data.size else np.zeros(c.n_rows)
-            sq = np.where(np.diff(c.indptr) > 0, sq, 0.0) if c.data.size else sq
-            self._norms = np.sqrt(np.asarray(sq, dtype=np.float64))
+            memo = self._memo.get(_NORMS)
+            first = 0
+            prev = np.zeros(0)
+            if memo is not None and memo[0] is self.lineage:
+                # the norms of the examples kept, the new (newest) ones computed
+                found = self._align(memo[1])
+                if found is not None:
+                    take, first = found
+                    prev = memo[2][take]
+            lo = int(c.indptr[first])
+            indptr = c.indptr[first:] - lo
+            data = c.data[lo:]
+            if data.size:
+                sq = np.add.reduceat(data * data, indptr[:-1])
+                sq = np.where(np.diff(indptr) > 0, sq, 0.0)
+            else:
+                sq = np.zeros(c.n_rows - first)
+            self._norms = np.concatenate([prev, np.sqrt(np.asarray(sq, dtype=np.float64))])
+            self._remember(_NORMS, self._norms)
         return self._norms
 
     # -- adding and evicting ------------------------------------------------------------
@@ -353,9 +574,10 @@ class ExampleSet:
         if self.capacity is None or len(self) <= self.capacity:
             return 0
         excess = len(self) - self.capacity
-        # pseudolabels first (real=False sorts first), then oldest
-        order = np.lexsort((self.seq, self.real))
-        drop = order[:excess]
+        # pseudolabels first, then oldest (the rows are in insertion order)
+        drop = np.flatnonzero(~self.real)[:excess]
+        if drop.size < excess:
+            drop = np.concatenate([drop, np.flatnonzero(self.real)[: excess - drop.size]])
         keep = np.ones(len(self), dtype=bool)
         keep[drop] = False
         self._c = self._compact().keep_rows(keep)

@@ -38,9 +38,10 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from sift.filters.accumulator import SparseAccumulator
+from sift.filters.accumulator import SlotMap, SparseAccumulator
 from sift.filters.base import ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
+from sift.filters.examples import ExampleSet
 from sift.filters.sparse import ColumnStack, restrict
 from sift.filters.state import decode_count
 from sift.filters.vectorize import normalize_rows
@@ -82,6 +83,29 @@ class Kantor(ScoringModel):
         self._vecs: tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], float, float] | None = None
         self.bind(0, None, None)
 
+    def bind(self, n_features: int, feature_weights: NDArray[np.float64] | None,
+             examples: ExampleSet | None) -> None:
+        super().bind(n_features, feature_weights, examples)
+        self._forget()
+
+    def _forget(self) -> None:
+        """Start the bookkeeping of what changed between re-thresholds afresh.
+
+        The leave-one-out scores need the examples' products with ``P |U_p|`` and
+        ``N |U_n|``; the example set remembers each (:meth:`ExampleSet.cached_products`)
+        under a key that determines the vector: the versions of the sums it is made of
+        (``P`` also depends on ``k`` when there is a query), its norm, and, with
+        ``top_k``, the selection. So a non-relevant judgment without a query recomputes
+        one product, not two.
+        """
+        self._epoch = object()
+        self._ver = [0, 0, 0]  # query, P, N sums
+        self._sel: tuple[Any, ...] | None = None
+        self._sel_ver = 0
+        self._has_query: bool | None = None
+        self._vslots: NDArray[np.int64] = np.zeros(0, np.int64)
+        self._smap = SlotMap()
+
     def get_params(self) -> dict[str, Any]:
         return {"a": self.a, "top_k": self.top_k}
 
@@ -90,6 +114,7 @@ class Kantor(ScoringModel):
         self.k_ = 0
         self.acc_.add_query(_Q, query)
         self._vecs = None
+        self._forget()
 
     def learn(
         self,
@@ -98,11 +123,17 @@ class Kantor(ScoringModel):
         weights: NDArray[np.float64],
         real: NDArray[np.bool_],
     ) -> None:
-        X = sp.csr_matrix(X)
+        X = X if isinstance(X, sp.csr_matrix) else sp.csr_matrix(X)
         lab = np.asarray(labels)
         w = np.asarray(weights, dtype=np.float64)
-        self.acc_.add_rows(_P, X, w, lab == 1)
-        self.acc_.add_rows(_N, X, w, lab == -1)
+        pos = lab == 1
+        n_pos = int(np.count_nonzero(pos))
+        if n_pos:
+            self.acc_.add_rows(_P, X, w, pos)
+            self._ver[_P] += 1
+        if n_pos < lab.size:
+            self.acc_.add_rows(_N, X, w, lab == -1)
+            self._ver[_N] += 1
         self.k_ += int(np.count_nonzero(real))
         self._vecs = None
 
@@ -119,6 +150,7 @@ class Kantor(ScoringModel):
             feat = self.acc_.features[order]
             up, un = self._unnormalised()
             up, un = up[order], un[order]
+            slots = order
             if self.top_k is not None and feat.size > self.top_k:
                 k = self.top_k
                 keep = np.zeros(feat.size, dtype=bool)
@@ -127,7 +159,12 @@ class Kantor(ScoringModel):
                 keep_n[np.argpartition(-np.abs(un), k - 1)[:k]] = True
                 up, un = np.where(keep, up, 0.0), np.where(keep_n, un, 0.0)
                 both = keep | keep_n
-                feat, up, un = feat[both], up[both], un[both]
+                feat, up, un, slots = feat[both], up[both], un[both], slots[both]
+                sel = (feat, keep[both], keep_n[both])
+                prev = self._sel
+                if prev is None or not all(np.array_equal(a, b) for a, b in zip(prev, sel, strict=True)):
+                    self._sel_ver += 1
+                self._sel = sel
             # sum of squares, not np.linalg.norm: a BLAS dot may start threads, which
             # costs far more than it saves on a busy machine
             norm_p = float(np.sqrt(np.sum(up * up)))
@@ -135,6 +172,7 @@ class Kantor(ScoringModel):
             p = up / norm_p if norm_p > 0 else np.zeros(feat.size)
             n = un / norm_n if norm_n > 0 else np.zeros(feat.size)
             self._vecs = (feat, p, n, norm_p, norm_n)
+            self._vslots = slots
         return self._vecs
 
     @staticmethod
@@ -156,8 +194,21 @@ class Kantor(ScoringModel):
         cols, P, N, norm_p, norm_n = self.vectors()
         x_norm = ex.row_norms()
         inv = np.where(x_norm > 0, 1.0 / np.where(x_norm > 0, x_norm, 1.0), 0.0)
-        # unnormalised dot products d.U = (d.P) |U| of the normalised examples d
-        du_p, du_n = (ex.products(cols, np.stack([P * norm_p, N * norm_n], axis=1)) * inv[:, None]).T
+        # unnormalised dot products d.U = (d.P) |U| of the normalised examples d. The
+        # vectors are functions of the sums' versions and the norms (and of the
+        # selection with top_k); P of k too while the query weighs in. A column no
+        # example uses may come and go (a new feature is 0 in the other sum).
+        e, ver, sel = self._epoch, self._ver, self._sel_ver if self.top_k is not None else 0
+        if self._has_query is None:
+            self._has_query = bool(np.any(self.acc_.sums[_Q] != 0))
+        key_p = (e, _P, ver[_P], self.k_ if self._has_query else -1, norm_p, sel)
+        vp, vn = P * norm_p, N * norm_n
+        compact, colmap = ex.compact_columns(), ex.column_map()[0]
+        slots, acc, smap = self._vslots, self.acc_, self._smap
+        du_p = ex.cached_products(key_p, cols, vp,
+                                  dense=lambda: smap.dense(acc, compact, colmap, slots, vp)) * inv
+        du_n = ex.cached_products((e, _N, ver[_N], norm_n, sel), cols, vn,
+                                  dense=lambda: smap.dense(acc, compact, colmap, slots, vn)) * inv
         # the example's own contribution w x, with x the stored row: d.(w x) = w |x|
         own = ex.weights * x_norm
         own_sq = own**2
@@ -183,6 +234,7 @@ class Kantor(ScoringModel):
         if self.k_ < 0:
             raise StateError(f"kantor: judged count must be >= 0, got {self.k_}")
         self._vecs = None
+        self._forget()
 
     @classmethod
     def build_stack(cls, models: Sequence[ScoringModel]) -> Stack:

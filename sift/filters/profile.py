@@ -48,7 +48,7 @@ from sift.filters.measures import get_measure
 from sift.filters.pseudolabel import Pseudolabeler
 from sift.filters.rocchio import Rocchio
 from sift.filters.state import STATE_VERSION, check_version, decode_count, decode_csr, encode_csr
-from sift.filters.threshold import trot, zero_utility_threshold
+from sift.filters.threshold import stable_argsort, trot, zero_utility_threshold
 
 MODEL_CLASSES: dict[str, type[ScoringModel]] = {"rocchio": Rocchio, "kantor": Kantor, "knn": KNN}
 
@@ -477,7 +477,7 @@ class Profile:
             return 0.0
         if loo is None:
             loo = self.model_.loo_scores()
-        low = real[np.argsort(loo[real], kind="stable")[: self.explore_window]]
+        low = real[stable_argsort(loo[real])[: self.explore_window]]
         prec = float(np.count_nonzero(ex.labels[low] > 0)) / (low.size + 1.0)
         lift = max((prec - self.explore_precision) / (1.0 - self.explore_precision), 0.0)
         return float(self.explore * (1.0 - math.exp(-self.explore_rate * self.n_relevant_)) * lift)

@@ -33,9 +33,10 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from sift.filters.accumulator import SparseAccumulator
+from sift.filters.accumulator import SlotMap, SparseAccumulator
 from sift.filters.base import ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
+from sift.filters.examples import ExampleSet
 from sift.filters.sparse import ColumnStack, restrict
 
 _Q, _P, _N = 0, 1, 2
@@ -85,6 +86,29 @@ class Rocchio(ScoringModel):
         self._coef: tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]] | None = None
         self.bind(0, None, None)
 
+    def bind(self, n_features: int, feature_weights: NDArray[np.float64] | None,
+             examples: ExampleSet | None) -> None:
+        super().bind(n_features, feature_weights, examples)
+        self._coef = None
+        self._forget()
+
+    def _forget(self) -> None:
+        """Start the bookkeeping of what changed between re-thresholds afresh.
+
+        The leave-one-out scores need the examples' products with four vectors over the
+        selected columns: ``g*q``, ``g*P``, ``g*N`` and ``g`` (the last with squared
+        entries). The example set remembers each (:meth:`ExampleSet.cached_products`)
+        under a key that changes whenever the vector may have changed for a column some
+        example uses: ``P`` (``N``) when a relevant (non-relevant) example is learned,
+        and any of them when the selection changes for a column that was known before
+        (see :meth:`_track_selection`). So a judgment re-computes one product, not four.
+        """
+        self._epoch = object()
+        self._ver = [0, 0, 0, 0]  # q, P, N, squared
+        self._slots: NDArray[np.int64] = np.zeros(0, np.int64)
+        self._prev: tuple[NDArray[np.int64], int, object, int] | None = None
+        self._smap = SlotMap()
+
     def get_params(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "beta": self.beta, "gamma": self.gamma,
                 "corpus_weight": self.corpus_weight, "nonnegative": self.nonnegative,
@@ -97,6 +121,7 @@ class Rocchio(ScoringModel):
         self.w_neg_ = 0.0
         self.acc_.add_query(_Q, query)
         self._coef = None
+        self._forget()
 
     def learn(
         self,
@@ -105,11 +130,17 @@ class Rocchio(ScoringModel):
         weights: NDArray[np.float64],
         real: NDArray[np.bool_],
     ) -> None:
-        X = sp.csr_matrix(X)
+        X = X if isinstance(X, sp.csr_matrix) else sp.csr_matrix(X)
         lab = np.asarray(labels)
         w = np.asarray(weights, dtype=np.float64)
-        self.w_pos_ += self.acc_.add_rows(_P, X, w, lab == 1)
-        self.w_neg_ += self.acc_.add_rows(_N, X, w, lab == -1)
+        pos = lab == 1
+        n_pos = int(np.count_nonzero(pos))
+        if n_pos:
+            self.w_pos_ += self.acc_.add_rows(_P, X, w, pos)
+            self._ver[_P] += 1
+        if n_pos < lab.size:
+            self.w_neg_ += self.acc_.add_rows(_N, X, w, lab == -1)
+            self._ver[_N] += 1
         self._coef = None
 
     # -- the model -------------------------------------------------------------------
@@ -121,28 +152,74 @@ class Rocchio(ScoringModel):
 
     def _raw(self) -> NDArray[np.float64]:
         s = self.acc_.sums
-        q = self.alpha * s[_Q]
-        if self.w_pos_ > 0:
-            q = q + self.beta * s[_P] / self.w_pos_
+        q = np.multiply(self.alpha, s[_Q])
+        t = np.empty_like(q)
+        if self.w_pos_ > 0:  # q + beta * P / w_pos, operation by operation, in place
+            np.multiply(self.beta, s[_P], out=t)
+            np.divide(t, self.w_pos_, out=t)
+            np.add(q, t, out=q)
         if self.w_neg_ > 0:
-            q = q - self.gamma * s[_N] / self.w_neg_
+            np.multiply(self.gamma, s[_N], out=t)
+            np.divide(t, self.w_neg_, out=t)
+            np.subtract(q, t, out=q)
         return np.asarray(q, dtype=np.float64)
 
     def coef(self) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
         """``(columns, coefficients, g)``: the selected model (sorted by column) and the
         corpus weight ``g`` of each selected column."""
         if self._coef is None:
-            order = self.acc_.order  # feature order, whatever the slot order
-            feat = self.acc_.features[order]
-            g = self._corpus(feat)
-            q = self._raw()[order] * g
+            # computed in slot order; the selected slots are then taken in feature order
+            # (whatever the slot order), the same values as computing in feature order
+            feat = self.acc_.features
+            weighted = self.corpus_weight != "none" and self.feature_weights_ is not None
+            g = self._corpus(feat) if weighted else np.ones(0)
+            q = self._raw()
+            if weighted:
+                q = q * g
             keep = q > 0 if self.nonnegative else q != 0
-            idx = np.flatnonzero(keep)
-            if self.top_k is not None and idx.size > self.top_k:
-                part = np.argpartition(-q[idx], self.top_k - 1)[: self.top_k]
-                idx = np.sort(idx[part])
-            self._coef = (feat[idx], q[idx], g[idx])
+            order = self.acc_.order
+            sel = order[keep[order]]
+            if self.top_k is not None and sel.size > self.top_k:
+                part = np.argpartition(-q[sel], self.top_k - 1)[: self.top_k]
+                sel = sel[np.sort(part)]
+            cols = feat[sel]
+            self._slots = sel
+            self._track_selection(cols)
+            self._coef = (cols, q[sel], g[sel] if weighted else np.ones(sel.size))
         return self._coef
+
+    def _track_selection(self, cols: NDArray[np.int64]) -> None:
+        """Compare the selected columns with those of the last model and invalidate the
+        remembered products the difference can change (see :meth:`_forget`)."""
+        ex = self.examples_
+        prev = self._prev
+        size = self.acc_.size
+        colmap, n_cols = (None, 0) if ex is None else ex.column_map()
+        self._prev = (cols, size, colmap, n_cols)
+        if prev is None:
+            self._ver = [v + 1 for v in self._ver]
+            return
+        old, old_size, old_colmap, old_n_cols = prev
+        if cols.size == old.size and np.array_equal(cols, old):
+            return
+        kept = _isin_sorted(old, cols)
+        fresh = cols[~_isin_sorted(cols, old)]
+        known = self.acc_.find(fresh) < old_size  # features known at the last model
+        changed = np.concatenate([old[~kept], fresh[known]])
+        if changed.size:
+            s = self.acc_.sums[:, self.acc_.find(changed)]
+            for which in (_Q, _P, _N):
+                if np.any(s[which] != 0):
+                    self._ver[which] += 1
+            self._ver[3] += 1
+            return
+        # only features new since the last model joined: they change the squared
+        # product only if an example of that time used them (not when each example
+        # was learned before it was kept, as profiles do)
+        if ex is not None and fresh.size:
+            ids, now_colmap = ex.column_ids(fresh[~known])
+            if now_colmap is not old_colmap or np.any((ids >= 0) & (ids < old_n_cols)):
+                self._ver[3] += 1
 
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
         cols, vals, _ = self.coef()
@@ -153,12 +230,21 @@ class Rocchio(ScoringModel):
         if len(ex) == 0:
             return np.zeros(0)
         cols, _, g = self.coef()
-        slots = self.acc_.find(cols)
+        slots = self._slots
         s = self.acc_.sums
-        # per selected column: g*q, g*P, g*N
-        V = np.stack([g * s[_Q][slots], g * s[_P][slots], g * s[_N][slots]], axis=1)
-        a, b, c = ex.products(cols, V).T
-        self_sq = ex.products(cols, g, squared=True).ravel()
+        # per selected column: g*q, g*P, g*N, each product remembered while unchanged
+        e, ver = self._epoch, self._ver
+        compact, colmap = ex.compact_columns(), ex.column_map()[0]
+        acc, smap = self.acc_, self._smap
+
+        def product(which: int, values: NDArray[np.float64], squared: bool = False) -> NDArray[np.float64]:
+            return ex.cached_products((e, which, ver[which]), cols, values, squared=squared,
+                                      dense=lambda: smap.dense(acc, compact, colmap, slots, values))
+
+        a = product(_Q, g * s[_Q][slots])
+        b = product(_P, g * s[_P][slots])
+        c = product(_N, g * s[_N][slots])
+        self_sq = product(3, g, squared=True)
         w = ex.weights
         pos = ex.labels > 0
         out = self.alpha * a
@@ -184,10 +270,19 @@ class Rocchio(ScoringModel):
         if not (np.isfinite(self.w_pos_) and np.isfinite(self.w_neg_)) or self.w_pos_ < 0 or self.w_neg_ < 0:
             raise StateError("rocchio: example weight totals must be finite and >= 0")
         self._coef = None
+        self._forget()
 
     @classmethod
     def build_stack(cls, models: Sequence[ScoringModel]) -> Stack:
         return LinearStack(models)
+
+
+def _isin_sorted(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """Whether each element of ``a`` is in ``b`` (both sorted and unique)."""
+    if b.size == 0:
+        return np.zeros(a.size, bool)
+    pos = np.minimum(np.searchsorted(b, a), b.size - 1)
+    return np.asarray(b[pos] == a)
 
 
 class LinearStack(Stack):

@@ -114,12 +114,31 @@ def _distinct_sweep(
     non-relevant (``b``) examples scoring at or above each."""
     if s.size == 0:
         return s, s.copy(), s.copy()
-    order = np.argsort(-s, kind="stable")
+    order = stable_argsort(-s)
     s_sorted = s[order]
     ends = np.flatnonzero(np.r_[s_sorted[1:] != s_sorted[:-1], True])
     a = np.cumsum(np.where(y[order], w[order], 0.0))[ends]
     b = np.cumsum(np.where(y[order], 0.0, w[order]))[ends]
     return s_sorted[ends], a, b
+
+
+def stable_argsort(x: np.ndarray) -> np.ndarray:
+    """``np.argsort(x, kind="stable")`` (ties in index order), faster: an unstable sort,
+    then tied runs, if any, put back in index order.
+
+    >>> stable_argsort(np.array([2.0, 1.0, 2.0, 1.0, 0.0])).tolist()
+    [4, 1, 3, 0, 2]
+    """
+    order = np.argsort(x)
+    xs = x[order]
+    tied = xs[1:] == xs[:-1]
+    if tied.any():
+        # sort by (run of equal values, index): one sort of integer keys
+        n = order.size
+        run = np.zeros(n, np.int64)
+        np.cumsum(~tied, out=run[1:])
+        order = np.sort(run * n + order) % n
+    return order
 
 
 def scut(
