@@ -190,9 +190,21 @@ class ReviewService:
 
     def _advance(self, name: str, entry: ReviewEntry, out: ReviewResult, *,
                  resend: bool = False) -> None:
-        """Ask for the next batch when nothing is pending and the rule has not fired."""
+        """Ask for the next batch when nothing is pending and the rule has not fired.
+
+        The status (estimates, stopping rule) is guarded: when it cannot be computed the
+        review is not stopped (it goes on asking), no status is published for it this time,
+        one line is logged and ``review_status_errors`` counted; the state is still written.
+        """
         review = entry.review
-        if review.n_documents and not review.pending_ and not review.should_stop():
+        ready = bool(review.n_documents) and not review.pending_
+        failed = False
+        try:
+            more = ready and not review.should_stop()
+        except Exception as exc:  # a bug in an estimator must not stall the review
+            self._status_failed(name, exc)
+            more, failed = ready, True
+        if more:
             batch = review.next_batch()
             resend = bool(batch)
         if resend and review.pending_:
@@ -200,7 +212,19 @@ class ReviewService:
             out.requests.extend(JudgmentRequest(name, d, t, i + 1, now)
                                 for i, d in enumerate(review.pending_))
             self.stats["review_requests"] += len(review.pending_)
-        out.statuses.append(status_of(name, review))
+        if failed:
+            return
+        try:
+            status = status_of(name, review)
+        except Exception as exc:
+            self._status_failed(name, exc)
+            return
+        out.statuses.append(status)
+
+    def _status_failed(self, name: str, exc: Exception) -> None:
+        self.stats["review_status_errors"] += 1
+        log.warning("review %r: status not computed, none published: %s: %s", name,
+                    type(exc).__name__, " ".join(str(exc).split()))
 
     # -- specs ----------------------------------------------------------------------------
     @staticmethod

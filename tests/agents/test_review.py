@@ -270,3 +270,68 @@ def test_every_review_parameter_can_be_set_from_a_spec() -> None:
 
     core = set(inspect.signature(Review.__init__).parameters) - {"self", "topic"}
     assert set(REVIEW_PARAMS) == core
+
+
+def judgment(doc_id: str, relevant: bool) -> InputMessage:
+    return msg(orjson.dumps({"id": f"{NAME}/{doc_id}", "doc_id": doc_id, "profile": NAME,
+                             "relevant": relevant}), "judgments")
+
+
+def test_an_unrequested_judgment_drawn_again_keeps_the_ht_status() -> None:
+    """A document judged relevant unrequested and drawn in the pending batch, in no
+    completed batch (a warm-up batch draws nothing): the HT status is computed from the
+    completed batches, the document counts as found."""
+    docs, gold = collection()
+    service = ReviewService(n_shards=P)
+    table: dict[str, bytes] = {}
+    service.apply_specs([msg(spec(estimator="ht", warmup_precision=0.9), "profiles")], table)
+    routed = service.route_documents([msg(orjson.dumps({"documents": docs}), "documents")])
+    from sift.topics.review import encode_review
+
+    first = service.add_documents([msg(encode_review(d), REVIEW_DOCUMENTS_TOPIC)
+                                   for d in routed.documents], table)
+    asked = [r.doc_id for r in first.requests]
+    assert decode_review_record(table[NAME]).review.batches_[-1]["b"] == 0  # warm-up
+    x = next(d for d in gold if gold[d] and d not in asked)
+    out = service.apply_judgments([judgment(x, True)]
+                                  + [judgment(d, i == 0) for i, d in enumerate(asked)], table)
+    assert not out.dead_letters and out.requests and out.statuses
+    review = decode_review_record(table[NAME]).review
+    assert review.pending_ and review.index_[x] in review.batches_[-1]["draws"]
+    last = out.statuses[-1]
+    assert last.found == 2 and last.r_hat == 2.0 and last.r_hat_var == 0.0
+    assert last.recall_estimate == 1.0 and not last.stop
+    assert service.stats["review_status_errors"] == 0
+
+
+def test_a_status_that_cannot_be_computed_does_not_stop_the_review(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from sift.filters.screening import Review
+
+    def broken(self: Review) -> Any:
+        raise ValueError("estimator bug\nsecond line")
+
+    docs, gold = collection()
+    service = ReviewService(n_shards=P)
+    table: dict[str, bytes] = {}
+    monkeypatch.setattr(Review, "estimate", broken)
+    with caplog.at_level("WARNING", logger="sift.worker"):
+        out = service.apply_specs([msg(spec(min_batches=1), "profiles")], table)
+        routed = service.route_documents([msg(orjson.dumps({"documents": docs}), "documents")])
+        from sift.topics.review import encode_review
+
+        out = service.add_documents([msg(encode_review(d), REVIEW_DOCUMENTS_TOPIC)
+                                     for d in routed.documents], table)
+        answer = gold_reviewer(gold)
+        for _ in range(3):  # the rule would be asked (min_batches=1): it fails, screening goes on
+            assert out.requests and not out.statuses and not out.dead_letters
+            out = service.apply_judgments([msg(orjson.dumps(answer(r)), "judgments")
+                                           for r in out.requests], table)
+    review = decode_review_record(table[NAME]).review
+    assert review.screened == len(review.order_) > 0  # judgments applied and written
+    assert service.stats["review_status_errors"] == 5  # one per review and call
+    lines = [r.getMessage() for r in caplog.records if "status not computed" in r.getMessage()]
+    assert lines and all("\n" not in m and "estimator bug second line" in m for m in lines)
+    monkeypatch.undo()
+    out = service.apply_specs([msg(spec(min_batches=1), "profiles")], table)  # statuses again
+    assert out.statuses and not out.dead_letters

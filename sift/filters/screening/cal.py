@@ -587,11 +587,29 @@ class Review:
     def _complete_batches(self) -> list[dict[str, Any]]:
         return self.batches_[: len(self.batches_) - (1 if self.pending_ else 0)]
 
+    def _complete_sample(self) -> NDArray[np.bool_]:
+        """Documents taken or drawn by a completed batch: the sample of the HT estimate.
+
+        ``sampled_`` also holds the batch still pending, whose draws have no inclusion
+        probability in the completed batches' design yet; they join when it completes.
+        """
+        sample = np.zeros(self.n_documents, dtype=bool)
+        for batch in self._complete_batches():
+            sample[batch["certain"]] = True
+            sample[batch["draws"]] = True
+        return sample
+
     def estimate_ht(self) -> Estimate:
-        """Horvitz-Thompson estimate of R over the completed batches."""
+        """Horvitz-Thompson estimate of R over the completed batches.
+
+        The sample units are the documents taken or drawn by a completed batch, weighted
+        by their inclusion probabilities over those batches (the variance likewise).
+        Relevant documents judged outside that sample (judged unrequested, or in the
+        batch still pending) are known: they add one each, with no variance.
+        """
         found = int(np.sum(self.labels_ == 1))
         batches = self._complete_batches()
-        rel = np.flatnonzero(self.sampled_ & (self.labels_ == 1))
+        rel = np.flatnonzero(self._complete_sample() & (self.labels_ == 1))
         if not batches or len(rel) == 0:
             return Estimate(float(found), 0.0, found)
         p_hist = np.zeros((len(batches), len(rel)))

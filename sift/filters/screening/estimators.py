@@ -98,8 +98,9 @@ def pairwise_inclusion(
         log_neither = b * np.log1p(-pair)
     either_certain = certain_hist[:, :, None] | certain_hist[:, None, :]
     log_neither = np.where(either_certain, -np.inf, log_neither).sum(axis=0)
-    miss_i = np.exp(log_miss_i.sum(axis=0))
-    pi = 1.0 - miss_i
+    log_miss = log_miss_i.sum(axis=0)
+    miss_i = np.exp(log_miss)
+    pi = -np.expm1(log_miss)  # exact for tiny probabilities, where 1 - exp(.) rounds to 0
     pij = 1.0 - miss_i[:, None] - miss_i[None, :] + np.exp(log_neither)
     pij = np.clip(pij, 0.0, np.minimum(pi[:, None], pi[None, :]))
     np.fill_diagonal(pij, pi)
