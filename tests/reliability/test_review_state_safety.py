@@ -7,11 +7,10 @@ The records are real ones (``encode_review_record`` of reviews with documents, j
 and published statuses), corrupted field by field, as ``test_state_safety`` does for the
 standing profiles.
 
-Judgments here are of requested documents only. Known and not fixed here (it is not
-about state): with ``estimator="ht"``, a relevant judgment of a document that was never
-requested, drawn again in the pending batch, makes ``Review.estimate_ht`` raise ("a
-sampled unit has inclusion probability 0") when that document is in no completed batch,
-for a good state as well (``sampled_`` counts the pending batch's draws).
+Judgments here are of requested documents only. Unrequested judgments drawn again in a
+pending batch once made ``Review.estimate_ht`` raise on good states too; that is fixed
+and tested in ``tests/unit/test_screening_ht.py`` (only completed batches' draws are
+sample units).
 """
 
 from __future__ import annotations
