@@ -5,7 +5,8 @@
 2. Judgments: judgments/s applied with the threshold kept current (update
    "every": model update, leave-one-out re-scoring of the capped example set,
    TROT, stack update) once the example sets are full (2,000 examples), one at a
-   time (``Profile.learn_one``) and in batches spread over the 100 profiles
+   time (``Profile.learn_one``; also with ``update=n``, a re-threshold every n
+   judgments, n = 2, 5, 10, 20) and in batches spread over the 100 profiles
    (``ProfileBank.learn_many``: one re-threshold per profile per batch, the same
    final state as one by one; the stream applies judgments a batch at a time).
 3. Flat cost: a long stream (Reuters test documents repeated; --total, default
@@ -114,7 +115,7 @@ def main() -> None:
 
     if "judgments" in only:
         # judgments with the threshold kept current, example sets full
-        judg = {}
+        judg: dict = {"load_average_at_start": os.getloadavg()[0]}
         rng = np.random.default_rng(0)
         for model in ("rocchio", "kantor", "knn"):
             bank = build_bank(100, model, vec, X_train, train, cats,
@@ -142,6 +143,24 @@ def main() -> None:
                 p.learn_one(X_test[r], relevant=p.name.split("#")[0] in test[r].topics)
             bank.score(X_test[:1])  # stacks current too
             res["one_at_a_time_per_s"] = n_j / (clock() - t0)
+            # one at a time, re-thresholding every n judgments (update=n); every judgment
+            # applied and every threshold current at the end (the profiles are flushed)
+            for every in (2, 5, 10, 20):
+                n_u = 5 * n_j
+                rows = rng.integers(0, X_test.shape[0], n_u)
+                which = rng.integers(0, len(names), n_u)
+                for p in bank:
+                    p.update = every
+                t0 = clock()
+                for r, w in zip(rows, which, strict=True):
+                    p = bank[names[w]]
+                    p.learn_one(X_test[r], relevant=p.name.split("#")[0] in test[r].topics)
+                for p in bank:
+                    p.flush()
+                bank.score(X_test[:1])
+                res[f"update_{every}_per_s"] = n_u / (clock() - t0)
+                for p in bank:
+                    p.update = "every"
             for batch in (100, 1000, 10000):
                 n_b = max(batch, {"rocchio": 10000, "kantor": 6000, "knn": 3000}[model])
                 rows = rng.integers(0, X_test.shape[0], n_b)

@@ -150,40 +150,52 @@ class SparseAccumulator:
 
 
 class SlotMap:
-    """The accumulator slot of each compact column of an example set (``-1``: none),
-    kept across judgments: a judgment maps only the columns new to either side.
+    """The accumulator slot of each compact column of an example set (``-1``: none) and
+    the compact column of each slot, kept across judgments: a judgment maps only the
+    columns new to either side.
 
-    Models build the vectors they multiply the examples by from it: ``W = v[map]`` over
-    the compact columns, for ``v`` over the slots, with no look-up of hashed columns.
+    Models build the vectors they multiply the examples by from it (:meth:`dense`),
+    with no look-up of hashed columns.
     """
 
     def __init__(self) -> None:
         self._key: tuple[object, object] | None = None
         self._map = np.zeros(0, np.int64)
+        self._rev = np.zeros(0, np.int64)
         self._acc_size = 0
 
     def get(self, acc: SparseAccumulator, cols: NDArray[np.int64], colmap: object) -> NDArray[np.int64]:
         """The slots of the compact columns ``cols`` (numbered under the token ``colmap``)."""
-        key = (acc, colmap)
-        m = self._map
+        m, rev = self._map, self._rev
         if self._key is None or self._key[0] is not acc or self._key[1] is not colmap or m.size > cols.size:
             m = acc.find(cols)
+            rev = np.full(acc.size, -1, np.int64)
+            hit = m >= 0
+            rev[m[hit]] = np.flatnonzero(hit)
         else:
             if acc.size > self._acc_size:  # columns unknown before may have got a slot
+                rev = np.concatenate([rev, np.full(acc.size - rev.size, -1, np.int64)])
                 missing = np.flatnonzero(m < 0)
                 if missing.size:
                     m = m.copy()
-                    m[missing] = acc.find(cols[missing])
+                    found = acc.find(cols[missing])
+                    m[missing] = found
+                    rev[found[found >= 0]] = missing[found >= 0]
             if cols.size > m.size:
-                m = np.concatenate([m, acc.find(cols[m.size :])])
-        self._key, self._map, self._acc_size = key, m, acc.size
+                new = acc.find(cols[m.size :])
+                hit = new >= 0
+                rev[new[hit]] = m.size + np.flatnonzero(hit)
+                m = np.concatenate([m, new])
+        self._key, self._map, self._rev, self._acc_size = (acc, colmap), m, rev, acc.size
         return m
 
     def dense(self, acc: SparseAccumulator, cols: NDArray[np.int64], colmap: object,
               slots: NDArray[np.int64], values: NDArray[np.float64]) -> NDArray[np.float64]:
         """The vector with ``values`` at the accumulator ``slots`` (0 elsewhere), over the
-        compact columns."""
-        m = self.get(acc, cols, colmap)
-        v = np.zeros(acc.size + 1)  # the last entry stands for "no slot"
-        v[slots] = values
-        return v[m]
+        compact columns ``cols``."""
+        self.get(acc, cols, colmap)
+        cid = self._rev[slots]
+        ok = cid >= 0
+        W = np.zeros(max(int(cols.size), 1))
+        W[cid[ok]] = values[ok]
+        return W

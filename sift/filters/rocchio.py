@@ -108,6 +108,8 @@ class Rocchio(ScoringModel):
         self._slots: NDArray[np.int64] = np.zeros(0, np.int64)
         self._prev: tuple[NDArray[np.int64], int, object, int] | None = None
         self._smap = SlotMap()
+        self._cand: tuple[tuple[object, int], NDArray[np.int64]] | None = None
+        self._nonneg: bool | None = None  # all sums >= 0 (None: not checked yet)
 
     def get_params(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "beta": self.beta, "gamma": self.gamma,
@@ -135,6 +137,8 @@ class Rocchio(ScoringModel):
         w = np.asarray(weights, dtype=np.float64)
         pos = lab == 1
         n_pos = int(np.count_nonzero(pos))
+        if self._nonneg and X.data.size and (X.data.min() < 0 or np.any(w < 0)):
+            self._nonneg = False
         if n_pos:
             self.w_pos_ += self.acc_.add_rows(_P, X, w, pos)
             self._ver[_P] += 1
@@ -150,19 +154,45 @@ class Rocchio(ScoringModel):
         g = self.feature_weights_[feat]
         return g * g if self.corpus_weight == "idf2" else g
 
-    def _raw(self) -> NDArray[np.float64]:
+    def _raw(self, slots: NDArray[np.int64] | None = None) -> NDArray[np.float64]:
+        """The unweighted coefficients of every slot, or of ``slots`` only (the same
+        values: the same operations, element by element)."""
         s = self.acc_.sums
-        q = np.multiply(self.alpha, s[_Q])
+        if slots is None:
+            sq, sp_, sn = s[_Q], s[_P], s[_N]
+        else:
+            sq, sp_, sn = s[_Q][slots], s[_P][slots], s[_N][slots]
+        q = np.multiply(self.alpha, sq)
         t = np.empty_like(q)
         if self.w_pos_ > 0:  # q + beta * P / w_pos, operation by operation, in place
-            np.multiply(self.beta, s[_P], out=t)
+            np.multiply(self.beta, sp_, out=t)
             np.divide(t, self.w_pos_, out=t)
             np.add(q, t, out=q)
         if self.w_neg_ > 0:
-            np.multiply(self.gamma, s[_N], out=t)
+            np.multiply(self.gamma, sn, out=t)
             np.divide(t, self.w_neg_, out=t)
             np.subtract(q, t, out=q)
         return np.asarray(q, dtype=np.float64)
+
+    def _candidates(self) -> NDArray[np.int64] | None:
+        """The slots that can get a positive coefficient, in feature order, when that is
+        known without computing them all: with ``nonnegative`` and sums of non-negative
+        vectors, a column with no query and no positive weight scores ``-gamma N / W``,
+        never above 0, so only the columns of the query and the positive sum (a small
+        part of the vocabulary) are computed. ``None``: compute every slot."""
+        if not self.nonnegative:
+            return None
+        if self._nonneg is None:
+            self._nonneg = bool(np.all(self.acc_.sums >= 0))
+        if not self._nonneg:
+            return None
+        key = (self.acc_, self._ver[_P])
+        if self._cand is None or self._cand[0] != key:
+            s = self.acc_.sums
+            mask = (s[_Q] != 0) | (s[_P] != 0)
+            order = self.acc_.order
+            self._cand = (key, order[mask[order]])
+        return self._cand[1]
 
     def coef(self) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
         """``(columns, coefficients, g)``: the selected model (sorted by column) and the
@@ -172,20 +202,25 @@ class Rocchio(ScoringModel):
             # (whatever the slot order), the same values as computing in feature order
             feat = self.acc_.features
             weighted = self.corpus_weight != "none" and self.feature_weights_ is not None
-            g = self._corpus(feat) if weighted else np.ones(0)
-            q = self._raw()
+            cand = self._candidates()
+            if cand is None:
+                cand = self.acc_.order
+                q = self._raw()[cand]
+            else:
+                q = self._raw(cand)
+            g = self._corpus(feat[cand]) if weighted else np.ones(0)
             if weighted:
                 q = q * g
             keep = q > 0 if self.nonnegative else q != 0
-            order = self.acc_.order
-            sel = order[keep[order]]
-            if self.top_k is not None and sel.size > self.top_k:
-                part = np.argpartition(-q[sel], self.top_k - 1)[: self.top_k]
-                sel = sel[np.sort(part)]
+            idx = np.flatnonzero(keep)
+            if self.top_k is not None and idx.size > self.top_k:
+                part = np.argpartition(-q[idx], self.top_k - 1)[: self.top_k]
+                idx = idx[np.sort(part)]
+            sel = cand[idx]
             cols = feat[sel]
             self._slots = sel
             self._track_selection(cols)
-            self._coef = (cols, q[sel], g[sel] if weighted else np.ones(sel.size))
+            self._coef = (cols, q[idx], g[idx] if weighted else np.ones(idx.size))
         return self._coef
 
     def _track_selection(self, cols: NDArray[np.int64]) -> None:

@@ -78,11 +78,15 @@ def trot_with_value(
     s, y, w = _examples(scores, labels, weights)
     pos_total = float(w[y].sum())
     neg_total = float(w[~y].sum())
-    best_value = float(np.asarray(fn(0.0, 0.0, pos_total, neg_total)))
     if s.size == 0:
-        return math.inf, best_value
+        return math.inf, float(np.asarray(fn(0.0, 0.0, pos_total, neg_total)))
     distinct, a, b = _distinct_sweep(s, y, w)
-    values = np.asarray(fn(a, b, pos_total - a, neg_total - b), dtype=np.float64)
+    # saying No to everything first: one call of the (elementwise) measure for all
+    a0 = np.concatenate([[0.0], a])
+    b0 = np.concatenate([[0.0], b])
+    values = np.asarray(fn(a0, b0, pos_total - a0, neg_total - b0), dtype=np.float64)
+    best_value = float(values[0])
+    values = values[1:]
     i = int(np.argmax(values))  # first maximum = highest threshold among equals
     if values[i] > best_value:
         thr = float(distinct[i])
@@ -116,9 +120,13 @@ def _distinct_sweep(
         return s, s.copy(), s.copy()
     order = stable_argsort(-s)
     s_sorted = s[order]
-    ends = np.flatnonzero(np.r_[s_sorted[1:] != s_sorted[:-1], True])
-    a = np.cumsum(np.where(y[order], w[order], 0.0))[ends]
-    b = np.cumsum(np.where(y[order], 0.0, w[order]))[ends]
+    last = np.empty(s.size, bool)
+    np.not_equal(s_sorted[1:], s_sorted[:-1], out=last[:-1])
+    last[-1] = True
+    ends = np.flatnonzero(last)
+    y_o, w_o = y[order], w[order]
+    a = np.cumsum(np.where(y_o, w_o, 0.0))[ends]
+    b = np.cumsum(np.where(y_o, 0.0, w_o))[ends]
     return s_sorted[ends], a, b
 
 
