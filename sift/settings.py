@@ -40,6 +40,9 @@ class Settings:
     #: effect a quarter second later changes nothing.
     judgment_batch_size: int = 4096
     judgment_batch_timeout: float = 0.25
+    #: How long the broker may hold the worker's fetch when nothing new has arrived
+    #: (Faust fixes 1,500 ms, which delayed documents by up to that per hop).
+    fetch_max_wait_ms: int = 50
     max_document_bytes: int = 1_000_000
     max_batch_documents: int = 1000
     recent_documents: int = 100_000
@@ -60,7 +63,8 @@ class Settings:
     ssl_keyfile: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("partitions", "batch_size", "judgment_batch_size", "max_batch_documents"):
+        for name in ("partitions", "batch_size", "judgment_batch_size", "max_batch_documents",
+                     "fetch_max_wait_ms"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"SIFT_{name.upper()} must be >= 1, got {getattr(self, name)!r}")
         for name in ("batch_timeout", "judgment_batch_timeout"):

@@ -158,12 +158,9 @@ def rotate_fetched_partitions() -> None:
     Fetcher.fetched_records = fetched_records  # type: ignore[method-assign]
 
 
-#: How long the broker may hold a fetch with nothing new (Faust fixes 1,500 ms).
-FETCH_MAX_WAIT_MS = 50
-
-
-def shorten_fetch_wait(max_wait_ms: int = FETCH_MAX_WAIT_MS) -> None:
-    """Make the worker's consumer long-poll for ``max_wait_ms`` instead of Faust's 1.5 s.
+def shorten_fetch_wait(max_wait_ms: int) -> None:
+    """Make the worker's consumer long-poll for ``max_wait_ms`` (``SIFT_FETCH_MAX_WAIT_MS``)
+    instead of Faust's fixed 1.5 s.
 
     aiokafka keeps one fetch request in flight per broker, for the partitions with no
     records buffered when it was sent; a partition whose buffered records are consumed
@@ -411,7 +408,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     """
     P = settings.partitions
     rotate_fetched_partitions()
-    shorten_fetch_wait()
+    shorten_fetch_wait(settings.fetch_max_wait_ms)
     commit_only_processed_messages()
     if service is None:
         if training is None:

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 from unittest.mock import AsyncMock, Mock
 
+import faust
 import orjson
 import pytest
 from faust.types import TP
@@ -238,3 +239,26 @@ def test_skipped_judgments_are_read_back_and_applied_in_partition_order(
     assert worker.service.stats["offset_gaps"] == 0
     assert worker.service.stats["offsets_repeated"] + worker.service.stats[
         "judgments_duplicate"] == 1  # the repeat dropped (same batch) or skipped by its key
+
+
+def test_the_worker_consumer_long_polls_for_the_configured_time() -> None:
+    """Faust creates its consumer with fetch_max_wait_ms=1500; the worker's own wait
+    (SIFT_FETCH_MAX_WAIT_MS) replaces it before the consumer starts."""
+    from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+
+    from sift.agents.app import shorten_fetch_wait
+
+    shorten_fetch_wait(37)
+    try:
+        async def wait_of_a_new_consumer() -> int:
+            app = faust.App("fetch-wait-test", broker="kafka://127.0.0.1:1", store="memory://")
+            thread = AIOKafkaConsumerThread(app.consumer, loop=asyncio.get_running_loop())
+            consumer = thread._create_worker_consumer(app.transport)
+            return int(consumer._fetch_max_wait_ms)
+
+        assert asyncio.run(wait_of_a_new_consumer()) == 37
+        shorten_fetch_wait(37)  # idempotent: not wrapped twice
+        assert AIOKafkaConsumerThread._create_worker_consumer.sift_original.__name__ == \
+            "_create_worker_consumer"
+    finally:
+        shorten_fetch_wait(Settings().fetch_max_wait_ms)
