@@ -440,7 +440,7 @@ class _Union:
 
 
 #: candidate-block budget (documents x candidates x profiles) of one scoring step
-_BLOCK = 1 << 22
+_BLOCK = 1 << 24
 #: batches this small are scored pool by pool while the stack's union is not built
 _FEW = 16
 
@@ -498,20 +498,25 @@ class KNNStack(Stack):
         self.kk = np.array([min(models[j].k, len(sets[j])) for j in cols], dtype=np.int64)
         self.kk1 = np.array([min(models[j].k + 1, len(sets[j])) for j in cols], dtype=np.int64)
         self.norm = np.array([models[j].normalize for j in cols], dtype=bool)
-        #: models by (k, k + 1) capped at the pool size: their columns of ``cols``, which
-        #: union rows each holds, each union row's label weight in each (0: not held), k, k + 1
-        self.groups: list[tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.float64], int, int]] = []
+        #: models by (k, k + 1) capped at the pool size: their columns of ``cols``, each
+        #: union row's code in each (0: not in the pool; ``c``: label weight ``vals[c]``),
+        #: ``vals``, k, k + 1. Codes are one byte for up to 254 distinct label weights.
+        self.groups: list[tuple[NDArray[np.int64], NDArray[np.unsignedinteger[Any]],
+                                NDArray[np.float64], int, int]] = []
         for kk, k1 in sorted({(int(a), int(b)) for a, b in zip(self.kk, self.kk1, strict=True)}):
             g = np.flatnonzero((self.kk == kk) & (self.kk1 == k1))
-            isin = np.zeros((union.n, g.size), dtype=bool)
-            lw = np.zeros((union.n, g.size))
-            for i, c in enumerate(g):
-                j = cols[c]
-                rows = union.rows[j]
+            rows_g = [union.rows[cols[c]] for c in g]
+            weights = [models[cols[c]].label_weights() for c in g]
+            vals, inv = np.unique(np.concatenate(weights), return_inverse=True)
+            dtype = np.uint8 if vals.size < 255 else np.uint16 if vals.size < 65535 else np.uint32
+            code = np.zeros((union.n, g.size), dtype=dtype)
+            start = 0
+            for i, rows in enumerate(rows_g):
                 assert rows is not None
-                isin[rows, i] = True
-                lw[rows, i] = models[j].label_weights()
-            self.groups.append((g, isin, lw, kk, k1))
+                code[rows, i] = inv.ravel()[start : start + rows.size] + 1
+                start += rows.size
+            self.groups.append((g, code, np.concatenate([[0.0], vals]), kk, k1))
+        self._positions: dict[int, NDArray[np.int32]] = {}
         self.T0 = int(min(union.n, np.ceil(max(need[j] for j in cols)))) if P else 0
         self.alone = sorted(set(range(len(models))) - set(cols))  # scored pool by pool
         self._padded: tuple[NDArray[np.int64], NDArray[np.float64]] | None = None
@@ -568,13 +573,15 @@ class KNNStack(Stack):
         ``out``.
 
         Each model's ``k + 1`` first members are looked for among the document's ``T``
-        most similar union documents, in order of similarity. The union's order is not
-        the pools' insertion order, so where similarities tie a list may differ from the
-        model's own: when the ``k``-th and ``(k+1)``-th tie, or two tied neighbours carry
-        different label weights (tied neighbours with one weight give the same products
-        whatever their order). Those (document, model) pairs, and those with fewer than
-        ``k + 1`` members among the ``T``, are computed the reference way, from the
-        pool's own similarities (:meth:`_exact`)."""
+        most similar union documents, in order of similarity: one pass over the ranks,
+        counting each (document, model)'s members so far on ``documents x models``
+        arrays, keeps the codes of each pair's first ``k + 1`` members; a transpose and
+        one ``flatnonzero`` then give every pair's list in rank order. The union's order
+        is not the pools' insertion order, so where similarities tie a list may differ
+        from the model's own: when the ``k``-th and ``(k+1)``-th tie, or two tied
+        neighbours carry different label weights (tied neighbours with one weight give
+        the same products whatever their order). Those pairs, and those with fewer than
+        ``k + 1`` members among the ``T``, are ranked again the reference way (:meth:`_tied`)."""
         n, U = S.shape
         T = self.T0
         cand = (np.broadcast_to(np.arange(U), (n, U)) if T >= U
@@ -584,40 +591,100 @@ class KNNStack(Stack):
         cand = np.take_along_axis(cand, order, axis=1)
         csim = np.take_along_axis(csim, order, axis=1)
         T = cand.shape[1]
-        small = np.uint8 if T < 255 else np.uint16
-        for g, isin_g, lw_g, kk, k1 in self.groups:
-            isin = isin_g[cand]  # n x T x |g|: whether each candidate is in each pool
-            count: NDArray[np.unsignedinteger[Any]] = np.cumsum(isin.view(np.uint8), axis=1, dtype=small)
-            redo = count[:, -1, :] < k1  # n x |g|: fewer than k + 1 members among the T
-            take = np.ascontiguousarray((isin & (count <= k1)).transpose(0, 2, 1))  # n x |g| x T
-            take[redo] = False  # the first k + 1 members of each (document, model), in rank order
-            ok = ~redo
-            pairs = np.flatnonzero(ok)  # (document, model) pairs, each with k + 1 taken
-            f = np.flatnonzero(take)  # rank order within each pair
-            t = f - np.repeat(pairs * T, k1)
-            r = np.repeat(pairs // g.size, k1)
-            where = r * T + t
-            lists = np.zeros((n, g.size, k1))
-            weights = np.zeros((n, g.size, k1))
-            lists[ok] = csim.ravel()[where].reshape(-1, k1)
-            col = np.repeat(pairs % g.size, k1)
-            weights[ok] = lw_g.ravel()[cand.ravel()[where] * g.size + col].reshape(-1, k1)
-            sims = np.ascontiguousarray(lists[:, :, :kk])
-            lw = weights[:, :, :kk]
-            votes = (sims * lw).sum(axis=2)
-            norm = self.norm[g]
+        for gi, (g, code_g, vals, kk, k1) in enumerate(self.groups):
+            G = g.size
+            A = code_g[cand]  # n x T x |g|: each candidate's code in each pool (0: not in it)
+            cdt = np.uint8 if k1 < 255 else np.uint16 if k1 < 65535 else np.uint32
+            lim = cdt(k1)
+            count = np.zeros((n, G), dtype=cdt)  # members met so far by each (document, model)
+            member = np.empty((n, G), dtype=bool)
+            room = np.empty((n, G), dtype=bool)
+            for t in range(T):  # rank by rank: keep the codes of each pair's first k + 1
+                a = A[:, t]
+                np.not_equal(a, 0, out=member)
+                if t >= k1:  # before, every pair has room: fewer than t + 1 members
+                    np.less(count, lim, out=room)
+                    np.multiply(a, room, out=a, casting="unsafe")
+                np.add(count, member, out=count, casting="unsafe")
+                if t % 32 == 31 and t + 1 < T and count.min() >= lim:
+                    A[:, t + 1 :] = 0  # every pair has its k + 1
+                    break
+            ok = count >= lim  # n x |g|: k + 1 members among the T
+            AT = np.ascontiguousarray(A.transpose(0, 2, 1))  # n x |g| x T
+            AT[~ok] = 0
+            f = np.flatnonzero(AT != 0)  # k + 1 per complete pair, in rank order
+            pairs = np.flatnonzero(ok)
+            r, c = np.divmod(pairs, G)
+            codes = AT.ravel()[f].reshape(-1, k1)
+            ft = f.reshape(-1, k1) - ((pairs - r) * T)[:, None]  # (pair * T + t) -> r * T + t
+            lists = csim.ravel()[ft]
+            sims = np.ascontiguousarray(lists[:, :kk])
+            cw = codes[:, :kk]
+            votes = (sims * vals[cw]).sum(axis=1)
+            norm = self.norm[g[c]]
             if norm.any():
-                totals = sims.sum(axis=2)
-                q = np.zeros(votes.shape)
-                np.divide(votes, totals, out=q, where=totals > 0)
-                votes = np.where(norm[None, :], q, votes)
-            out[np.ix_(at, self.cols[g])] = votes
-            bad = ((sims[:, :, 1:] == sims[:, :, :-1]) & (lw[:, :, 1:] != lw[:, :, :-1])).any(axis=2) | redo
+                votes = np.where(norm, _normalized(votes, sims), votes)
+            out[at[r], self.cols[g[c]]] = votes
+            eq = sims[:, 1:] == sims[:, :-1]
+            tied = np.flatnonzero(eq.any(axis=1))
+            bad = np.zeros(pairs.size, dtype=bool)
+            if tied.size:
+                bad[tied] = (eq[tied] & (cw[tied, 1:] != cw[tied, :-1])).any(axis=1)
             if k1 > kk:
-                bad |= lists[:, :, kk] == lists[:, :, kk - 1]
-            rows, c = np.nonzero(bad)
-            if rows.size:
-                self._exact(S, rows, g[c], kk, out, at)
+                bad |= lists[:, kk] == lists[:, kk - 1]
+            redo = np.concatenate([pairs[bad], np.flatnonzero(~ok)])
+            if redo.size:
+                rr, cc = np.divmod(redo, G)
+                self._tied(S, cand, csim, gi, rr, cc, out, at)
+
+    def _tied(self, S: NDArray[np.float64], cand: NDArray[np.int64], csim: NDArray[np.float64], gi: int,
+              rows: NDArray[np.int64], c: NDArray[np.int64], out: NDArray[np.float64],
+              at: NDArray[np.int64]) -> None:
+        """Votes of the (document, model) pairs ``rows`` (of ``S``), ``c`` (of group
+        ``gi``), ranked the reference way among the document's candidates: by
+        similarity, then by position in the pool. Exact when the ``k``-th neighbour is
+        more similar than the least similar candidate (every pool document as similar
+        is then a candidate); the other pairs go to :meth:`_exact`."""
+        g, code_g, vals, kk, _ = self.groups[gi]
+        T = cand.shape[1]
+        if kk > T:
+            self._exact(S, rows, g[c], kk, out, at)
+            return
+        cu = cand[rows]  # pairs x T
+        codes = code_g[cu, c[:, None]]
+        member = codes != 0
+        sims = csim[rows]
+        tie_group = np.zeros(sims.shape, dtype=np.int64)
+        np.cumsum(sims[:, 1:] != sims[:, :-1], axis=1, out=tie_group[:, 1:])
+        pos = self._pool_positions(gi)[cu, c[:, None]]
+        big = np.int64(T + 1) << 32
+        key = np.where(member, (tie_group << 32) + pos, big)
+        order = np.argsort(key, axis=1, kind="stable")[:, :kk]
+        top = np.take_along_axis(sims, order, axis=1)
+        cw = np.take_along_axis(codes, order, axis=1)
+        enough = member.sum(axis=1) >= kk
+        if S.shape[1] > T:
+            enough &= top[:, kk - 1] > sims[:, T - 1]
+        votes = (top * vals[cw]).sum(axis=1)
+        norm = self.norm[g[c]]
+        if norm.any():
+            votes = np.where(norm, _normalized(votes, top), votes)
+        out[at[rows[enough]], self.cols[g[c[enough]]]] = votes[enough]
+        if not enough.all():
+            self._exact(S, rows[~enough], g[c[~enough]], kk, out, at)
+
+    def _pool_positions(self, gi: int) -> NDArray[np.int32]:
+        """Each union row's position in each pool of group ``gi`` (``union.n x |g|``;
+        rows not in a pool: ``-1``), built on first use."""
+        if gi not in self._positions:
+            g = self.groups[gi][0]
+            pos = np.full((self.union.n, g.size), -1, dtype=np.int32)
+            for i, cc in enumerate(g):
+                rows = self.union.rows[int(self.cols[cc])]
+                assert rows is not None
+                pos[rows, i] = np.arange(rows.size, dtype=np.int32)
+            self._positions[gi] = pos
+        return self._positions[gi]
 
     def _exact(self, S: NDArray[np.float64], rows: NDArray[np.int64], c: NDArray[np.int64], kk: int,
                out: NDArray[np.float64], at: NDArray[np.int64]) -> None:
