@@ -6,7 +6,7 @@
    "every": model update, leave-one-out re-scoring of the capped example set,
    TROT, stack update) once the example sets are full (2,000 examples), one at a
    time (``Profile.learn_one``; also with ``update=n``, a re-threshold every n
-   judgments, n = 2, 5, 10, 20) and in batches spread over the 100 profiles
+   judgments, n = 2, 5, 10, 20, 50) and in batches spread over the 100 profiles
    (``ProfileBank.learn_many``: one re-threshold per profile per batch, the same
    final state as one by one; the stream applies judgments a batch at a time).
 3. Flat cost: a long stream (Reuters test documents repeated; --total, default
@@ -145,7 +145,7 @@ def main() -> None:
             res["one_at_a_time_per_s"] = n_j / (clock() - t0)
             # one at a time, re-thresholding every n judgments (update=n); every judgment
             # applied and every threshold current at the end (the profiles are flushed)
-            for every in (2, 5, 10, 20):
+            for every in (2, 5, 10, 20, 50):
                 n_u = 5 * n_j
                 rows = rng.integers(0, X_test.shape[0], n_u)
                 which = rng.integers(0, len(names), n_u)
