@@ -580,6 +580,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout):
             msgs = await complete([to_message(e) for e in events], recovered)
             result = guarded(service.route, msgs)
+            await reviews.route_documents(msgs)
             await emit_dead(result.dead_letters)
             for payload in result.payloads:
                 for p in range(P):

@@ -11,9 +11,10 @@ agent / hook                  consumes -> emits
 ``take_specs`` (hook)         profiles: specs with ``"mode": "review"`` -> table,
                               requests, status, dead letters; the rest goes on to the
                               standing-profile agent
-``route_review_documents``    documents (a second subscriber): documents whose
-                              ``metadata.review`` names a review -> the internal
-                              ``review-documents`` topic, partition = the review's shard
+``route_documents`` (hook)    documents (each batch the standing routing agent
+                              consumed): documents whose ``metadata.review`` names a
+                              review -> the internal ``review-documents`` topic,
+                              partition = the review's shard
 ``apply_review_documents``    review-documents -> table, requests, status
 ``take_judgments`` (hook)     judgments whose ``profile`` is a review here -> table,
                               requests, status; the rest goes on
@@ -429,6 +430,23 @@ class ReviewHooks:
         for f in result.forwards:
             await self.topics["profiles"].send(key=f.key, value=f.value, partition=f.partition)
 
+    async def route_documents(self, messages: Sequence[InputMessage]) -> None:
+        """Send the documents naming a review to the review's shard.
+
+        The standing routing agent calls this with each batch it consumed: one stream over
+        the documents topic, not two. (With a second agent on the topic every message had
+        two references; one stream skipping a message during a rebalance left it
+        unacknowledged forever, and Faust's rebalance waited for it until the group's
+        session timeout expelled the worker; it also paid Faust's per-message cost twice.)
+        """
+        try:
+            result = self.service.route_documents(messages)
+        except Exception:  # a bug here must not stop the standing documents' routing
+            log.exception("routing %d documents to reviews failed", len(messages))
+            return
+        if result.documents or result.dead_letters:
+            await self.emit(result)
+
     async def take_specs(self, messages: Sequence[InputMessage]) -> list[InputMessage]:
         """Apply the review specs among ``messages``; return the others."""
         mine = [m for m in messages if self.service.is_review_spec(m)]
@@ -503,11 +521,6 @@ def attach(app: Any, settings: Any, topic: Any, documents_topic: Any, profiles_t
         m = e.message
         value = m.value if isinstance(m.value, bytes | None) else bytes(m.value)
         return Msg(value, m.topic, m.partition, m.offset, m.key)
-
-    @app.agent(documents_topic, name="route_review_documents")
-    async def route_review_documents(stream: Any) -> None:
-        async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout):
-            await hooks.emit(service.route_documents([to_msg(e) for e in events]))
 
     @app.agent(topics[REVIEW_DOCUMENTS_TOPIC], name="apply_review_documents")
     async def apply_review_documents(stream: Any) -> None:

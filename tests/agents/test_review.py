@@ -227,7 +227,7 @@ def test_hooks_take_review_specs_and_judgments_and_leave_the_rest(worker: Any) -
             await a.put(orjson.dumps({"profile": "wheat", "query": "wheat", "positives": ["t0"]}),
                         key=b"wheat", partition=shard_of("wheat", P))
             await asyncio.sleep(0.1)
-        async with agent(worker, "route_review_documents").test_context() as a:
+        async with agent(worker, "route_documents").test_context() as a:  # reviews' hook too
             await a.put(orjson.dumps({"documents": docs}))
             await asyncio.sleep(0.1)
         sends = hooks.topics[REVIEW_DOCUMENTS_TOPIC].send.await_args_list
