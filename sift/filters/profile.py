@@ -136,11 +136,17 @@ class Profile:
         query alone), TROT has nothing to learn from; the threshold is then set to
         deliver this fraction of the training documents (their score quantile), so
         the profile delivers something and starts receiving feedback.
-    trot_pseudo_positives
-        Whether pseudo-positives take part in TROT (they always take part in the
-        model). Default False: they are picked by the model itself, so their
-        leave-one-out scores sit high and pull the threshold down to them, which for a
-        category with one or two relevant documents means delivering their look-alikes.
+    silent_explore
+        A profile that TROT silences (its threshold is ``+inf`` although it has relevant
+        examples: e.g. its pseudo-negatives, a random sample of the unlabelled training
+        documents, outweigh its three positives, as for a category that is a large share
+        of the collection) would never deliver, never be judged and never recover. With
+        ``silent_explore`` (default) such a profile is marked ``silenced_`` and from then
+        on its threshold is at most :meth:`silent_threshold`: it delivers at least the top
+        ``fallback_rate`` of the unlabelled sample while the ``explore_window``
+        lowest-scoring real examples are mostly relevant (the gate of ``explore``), so
+        relevant feedback keeps it exploring and junk at the bottom stops it. Chosen on
+        the validation split (there ``earn`` 0.33 -> 0.71 to 0.81 T11SU over 3 seeds).
     explore, explore_rate, explore_window, explore_precision
         Exploration below TROT's threshold. Only delivered documents are judged, so no
         relevant document below the threshold is ever seen and TROT's threshold can only
@@ -163,6 +169,8 @@ class Profile:
         Incremented every time the model or threshold changes.
     n_relevant_ : int
         Relevant judgments applied since :meth:`fit` (they drive exploration).
+    silenced_ : bool
+        TROT has answered No to everything since :meth:`fit` (see ``silent_explore``).
     n_judged_ : int
         Real judgments applied. ``n_pending_`` wait in the buffer; ``n_ignored_`` were
         dropped by ``update="never"``.
@@ -187,6 +195,7 @@ class Profile:
         explore_rate: float = 0.3,
         explore_window: int = 5,
         explore_precision: float = 0.5,
+        silent_explore: bool = True,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ParameterError(f"name must be a non-empty string, got {name!r}")
@@ -206,6 +215,9 @@ class Profile:
         self.explore_rate = explore_rate
         self.explore_window = explore_window
         self.explore_precision = explore_precision
+        self.silent_explore = silent_explore
+        if not isinstance(silent_explore, bool):
+            raise ParameterError(f"silent_explore must be a boolean, got {silent_explore!r}")
         if not isinstance(trot_pseudo_positives, bool):
             raise ParameterError(f"trot_pseudo_positives must be a boolean, got {trot_pseudo_positives!r}")
         for key, value, low, high in (("explore", explore, 0.0, 1.0), ("explore_rate", explore_rate, 0.0, math.inf),
@@ -235,6 +247,7 @@ class Profile:
         self._fitted = False
         self.fallback_threshold_ = math.inf
         self.n_relevant_ = 0
+        self.silenced_ = False
 
     # -- configuration ----------------------------------------------------------------
     def get_params(self) -> dict[str, Any]:
@@ -244,7 +257,8 @@ class Profile:
                 "fallback_rate": self.fallback_rate, "threshold_placement": self.threshold_placement,
                 "trot_pseudo_positives": self.trot_pseudo_positives, "explore": self.explore,
                 "explore_rate": self.explore_rate, "explore_window": self.explore_window,
-                "explore_precision": self.explore_precision}
+                "explore_precision": self.explore_precision,
+                "silent_explore": self.silent_explore}
 
     @property
     def n_pending_(self) -> int:
@@ -333,13 +347,15 @@ class Profile:
                 self.examples_.add(sub, lab[rows], weights[rows], real[rows], share=share)
         self._fitted = True
         self.n_relevant_ = 0
+        self.silenced_ = False
         self.fallback_threshold_ = math.inf
         ex = self.examples_
         # no positive TROT may use (pseudo-positives are left out of it by default): a
         # query-only profile must still deliver something, or it never gets feedback
         trusted = ex.real if not self.trot_pseudo_positives else np.ones(len(ex), bool)
         no_positive = not np.any((ex.labels > 0) & trusted)
-        if no_positive and X_train is not None and m and self.fallback_rate > 0:
+        # the same cut serves a profile that TROT silences (see silent_threshold)
+        if (no_positive or self.silent_explore) and X_train is not None and m and self.fallback_rate > 0:
             scores = self.model_.score(X_train)
             top = max(math.ceil(self.fallback_rate * m), 1)
             cut = float(np.partition(scores, m - top)[m - top])
@@ -442,6 +458,10 @@ class Profile:
             loo = self.model_.loo_scores()
             scores, labels, weights = loo[trusted], ex.labels[trusted], ex.weights[trusted]
             thr = trot(scores, labels, weights, measure=self.measure, placement=self.threshold_placement)
+            if math.isinf(thr) and self.silent_explore:
+                self.silenced_ = True
+            if self.silenced_:
+                thr = min(thr, self.silent_threshold(loo))
             share = self.explore_share(loo) if math.isfinite(thr) else 0.0
             if share > 0:
                 zero = zero_utility_threshold(scores, labels, weights, start=thr,
@@ -451,6 +471,47 @@ class Profile:
         else:
             self.threshold_ = self.fallback_threshold_
         self.version_ += 1
+
+    def silent_threshold(self, loo: NDArray[np.float64] | None = None) -> float:
+        """The exploration threshold of a profile that TROT has silenced (``+inf``: none).
+
+        The ``1 - fallback_rate`` quantile (the ``ceil(fallback_rate * n)``-th highest) of
+        the current leave-one-out scores of the ``n`` pseudo-negatives, a random sample of
+        the unlabelled training documents: so the profile delivers about the top
+        ``fallback_rate`` of the stream. When fewer than ``1 / fallback_rate``
+        pseudo-negatives are left (evicted, or pseudolabeling off), the training-set cut
+        of :meth:`fit` (``fallback_threshold_``). ``+inf`` when the cut is not positive, or
+        while the ``explore_window`` real examples with the lowest leave-one-out scores
+        are not mostly relevant (smoothed precision ``<= explore_precision``, as for
+        :meth:`explore_share`): junk at the bottom of what the profile delivers stops it.
+
+        Parameters
+        ----------
+        loo
+            The model's leave-one-out scores of the example set (computed when omitted).
+        """
+        if not self.silent_explore or self.fallback_rate <= 0:
+            return math.inf
+        if loo is None:
+            loo = self.model_.loo_scores()
+        if self._bottom_precision(loo) <= self.explore_precision:
+            return math.inf
+        ex = self.examples_
+        sample = np.flatnonzero((ex.labels < 0) & ~ex.real)
+        if sample.size < 1.0 / self.fallback_rate:
+            return self.fallback_threshold_
+        s = loo[sample]
+        top = max(math.ceil(self.fallback_rate * s.size), 1)
+        cut = float(np.partition(s, s.size - top)[s.size - top])
+        return cut if cut > 0 else math.inf
+
+    def _bottom_precision(self, loo: NDArray[np.float64]) -> float:
+        """Precision of the ``explore_window`` real examples with the lowest leave-one-out
+        scores, smoothed as ``relevant / (window + 1)`` (0 without real examples)."""
+        ex = self.examples_
+        real = np.flatnonzero(ex.real)
+        low = real[stable_argsort(loo[real])[: self.explore_window]]
+        return float(np.count_nonzero(ex.labels[low] > 0)) / (int(low.size) + 1.0)
 
     def explore_share(self, loo: NDArray[np.float64] | None = None) -> float:
         """How far below TROT's threshold the profile explores, as a share of the way
@@ -471,14 +532,11 @@ class Profile:
         """
         if self.explore <= 0 or self.n_relevant_ == 0:
             return 0.0
-        ex = self.examples_
-        real = np.flatnonzero(ex.real)
-        if real.size == 0:
+        if not np.any(self.examples_.real):
             return 0.0
         if loo is None:
             loo = self.model_.loo_scores()
-        low = real[stable_argsort(loo[real])[: self.explore_window]]
-        prec = float(np.count_nonzero(ex.labels[low] > 0)) / (low.size + 1.0)
+        prec = self._bottom_precision(loo)
         lift = max((prec - self.explore_precision) / (1.0 - self.explore_precision), 0.0)
         return float(self.explore * (1.0 - math.exp(-self.explore_rate * self.n_relevant_)) * lift)
 
@@ -506,6 +564,7 @@ class Profile:
             "n_judged": self.n_judged_,
             "n_ignored": self.n_ignored_,
             "n_relevant": self.n_relevant_,
+            "silenced": self.silenced_,
             "model": self.model_.state_dict(),
             "examples": self.examples_.to_state(),
             "pending": {"X": encode_csr(pend), "labels": plab, "weights": pw},
@@ -548,6 +607,10 @@ class Profile:
             p.n_judged_ = decode_count(s["n_judged"], name="profile.n_judged")
             p.n_ignored_ = decode_count(s["n_ignored"], name="profile.n_ignored")
             p.n_relevant_ = decode_count(s.get("n_relevant", 0), name="profile.n_relevant")
+            silenced = s.get("silenced", False)
+            if not isinstance(silenced, bool):
+                raise StateError(f"profile: silenced must be a boolean, got {silenced!r}")
+            p.silenced_ = silenced
             pend = decode_csr(s["pending"]["X"], name="pending")
             labels = list(s["pending"]["labels"])
             weights = list(s["pending"]["weights"])

@@ -1,0 +1,91 @@
+"""A profile that TROT silences (threshold +inf with relevant examples) still explores.
+
+The category is a large share of the unlabelled training documents, so its random
+pseudo-negatives outscore its three weak positives and TROT answers No to everything:
+without ``silent_explore`` the profile never delivers, so it is never judged and never
+learns. With it (the default) it delivers about the top ``fallback_rate`` of the
+documents, learns from the judgments and stops when junk lands at the bottom.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import orjson
+import pytest
+
+from sift.filters.profile import Profile
+from sift.filters.vectorize import Vectorizer
+
+RATE = 0.1
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[Vectorizer, list[str], list[str]]:
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(300)]
+
+    def doc(core: list[str], k: int = 6) -> str:
+        return " ".join([*core, *rng.choice(words, k, replace=False)])
+
+    pos = [doc(["profit"], 12) for _ in range(3)]  # three weak positives
+    big = [doc(["profit", "net", "shr"]) for _ in range(150)]  # relevant, unlabelled
+    other = [doc([]) for _ in range(250)]
+    train = pos + big + other
+    return Vectorizer(n_features=2**12).fit(train), train, [doc([]) for _ in range(20)]
+
+
+def _profile(v: Vectorizer, train: list[str], **kw: object) -> Profile:
+    p = Profile("earn", query="profit", pseudolabel={"neg_fraction": 1.0, "neg_weight": 1.0},
+                fallback_rate=RATE, **kw)  # type: ignore[arg-type]
+    p.fit(v.transform(["profit"]), v.transform(train), positives=[0, 1, 2],
+          feature_weights=v.feature_weights())
+    return p
+
+
+def test_trot_silenced_profile_never_delivers_without_exploration(data) -> None:
+    v, train, _ = data
+    p = _profile(v, train, silent_explore=False)
+    assert p.threshold_ == math.inf and not p.silenced_
+    assert not p.decide(v.transform(train)).any()
+
+
+def test_silenced_profile_delivers_its_top_documents_at_the_rate(data) -> None:
+    v, train, _ = data
+    p = _profile(v, train)
+    assert p.silenced_ and math.isfinite(p.threshold_)
+    X = v.transform(train[3:])  # the unlabelled documents
+    scores = p.score(X)
+    hits = p.decide(X)
+    # about the top fallback_rate of them, and exactly the top-scoring ones
+    assert RATE / 2 <= hits.mean() <= 2 * RATE
+    assert scores[hits].min() >= scores[~hits].max()
+    # the threshold is the rate quantile of the pseudo-negatives' leave-one-out scores
+    assert p.threshold_ == p.silent_threshold()
+
+
+def test_silenced_profile_learns_and_stops_on_junk(data) -> None:
+    v, train, junk = data
+    p = _profile(v, train)
+    X = v.transform(train[3:])
+    top = int(np.argmax(p.score(X)))
+    version = p.version_
+    p.learn_one(X[top], relevant=True)  # the first delivery is relevant: keep exploring
+    assert (p.n_relevant_, p.version_) == (1, version + 1)
+    assert math.isfinite(p.threshold_) and p.silenced_
+    state = orjson.loads(orjson.dumps(p.to_state(), option=orjson.OPT_SERIALIZE_NUMPY))
+    q = Profile.from_state(state, v.feature_weights())
+    assert q.silenced_ and q.threshold_ == p.threshold_
+    # junk at the bottom of what it delivers: the exploration stops, TROT decides again
+    J = v.transform(junk)
+    for i in range(4):
+        p.learn_one(J[i], relevant=False)
+    assert p.silent_threshold() == math.inf
+    assert not p.decide(J[4:]).any()
+
+
+def test_silent_explore_is_validated_and_kept_in_params() -> None:
+    with pytest.raises(Exception, match="silent_explore"):
+        Profile("x", silent_explore=1)  # type: ignore[arg-type]
+    assert Profile("x").get_params()["silent_explore"] is True
