@@ -27,7 +27,8 @@ import logging
 import os
 import ssl
 import time
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -188,6 +189,19 @@ def shorten_fetch_wait(max_wait_ms: int) -> None:
     thread._create_worker_consumer = create  # type: ignore[method-assign]
 
 
+#: Messages an agent has finished with (marked by :func:`mark_processed` before the
+#: agent's batch is acknowledged); weak, so nothing is kept alive by it.
+_PROCESSED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def mark_processed(events: Iterable[EventT]) -> None:
+    """Record that an agent finished these events: their acknowledgement may be
+    committed even while flow is suspended (a batch completed during a rebalance or a
+    clean stop), see :func:`commit_only_processed_messages`."""
+    for e in events:
+        _PROCESSED.add(e.message)
+
+
 def commit_only_processed_messages() -> None:
     """Keep Faust from committing messages that no agent processed. Idempotent.
 
@@ -200,8 +214,12 @@ def commit_only_processed_messages() -> None:
     (docs/reliability.md, bug 9). Here such an acknowledgement only releases the message
     (so shutdown does not wait for it) and is not recorded as committable: the message
     is delivered again from the committed offset, to this worker or the next owner,
-    whose processing is idempotent (judgment keys, decision keys). A batch an agent
-    finishes during a rebalance is re-processed for the same reason: at least once.
+    whose processing is idempotent (judgment keys, decision keys). Faust's
+    ``take_events`` acknowledges a whole batch when the agent is cancelled in the middle
+    of it (a stopping worker), so an acknowledgement while flow is suspended counts only
+    for messages the agent marked as processed (:func:`mark_processed`): a batch an
+    agent completes during a rebalance or a clean stop is committed, instead of being
+    processed again by the next owner (up to a whole batch of 25,600 documents twice).
     """
     from faust.transport.consumer import Consumer
     from mode.utils.futures import notify
@@ -218,9 +236,9 @@ def commit_only_processed_messages() -> None:
 
     def ack(self: Any, message: Any) -> bool:
         app = self.app
-        current = (app.flow_control.is_active()
-                   and getattr(message, "generation_id", None) in (None,
-                                                                   app.consumer_generation_id))
+        current = (getattr(message, "generation_id", None) in (None,
+                                                              app.consumer_generation_id)
+                   and (app.flow_control.is_active() or message in _PROCESSED))
         if current:
             return bool(original(self, message))
         with lock:
@@ -538,6 +556,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         while recovered:
             t, p, o = recovered.pop()
             m = Message(t, p, o, 0.0, 0, None, None, None, None, generation_id=generation)
+            _PROCESSED.add(m)
             app.consumer._unacked_messages.add(m)
             app.consumer.ack(m)
 
@@ -586,6 +605,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                 for p in range(P):
                     await shard_topic.send(value=payload, partition=p)
             ack_recovered(recovered)
+            mark_processed(events)
 
     batched_sends = settings.processing_guarantee == "at_least_once"
 
@@ -652,6 +672,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             await settle()
             await emit_forwards(result)
             ack_recovered(recovered)
+            mark_processed(events)
 
     @app.agent(judgments_topic)
     async def apply_judgments(stream: faust.StreamT) -> None:
@@ -665,6 +686,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             await settle()
             await emit_forwards(result)
             ack_recovered(recovered)
+            mark_processed(events)
 
     async def settle() -> None:
         """The batch's table writes on the broker before the batch is acknowledged."""

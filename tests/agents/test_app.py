@@ -195,6 +195,40 @@ def test_only_messages_processed_in_the_current_generation_become_committable(
     assert consumer._new_offset(tp) == 1
 
 
+def test_a_batch_an_agent_finished_while_flow_is_suspended_is_committable(
+        worker: Any) -> None:
+    """A batch completed during a rebalance or a clean stop (the agent marked it) is
+    committed; one acknowledged without the mark (a cancelled batch) or from an older
+    generation is not, marked or not."""
+    from faust.types import TP, Message
+
+    from sift.agents.app import mark_processed
+
+    app = worker.app
+    consumer = app.consumer
+    tp = TP("sift.judgments", 1)
+    app.topics.acks_enabled_for = lambda topic: True
+
+    def event(offset: int, generation: int) -> Any:
+        m = Message(tp.topic, tp.partition, offset, 0.0, 0, None, b"k", b"v", None,
+                    generation_id=generation)
+        consumer._unacked_messages.add(m)
+        return Mock(message=m)
+
+    gen = app.consumer_generation_id
+    done, cancelled, stale = event(0, gen), event(1, gen), event(2, gen - 1)
+    mark_processed([done, stale])
+    app.flow_control.suspend()
+    try:
+        assert consumer.ack(done.message) is True
+        assert consumer.ack(cancelled.message) is False
+        assert consumer.ack(stale.message) is False
+    finally:
+        app.flow_control.resume()
+    assert list(consumer._acked[tp]) == [0]
+    assert not consumer._unacked_messages
+
+
 def test_skipped_judgments_are_read_back_and_applied_in_partition_order(
         worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The consumer skips offset 2 (seen with Faust): the agent reads it back and learns
