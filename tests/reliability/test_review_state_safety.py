@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from sift.agents.review import (
 from sift.agents.service import InputMessage
 from sift.filters.screening.errors import ScreeningError
 from sift.topics.review import ReviewDocuments, ReviewStatus, encode_review
+from tests.reliability.records import arrays, paths, replaced
 from tests.reliability.strategies import ODD_NUMBERS, json_values
 
 pytestmark = pytest.mark.reliability
@@ -411,25 +412,8 @@ def test_corrupt_record_is_refused(world: dict[str, bytes], name: str, how: str)
 
 
 # --------------------------------------------------------------- every encoded array
-def arrays(obj: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...],
-                                                                     dict[str, Any]]]:
-    if isinstance(obj, dict):
-        if set(obj) == {"dtype", "shape", "b64"}:
-            yield prefix, obj
-            return
-        for k, v in obj.items():
-            yield from arrays(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from arrays(v, (*prefix, i))
 
 
-def replaced(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
-    if not path:
-        return value
-    out = dict(obj) if isinstance(obj, dict) else list(obj)
-    out[path[0]] = replaced(obj[path[0]], path[1:], value)
-    return out
 
 
 @pytest.mark.parametrize("fill", ["nan", "inf", "shape", "dtype", "b64", "2-d"])
@@ -460,14 +444,6 @@ def test_every_array_is_validated(world: dict[str, bytes], name: str, fill: str)
 
 
 # ---------------------------------------------------------------------- any field
-def paths(obj: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield prefix
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj[:3]):
-            yield from paths(v, (*prefix, i))
 
 
 @settings(max_examples=100, deadline=None,

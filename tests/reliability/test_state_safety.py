@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import logging
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ from sift.agents.service import (
     TrainingSet,
     decode_profile_record,
 )
+from tests.reliability.records import arrays, paths, replaced
 from tests.reliability.strategies import ODD_NUMBERS, json_values
 
 pytestmark = pytest.mark.reliability
@@ -67,31 +67,10 @@ def fresh(world: tuple[Service, dict[str, bytes], bytes]) -> Service:
     return Service(TrainingSet.load(None), n_shards=PARTITIONS)
 
 
-def paths(obj: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield prefix
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj[:3]):
-            yield from paths(v, (*prefix, i))
 
 
-def replaced(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
-    if not path:
-        return value
-    out = dict(obj) if isinstance(obj, dict) else list(obj)
-    out[path[0]] = replaced(obj[path[0]], path[1:], value)
-    return out
 
 
-def arrays(obj: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
-    if isinstance(obj, dict):
-        if set(obj) == {"dtype", "shape", "b64"}:
-            yield prefix, obj
-            return
-        for k, v in obj.items():
-            yield from arrays(v, (*prefix, k))
 
 
 def check_survives(world: tuple[Service, dict[str, bytes], bytes], name: str,
