@@ -315,6 +315,33 @@ def throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int, batch
     return out
 
 
+def steady_throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int, batch: int,
+                      tmp: Path, n_profiles: int) -> dict[str, Any]:
+    """Workers started, assigned and warmed up first (no rebalance while measuring), then
+    ``n`` documents produced at once (aiokafka produces ~200,000 documents/s here, faster
+    than the workers consume) and the workers' rate measured as in :func:`throughput`."""
+    workers = start_workers(settings, n_workers, tmp / f"steady{corpus.serial}")
+    try:
+        warm_up(settings, corpus, workers, n_profiles)
+        base = total(workers, "scored")
+        msgs = batched(corpus.documents(n), batch) if batch > 1 else single(corpus.documents(n))
+        produce_fast(settings, settings.topic("documents"), msgs)
+        pairs = measure(workers, "scored", base, base + n * n_profiles)
+        out = {**pairs, "count": round(pairs["count"] / n_profiles),
+               "per_s": round(pairs["per_s"] / n_profiles),
+               "cpu_us_per_item": round(pairs["cpu_us_per_item"] * n_profiles, 1),
+               "per_cpu_s": round(pairs["per_cpu_s"] / n_profiles),
+               "missing_pairs": pairs["missing"]}
+        out.pop("missing")
+    finally:
+        for w in workers:
+            w.stop()
+    out["documents_per_message"] = batch
+    out["workers"] = n_workers
+    out["load"] = load()
+    return out
+
+
 def judgments(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], n: int,
               n_profiles: int) -> dict[str, Any]:
     """``n`` judgments of recently scored documents, spread over the profiles."""
@@ -425,6 +452,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         two["speedup_over_one_worker"] = round(two["per_s"] / one["per_s"], 2)
         result["two_workers"] = two
         print(f"  {two}", flush=True)
+        # The same comparison without the start-up rebalance in the window: the workers
+        # are up, assigned and warm before the documents are produced (the rebalance
+        # itself is measured by benchmarks/rebalance.py)
+        steady = {}
+        for n in (1, 2):
+            steady[f"{n}_workers"] = steady_throughput(settings, corpus, n, args.batched, 100,
+                                                       tmp / run_id, n_prof)
+            print(f"  steady, {n} worker(s): {steady[f'{n}_workers']}", flush=True)
+        steady["speedup"] = round(steady["2_workers"]["per_s"] / steady["1_workers"]["per_s"], 2)
+        result["two_workers_steady"] = steady
     result["machine"]["load_at_end"] = load()
     return result
 
