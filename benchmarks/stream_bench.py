@@ -254,7 +254,10 @@ def warm_up(settings: Settings, corpus: Corpus, workers: list[WorkerProcess],
     docs = total(workers, "documents")
     produce_fast(settings, settings.topic("documents"), single(corpus.documents(1)))
     wait_for(lambda: total(workers, "scored") >= before + n_profiles, 300, "warm-up scored")
-    wait_for(lambda: _still(workers, "documents", 2.0), 300, "backlog drained")
+    # routed and scored: the scoring agent may still be working through the shard
+    # messages of a re-delivered backlog after routing has gone quiet
+    wait_for(lambda: _still(workers, "documents", 2.0) and _still(workers, "scored", 2.0),
+             300, "backlog drained")
     return total(workers, "documents") - docs - 1
 
 
