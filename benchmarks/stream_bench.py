@@ -286,6 +286,17 @@ def add_profiles(settings: Settings, corpus: Corpus, workers: list[WorkerProcess
                                    for w in workers)}
 
 
+def per_document(pairs: dict[str, Any], n_profiles: int) -> dict[str, Any]:
+    """:func:`measure` of (document, profile) pairs expressed per document."""
+    out = {**pairs, "count": round(pairs["count"] / n_profiles),
+           "per_s": round(pairs["per_s"] / n_profiles),
+           "cpu_us_per_item": round(pairs["cpu_us_per_item"] * n_profiles, 1),
+           "per_cpu_s": round(pairs["per_cpu_s"] / n_profiles),
+           "missing_pairs": pairs["missing"]}
+    out.pop("missing")
+    return out
+
+
 def throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int, batch: int,
                tmp: Path, n_profiles: int) -> dict[str, Any]:
     """Documents produced while no worker runs, then consumed by fresh workers (recovering
@@ -301,12 +312,7 @@ def throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int, batch
         ready_s = time.monotonic() - t0
         # (document, profile) pairs scored; a document counts when all its profiles did
         pairs = measure(workers, "scored", n_profiles, (n + 1) * n_profiles)
-        out = {**pairs, "count": round(pairs["count"] / n_profiles),
-               "per_s": round(pairs["per_s"] / n_profiles),
-               "cpu_us_per_item": round(pairs["cpu_us_per_item"] * n_profiles, 1),
-               "per_cpu_s": round(pairs["per_cpu_s"] / n_profiles),
-               "missing_pairs": pairs["missing"]}
-        out.pop("missing")
+        out = per_document(pairs, n_profiles)
     finally:
         for w in workers:
             w.stop()
@@ -330,12 +336,7 @@ def steady_throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int
         msgs = batched(corpus.documents(n), batch) if batch > 1 else single(corpus.documents(n))
         produce_fast(settings, settings.topic("documents"), msgs)
         pairs = measure(workers, "scored", base, base + n * n_profiles)
-        out = {**pairs, "count": round(pairs["count"] / n_profiles),
-               "per_s": round(pairs["per_s"] / n_profiles),
-               "cpu_us_per_item": round(pairs["cpu_us_per_item"] * n_profiles, 1),
-               "per_cpu_s": round(pairs["per_cpu_s"] / n_profiles),
-               "missing_pairs": pairs["missing"]}
-        out.pop("missing")
+        out = per_document(pairs, n_profiles)
     finally:
         for w in workers:
             w.stop()
