@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
+from hypothesis import strategies as st
+
+from tests.reliability.strategies import ODD_NUMBERS, json_values
+
 
 def paths(obj: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
     """Every path in ``obj`` (keys and list indices; the first three items of a list)."""
@@ -38,3 +43,17 @@ def arrays(obj: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, 
     elif isinstance(obj, list):
         for i, v in enumerate(obj):
             yield from arrays(v, (*prefix, i))
+
+
+#: What corruption tests draw a replacement from: odd number literals (as JSON text) or
+#: any JSON value.
+ODD_LITERALS = st.sampled_from(ODD_NUMBERS) | json_values.map(lambda v: orjson.dumps(v).decode())
+
+
+def with_literal(record: Any, path: tuple[Any, ...], literal: str) -> bytes:
+    """``record`` as JSON bytes with the value at ``path`` replaced by the JSON text
+    ``literal`` verbatim (so that literals no encoder would write, such as ``1e999`` or
+    20-digit integers, reach the decoder)."""
+    marker = "__CORRUPT__"
+    return orjson.dumps(replaced(record, path, marker)).replace(orjson.dumps(marker),
+                                                                  literal.encode())

@@ -26,8 +26,7 @@ from sift.agents.service import (
     TrainingSet,
     decode_profile_record,
 )
-from tests.reliability.records import arrays, paths, replaced
-from tests.reliability.strategies import ODD_NUMBERS, json_values
+from tests.reliability.records import ODD_LITERALS, arrays, paths, replaced, with_literal
 
 pytestmark = pytest.mark.reliability
 
@@ -199,12 +198,7 @@ def test_any_field_replaced_by_anything_is_survived(
     # the profile's own name is covered by test_record_of_another_profile_is_refused
     path = data.draw(st.sampled_from([p for p in list(paths(record))[1:]
                                       if p not in NAME_PATHS]))
-    literal = data.draw(st.sampled_from(ODD_NUMBERS) | json_values.map(
-        lambda v: orjson.dumps(v).decode()))
-    marker = "__CORRUPT__"
-    text = orjson.dumps(replaced(record, path, marker)).replace(
-        orjson.dumps(marker), literal.encode())
-    check_survives(world, name, text)
+    check_survives(world, name, with_literal(record, path, data.draw(ODD_LITERALS)))
 
 
 def test_state_is_not_accepted_with_an_infinite_threshold_of_the_wrong_sign(
@@ -264,8 +258,7 @@ def test_every_field_replaced_by_each_odd_value_is_survived(
             if path in NAME_PATHS:
                 continue
             for literal in SWEEP_VALUES:
-                text = orjson.dumps(replaced(record, path, "__CORRUPT__")).replace(
-                    orjson.dumps("__CORRUPT__"), literal.encode())
+                text = with_literal(record, path, literal)
                 try:
                     check_survives(world, name, text)
                 except Exception as exc:  # collect them all, then fail with the list
