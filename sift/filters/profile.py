@@ -136,6 +136,11 @@ class Profile:
         query alone), TROT has nothing to learn from; the threshold is then set to
         deliver this fraction of the training documents (their score quantile), so
         the profile delivers something and starts receiving feedback.
+    trot_pseudo_positives
+        Whether pseudo-positives take part in TROT (they always take part in the
+        model). Default False: they are picked by the model itself, so their
+        leave-one-out scores sit high and pull the threshold down to them, which for a
+        category with one or two relevant documents means delivering their look-alikes.
     silent_explore
         A profile that TROT silences (its threshold is ``+inf`` although it has relevant
         examples: e.g. its pseudo-negatives, a random sample of the unlabelled training
