@@ -43,6 +43,9 @@ class Settings:
     #: How long the broker may hold the worker's fetch when nothing new has arrived
     #: (Faust fixes 1,500 ms, which delayed documents by up to that per hop).
     fetch_max_wait_ms: int = 50
+    #: Score a routed document directly for the shards this worker holds, instead of
+    #: through the internal shard topic (which then carries only the other shards').
+    score_here: bool = True
     max_document_bytes: int = 1_000_000
     max_batch_documents: int = 1000
     recent_documents: int = 100_000

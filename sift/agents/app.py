@@ -47,6 +47,7 @@ from sift.agents.service import (
     UpdateResult,
     dead_letter,
     default_corpus,
+    encode_vector_batch,
     release_free_memory,
     shard_of,
 )
@@ -285,7 +286,7 @@ def guarded(fn: Callable[..., R], messages: list[InputMessage], *args: Any) -> R
     for r in results[1:]:
         first.dead_letters.extend(r.dead_letters)
         if isinstance(first, RouteResult) and isinstance(r, RouteResult):
-            first.payloads.extend(r.payloads)
+            first.batches.extend(r.batches)
             first.n_documents += r.n_documents
         elif isinstance(first, UpdateResult) and isinstance(r, UpdateResult):
             first.forwards.extend(r.forwards)
@@ -601,11 +602,50 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             result = guarded(service.route, msgs)
             await reviews.route_documents(msgs)
             await emit_dead(result.dead_letters)
-            for payload in result.payloads:
-                for p in range(P):
-                    await shard_topic.send(value=payload, partition=p)
+            await fan_out(result)
             ack_recovered(recovered)
             mark_processed(events)
+
+    shard_topic_name = settings.topic(SHARD_TOPIC)
+
+    def shards_here() -> set[int]:
+        """The shards whose profiles this worker holds and may score right now: it owns
+        the shard topic's partition and the table's, and flow is active (so the table
+        is recovered and no rebalance is under way)."""
+        if not app.flow_control.is_active():
+            return set()
+        try:
+            actives = app.assignor.assigned_actives()
+            changelog = profile_to_state.changelog_topic.get_topic_name()
+        except (AttributeError, RuntimeError):
+            return set()
+        owned = {tp.partition for tp in actives if tp.topic == shard_topic_name}
+        return owned & {tp.partition for tp in actives if tp.topic == changelog}
+
+    async def fan_out(result: RouteResult) -> None:
+        """Score each routed chunk for the shards held here and send it to the shard
+        topic for the others. Scoring here is what the shard's owner would do with the
+        payload (same profiles, same vectors), minus an internal message per shard; the
+        documents' messages are acknowledged only after their decisions are delivered."""
+        for ids, X in result.batches:
+            here = shards_here() if settings.score_here else set()
+            elsewhere = [p for p in range(P) if p not in here]
+            if elsewhere:
+                payload = encode_vector_batch(ids, X)
+                for p in elsewhere:
+                    await shard_topic.send(value=payload, partition=p)
+            if here:
+                try:
+                    decisions = service.score_here(sorted(here), ids, X, table)
+                except Exception:  # a bug: the shard agent tries it (and dead-letters it)
+                    log.exception("scoring here failed; sending the batch to the shard topic")
+                    payload = encode_vector_batch(ids, X)
+                    for p in sorted(here):
+                        await shard_topic.send(value=payload, partition=p)
+                    service.stats["scored_here_failed"] += 1
+                    continue
+                await publish(decisions_topic, [(d.profile.encode(), encode(d))
+                                                for d in decisions])
 
     batched_sends = settings.processing_guarantee == "at_least_once"
 

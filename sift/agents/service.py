@@ -400,9 +400,17 @@ def default_corpus() -> str:
 # ----------------------------------------------------------------------------- the service
 @dataclass
 class RouteResult:
-    payloads: list[bytes]
+    """A routed batch: its documents' ids and vectors in chunks of at most
+    :data:`CHUNK_BYTES` encoded, the dead letters and the number of documents."""
+
+    batches: list[tuple[list[str], sp.csr_matrix]]
     dead_letters: list[DeadLetter]
     n_documents: int
+
+    @property
+    def payloads(self) -> list[bytes]:
+        """The chunks as shard-topic payloads (:func:`encode_vector_batch`)."""
+        return [encode_vector_batch(ids, X) for ids, X in self.batches]
 
 
 @dataclass
@@ -645,10 +653,11 @@ class Service:
             return RouteResult([], dead, 0)
         X = self.vectorizer.transform([d.text for d in docs])
         ids = [d.id for d in docs]
-        payloads = [encode_vector_batch(ids[a:b], X[a:b]) for a, b in split_rows(X)]
+        batches = [(ids, X)] if X.shape[0] == 1 else [(ids[a:b], X[a:b])
+                                                      for a, b in split_rows(X)]
         self.stats["documents"] += len(docs)
         self.processed(fresh)
-        return RouteResult(payloads, dead, len(docs))
+        return RouteResult(batches, dead, len(docs))
 
     # -- 2. scoring one shard ------------------------------------------------------------------
     def sync_shard(self, shard: int, table: MutableMapping[str, bytes]) -> ProfileBank:
@@ -685,14 +694,34 @@ class Service:
             return []
         ids, X = decode_vector_batch(payload)
         self.store.put(ids, X)
-        bank = self.sync_shard(shard, table)
-        if not len(bank) or not ids:
-            if source is not None:
-                self.processed([source])
-            return []
-        hits = bank.decide(X)
+        decisions = self._score_shard(shard, ids, X, table)
+        self.stats["scored_from_shard_topic"] += len(ids)
         if source is not None:
             self.processed([source])
+        return decisions
+
+    def score_here(self, shards: Iterable[int], ids: list[str], X: sp.csr_matrix,
+                   table: MutableMapping[str, bytes]) -> list[Decision]:
+        """Score routed vectors against the profiles of ``shards`` directly, without the
+        shard topic: what :meth:`score` gives for each shard's payload.
+
+        The worker calls this for the shards whose state it holds itself (it owns
+        their partitions and their table is recovered), so a document it routes costs
+        no internal message for them; the other shards still get the payload.
+        """
+        self.store.put(ids, X)
+        decisions: list[Decision] = []
+        for shard in shards:
+            decisions.extend(self._score_shard(shard, ids, X, table))
+        self.stats["scored_here"] += len(ids)
+        return decisions
+
+    def _score_shard(self, shard: int, ids: list[str], X: sp.csr_matrix,
+                     table: MutableMapping[str, bytes]) -> list[Decision]:
+        bank = self.sync_shard(shard, table)
+        if not len(bank) or not ids:
+            return []
+        hits = bank.decide(X)
         now = time.time()
         for name in bank.names:
             self.scored[name] += len(ids)

@@ -68,6 +68,15 @@ def test_two_workers_share_profiles_and_take_over(
         wait_for(lambda: total(workers, "scored") == 200 * N_PROFILES, 60, "phase A scored")
         got_a = svc.decisions(settings)
         assert set(got_a) == expected_a and len(got_a) == len(expected_a)
+        # each worker scores what it routes for its own shards and sends the rest
+        # through the shard topic to the other, whose shards they are
+        stats = [w.stats() for w in workers]
+        counts = [s["stats"] for s in stats]
+        assert sum(c.get("documents", 0) for c in counts) == 200
+        assert all(c.get("scored_here", 0) == c.get("documents", 0) for c in counts)
+        sent = sum(c.get("documents", 0) * (PARTITIONS - len(s["partitions"]))
+                   for c, s in zip(counts, stats, strict=True))
+        assert sent and sum(c.get("scored_from_shard_topic", 0) for c in counts) == sent
 
         gold = {d.id: d.topics for d in test}
         judged = [{"doc_id": doc, "profile": prof, "relevant": prof in gold[doc]}

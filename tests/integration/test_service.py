@@ -164,6 +164,11 @@ def test_worker_end_to_end_bad_input_judgments_and_replacement(
         assert set(got_a) == expected_a
         scored = w1.stats()["scored"]
         assert scored == {str(s["profile"]): n_a for s in specs}
+        # one worker holds every shard: it scores what it routes, nothing goes round the
+        # internal shard topic
+        counts = w1.stats()["stats"]
+        assert counts["scored_here"] == n_a
+        assert counts.get("scored_from_shard_topic", 0) == 0
 
         letters = dead_letters(settings)
         assert sorted(str(d["reason"]) for d in letters) == sorted(
