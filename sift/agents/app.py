@@ -648,6 +648,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                                                 for d in decisions])
 
     batched_sends = settings.processing_guarantee == "at_least_once"
+    partition_cache: dict[str, tuple[frozenset[int] | None, dict[bytes, int]]] = {}
 
     async def publish(topic: faust.TopicT, records: list[tuple[bytes, bytes]]) -> None:
         """Send keyed records and wait until the broker has them all.
@@ -668,9 +669,18 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         producer = app.producer._ensure_producer()
         name = topic.get_topic_name()
         await producer.client._wait_on_metadata(name)
+        # the partition of a key (a profile name) is fixed while the topic's partitions
+        # are: aiokafka's partitioner (murmur2 in Python) runs once per key, not per record
+        parts = frozenset(producer._metadata.partitions_for_topic(name) or ())
+        known, cache = partition_cache.get(name, (None, {}))
+        if known != parts or len(cache) > 100_000:
+            cache = {}
+            partition_cache[name] = (parts, cache)
         by_partition: dict[int, list[tuple[bytes, bytes]]] = {}
         for key, value in records:
-            part = producer._partition(name, None, None, None, key, value)
+            part = cache.get(key)
+            if part is None:
+                part = cache[key] = producer._partition(name, None, None, None, key, value)
             by_partition.setdefault(part, []).append((key, value))
         futures = []
         for part, recs in by_partition.items():

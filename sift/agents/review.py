@@ -297,8 +297,11 @@ class ReviewService:
         groups: dict[str, tuple[list[str], list[str]]] = {}
         for msg in messages:
             raw = msg.value or b""
-            if b'"review"' not in raw and b"\\u" not in raw:
-                continue  # the common case, no review (nor an escaped key): skip the decoding
+            if b'"review"' not in raw and b"\\u006" not in raw and b"\\u007" not in raw:
+                # the common case, no review: skip the decoding. A "review" key spelled with
+                # escapes has one of r, e, v, i, w (U+0065..U+0077) escaped; other escapes
+                # (Reuters texts end in an escaped U+0003) do not make one.
+                continue
             try:
                 obj = loads(msg.value or b"")
             except RecordError:

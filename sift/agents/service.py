@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import operator
 import struct
 import sys
 import time
@@ -472,6 +473,7 @@ class Service:
         self._raw: dict[str, bytes] = {}
         self._entries: dict[str, ProfileEntry] = {}
         self._banks: dict[int, ProfileBank] = {}
+        self._joint: tuple[list[Profile], ProfileBank] | None = None  # see _joint_bank
         self._bad: dict[str, bytes] = {}
         # offsets processed here, per (topic, partition): a set, and the order to forget them
         self._done: dict[tuple[str, int], tuple[set[int], deque[int]]] = {}
@@ -662,8 +664,22 @@ class Service:
     # -- 2. scoring one shard ------------------------------------------------------------------
     def sync_shard(self, shard: int, table: MutableMapping[str, bytes]) -> ProfileBank:
         """The bank of shard ``shard``, brought up to date with the table (cheap when unchanged)."""
+        return self._sync(shard, [k for k in list(table.keys()) if self.shard(k) == shard],
+                          table)
+
+    def sync_shards(self, shards: Sequence[int],
+                    table: MutableMapping[str, bytes]) -> list[ProfileBank]:
+        """:meth:`sync_shard` of each of ``shards``, with one pass over the table's keys."""
+        present: dict[int, list[str]] = {s: [] for s in shards}
+        for k in list(table.keys()):
+            names = present.get(self.shard(k))
+            if names is not None:
+                names.append(k)
+        return [self._sync(s, names, table) for s, names in present.items()]
+
+    def _sync(self, shard: int, present: list[str],
+              table: MutableMapping[str, bytes]) -> ProfileBank:
         bank = self._banks.setdefault(shard, ProfileBank())
-        present = [k for k in list(table.keys()) if self.shard(k) == shard]
         keep = set(present)
         for name in bank.names:
             if name not in keep:
@@ -710,15 +726,29 @@ class Service:
         no internal message for them; the other shards still get the payload.
         """
         self.store.put(ids, X)
-        decisions: list[Decision] = []
-        for shard in shards:
-            decisions.extend(self._score_shard(shard, ids, X, table))
+        banks = self.sync_shards(sorted(set(shards)), table)
+        bank = banks[0] if len(banks) == 1 else self._joint_bank(banks)
         self.stats["scored_here"] += len(ids)
-        return decisions
+        return self._decide(bank, ids, X)
+
+    def _joint_bank(self, banks: list[ProfileBank]) -> ProfileBank:
+        """One bank holding the profiles of several shards (the same objects), so that a
+        batch is restricted to their columns and multiplied once, not once per shard.
+        Rebuilt when its members change; a changed model is re-stacked by the bank."""
+        members = [p for b in banks for p in b]
+        if self._joint is None or len(self._joint[0]) != len(members) or not all(
+                map(operator.is_, self._joint[0], members)):
+            joint = ProfileBank()
+            for p in members:
+                joint.add(p)
+            self._joint = (members, joint)
+        return self._joint[1]
 
     def _score_shard(self, shard: int, ids: list[str], X: sp.csr_matrix,
                      table: MutableMapping[str, bytes]) -> list[Decision]:
-        bank = self.sync_shard(shard, table)
+        return self._decide(self.sync_shard(shard, table), ids, X)
+
+    def _decide(self, bank: ProfileBank, ids: list[str], X: sp.csr_matrix) -> list[Decision]:
         if not len(bank) or not ids:
             return []
         hits = bank.decide(X)

@@ -75,10 +75,17 @@ class Document:
 
     @classmethod
     def from_obj(cls, obj: Any) -> Document:
-        o = _require_obj(obj, "document")
-        doc_id = _str(o, "id", required=True, what="document", max_len=MAX_ID_CHARS)
-        title = _str(o, "title", required=False, what="document", allow_empty=True) or ""
-        text = _str(o, "text", required=False, what="document", allow_empty=True) or ""
+        o = obj if type(obj) is dict else _require_obj(obj, "document")
+        # the common case (string id and text, no title) without _str's general checks
+        doc_id = o.get("id")
+        if type(doc_id) is not str or len(doc_id) > MAX_ID_CHARS or not doc_id.strip():
+            doc_id = _str(o, "id", required=True, what="document", max_len=MAX_ID_CHARS)
+        title = o.get("title")
+        if type(title) is not str:
+            title = _str(o, "title", required=False, what="document", allow_empty=True) or ""
+        text = o.get("text")
+        if type(text) is not str:
+            text = _str(o, "text", required=False, what="document", allow_empty=True) or ""
         if not text.strip():
             # screening files carry "abstract" instead of "text"
             abstract = _str(o, "abstract", required=False, what="document", allow_empty=True) or ""
@@ -87,17 +94,19 @@ class Document:
             raise RecordError("missing_text", f"document {doc_id!r} has no text")
         if not text.strip():
             text = title
-        date = _str(o, "date", required=False, what="document")
+        date = _str(o, "date", required=False, what="document") if "date" in o else None
         meta = o.get("metadata")
         if meta is not None and not isinstance(meta, dict):
             raise RecordError("bad_metadata", "document field 'metadata' must be an object")
-        topics_raw = o.get("topics", ())
+        topics_raw = o.get("topics")
         if topics_raw is None:
-            topics_raw = ()
-        if not isinstance(topics_raw, list | tuple) or not all(isinstance(t, str) for t in topics_raw):
+            topics: tuple[str, ...] = ()
+        elif isinstance(topics_raw, list | tuple) and all(isinstance(t, str) for t in topics_raw):
+            topics = tuple(topics_raw)
+        else:
             raise RecordError("bad_topics", "document field 'topics' must be a list of strings")
         assert doc_id is not None
-        return cls(doc_id, text, title, date, meta, tuple(topics_raw))
+        return cls(doc_id, text, title, date, meta, topics)
 
     def to_obj(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "text": self.text}

@@ -335,3 +335,20 @@ def test_a_status_that_cannot_be_computed_does_not_stop_the_review(
     monkeypatch.undo()
     out = service.apply_specs([msg(spec(min_batches=1), "profiles")], table)  # statuses again
     assert out.statuses and not out.dead_letters
+
+
+def test_documents_name_their_review_with_or_without_escapes() -> None:
+    """Routing skips decoding documents that cannot name a review (most documents, some
+    with escapes: Reuters texts end in an escaped U+0003), but a "review" key written
+    with JSON escapes is still found."""
+    service = ReviewService(n_shards=P)
+    plain = b'{"id": "a", "text": "x\\u0003", "metadata": {"other": 1}}'
+    escaped = b'{"id": "b", "text": "x\\u0003", "metadata": {"r\\u0065view": "%s"}}' % (
+        NAME.encode())
+    all_escaped = (b'{"id": "c", "text": "y", "metadata": {"\\u0072\\u0065\\u0076\\u0069'
+                   b'\\u0065\\u0077": "%s"}}' % NAME.encode())
+    assert orjson.loads(escaped)["metadata"] == {"review": NAME}
+    routed = service.route_documents([msg(b, "documents", offset=i)
+                                      for i, b in enumerate((plain, escaped, all_escaped))])
+    assert not routed.dead_letters
+    assert [(d.review, d.ids) for d in routed.documents] == [(NAME, ("b", "c"))]

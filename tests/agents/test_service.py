@@ -369,3 +369,55 @@ def test_query_only_profiles_deliver_and_so_can_get_feedback() -> None:
     assert all(math.isfinite(t) for t in thresholds.values()), thresholds
     assert all(n > 0 for n in delivered.values()), delivered
     assert all(n < len(docs) / 4 for n in delivered.values()), delivered  # not everything
+
+
+def test_scoring_here_is_scoring_each_shards_payload() -> None:
+    """The routing worker's direct path (one product over the profiles of all the shards it
+    holds) delivers exactly what the shard topic's payloads give, shard by shard: same
+    documents, profiles, scores, thresholds and model versions, also after judgments
+    change some models and with a subset of the shards."""
+    from sift.topics.codecs import read_jsonl
+    from sift.topics.records import Document
+
+    svc = Service(TrainingSet.load(default_corpus()), n_shards=N_SHARDS)
+    table: dict[str, bytes] = {}
+    queries = {"oil": ("crude oil prices", "rocchio"), "wheat": ("wheat exports", "kantor"),
+               "gold": ("gold mine", "knn"), "rates": ("interest rates", "rocchio"),
+               "trade": ("trade deficit", "kantor"), "coffee": ("coffee", "rocchio"),
+               "ship": ("shipping", "rocchio"), "jobs": ("unemployment", "knn")}
+    svc.apply_specs([spec_msg(svc, profile=p, query=q, model=m)
+                     for p, (q, m) in queries.items()], table)
+    assert len({svc.shard(p) for p in queries}) == N_SHARDS  # every shard holds some
+    docs = [d for _, d in zip(range(400), read_jsonl(REUTERS_TEST, Document.from_obj),
+                              strict=False)]
+
+    def key(d: object) -> tuple:
+        return (d.doc_id, d.profile, d.score, d.threshold, d.model_version)  # type: ignore[attr-defined]
+
+    offsets = itertools.count()
+
+    def both(batch: list[Document], shards: list[int]) -> tuple[list, list]:
+        routed = svc.route([msg({"documents": [x.to_obj() for x in batch]},
+                                offset=next(offsets))])
+        here, there = [], []
+        for ids, X in routed.batches:
+            here.extend(key(d) for d in svc.score_here(shards, ids, X, table))
+            payload = encode_vector_batch(ids, X)
+            for p in shards:
+                there.extend(key(d) for d in svc.score(p, payload, table))
+        return here, there
+
+    here, there = both(docs[:100], list(range(N_SHARDS)))
+    assert here and sorted(here) == sorted(there)
+    # judgments change some models (new versions): the joint bank follows them
+    delivered = sorted({(d[0], d[1]) for d in here})[:40]
+    gold = {d.id: d.topics for d in docs}
+    res = svc.apply_judgments([judgment_msg(svc, doc_id=doc, profile=p, relevant=p in gold[doc])
+                               for doc, p in delivered], table)
+    assert res.changed
+    here, there = both(docs[100:250], list(range(N_SHARDS)))
+    assert here and sorted(here) == sorted(there)
+    assert {d[4] for d in here} != {0}  # scored with the judged versions
+    here, there = both(docs[250:400], [1, 3])
+    assert sorted(here) == sorted(there)
+    assert {p for _, p, *_ in here} <= {p for p in queries if svc.shard(p) in (1, 3)}
