@@ -6,8 +6,9 @@ calls one :class:`~sift.agents.service.Service` method and emits the result.
 ============================  =====================================================
 agent                         consumes -> emits
 ============================  =====================================================
-``route_documents``           documents -> shard-documents (one copy per partition),
-                              dead letters
+``route_documents``           documents -> decisions for the shards this worker
+                              holds (scored here), shard-documents (one copy per
+                              other partition), dead letters
 ``score_documents``           shard-documents partition ``p`` -> decisions, using the
                               profiles of shard ``p``
 ``apply_specs``               profiles -> table ``profile_to_state``, dead letters
@@ -287,6 +288,7 @@ def guarded(fn: Callable[..., R], messages: list[InputMessage], *args: Any) -> R
         first.dead_letters.extend(r.dead_letters)
         if isinstance(first, RouteResult) and isinstance(r, RouteResult):
             first.batches.extend(r.batches)
+            first.with_metadata.extend(r.with_metadata)
             first.n_documents += r.n_documents
         elif isinstance(first, UpdateResult) and isinstance(r, UpdateResult):
             first.forwards.extend(r.forwards)
@@ -600,7 +602,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout):
             msgs = await complete([to_message(e) for e in events], recovered)
             result = guarded(service.route, msgs)
-            await reviews.route_documents(msgs)
+            await reviews.route_documents(result.with_metadata)
             await emit_dead(result.dead_letters)
             await fan_out(result)
             ack_recovered(recovered)

@@ -293,15 +293,8 @@ class ReviewService:
         Undecodable documents are the standing agent's to dead-letter; here only a bad
         ``metadata.review`` is (``bad_review``).
         """
-        out = ReviewResult()
-        groups: dict[str, tuple[list[str], list[str]]] = {}
+        decoded: list[tuple[InputMessage, list[Document]]] = []
         for msg in messages:
-            raw = msg.value or b""
-            if b'"review"' not in raw and b"\\u006" not in raw and b"\\u007" not in raw:
-                # the common case, no review: skip the decoding. A "review" key spelled with
-                # escapes has one of r, e, v, i, w (U+0065..U+0077) escaped; other escapes
-                # (Reuters texts end in an escaped U+0003) do not make one.
-                continue
             try:
                 obj = loads(msg.value or b"")
             except RecordError:
@@ -310,15 +303,29 @@ class ReviewService:
                                          and "id" not in obj) else [obj]
             if not isinstance(items, list):
                 continue
+            docs = []
             for item in items:
                 try:
-                    doc = Document.from_obj(item)
+                    docs.append(Document.from_obj(item))
                 except RecordError:
+                    continue
+            decoded.append((msg, docs))
+        return self.route_decoded(decoded)
+
+    def route_decoded(self, decoded: Iterable[tuple[InputMessage, Sequence[Document]]]
+                      ) -> ReviewResult:
+        """:meth:`route_documents` of documents already decoded (by the standing routing,
+        which hands over those with metadata), each with the message it came in."""
+        out = ReviewResult()
+        groups: dict[str, tuple[list[str], list[str]]] = {}
+        for msg, docs in decoded:
+            for doc in docs:
+                if not doc.metadata:
                     continue
                 try:
                     names = review_names(doc)
                 except RecordError as exc:
-                    self._dead(out, msg, exc, orjson.dumps(item))
+                    self._dead(out, msg, exc, orjson.dumps(doc.to_obj()))
                     continue
                 for name in names:
                     ids, texts = groups.setdefault(name, ([], []))
@@ -433,19 +440,23 @@ class ReviewHooks:
         for f in result.forwards:
             await self.topics["profiles"].send(key=f.key, value=f.value, partition=f.partition)
 
-    async def route_documents(self, messages: Sequence[InputMessage]) -> None:
+    async def route_documents(self, decoded: Sequence[tuple[InputMessage, Sequence[Document]]]
+                              ) -> None:
         """Send the documents naming a review to the review's shard.
 
-        The standing routing agent calls this with each batch it consumed: one stream over
-        the documents topic, not two. (With a second agent on the topic every message had
-        two references; one stream skipping a message during a rebalance left it
+        The standing routing agent calls this with the documents of each batch it
+        consumed that carry metadata, already decoded: one stream over the documents
+        topic, not two, and one decoding. (With a second agent on the topic every message
+        had two references; one stream skipping a message during a rebalance left it
         unacknowledged forever, and Faust's rebalance waited for it until the group's
         session timeout expelled the worker; it also paid Faust's per-message cost twice.)
         """
+        if not decoded:
+            return
         try:
-            result = self.service.route_documents(messages)
+            result = self.service.route_decoded(decoded)
         except Exception:  # a bug here must not stop the standing documents' routing
-            log.exception("routing %d documents to reviews failed", len(messages))
+            log.exception("routing documents of %d messages to reviews failed", len(decoded))
             return
         if result.documents or result.dead_letters:
             await self.emit(result)

@@ -7,9 +7,10 @@ returns, so every rule below is testable without a broker.
 Data flow (``P`` = number of partitions = number of profile shards):
 
 1. ``route``: a message of the documents topic (one document or a batch) is
-   decoded, checked and vectorized once; the vectors go out as
-   :func:`encode_vector_batch` payloads, one copy per shard, to the internal
-   shard topic.
+   decoded, checked and vectorized once. The routing worker scores the vectors
+   itself for the shards it holds (:meth:`Service.score_here`, one product over
+   all of them); for every other shard they go out as :func:`encode_vector_batch`
+   payloads, one copy per shard, to the internal shard topic.
 2. ``score``: the owner of shard ``p`` scores a payload against the profiles of
    shard ``p`` (one stacked sparse product per model family, see
    :class:`~sift.filters.bank.ProfileBank`), keeps the vectors in a bounded
@@ -407,6 +408,8 @@ class RouteResult:
     batches: list[tuple[list[str], sp.csr_matrix]]
     dead_letters: list[DeadLetter]
     n_documents: int
+    #: the documents carrying metadata (which may name a review), with their message
+    with_metadata: list[tuple[InputMessage, list[Document]]] = field(default_factory=list)
 
     @property
     def payloads(self) -> list[bytes]:
@@ -647,9 +650,13 @@ class Service:
         """Decode and vectorize a batch of document messages (once), for every shard."""
         dead: list[DeadLetter] = []
         docs: list[Document] = []
+        with_metadata: list[tuple[InputMessage, list[Document]]] = []
         fresh = [m for m in messages if not self.redelivered(m)]
         for msg in fresh:
-            docs.extend(self.decode_documents(msg, dead))
+            got = self.decode_documents(msg, dead)
+            docs.extend(got)
+            if any(d.metadata for d in got):
+                with_metadata.append((msg, [d for d in got if d.metadata]))
         if not docs:
             self.processed(fresh)
             return RouteResult([], dead, 0)
@@ -659,7 +666,7 @@ class Service:
                                                       for a, b in split_rows(X)]
         self.stats["documents"] += len(docs)
         self.processed(fresh)
-        return RouteResult(batches, dead, len(docs))
+        return RouteResult(batches, dead, len(docs), with_metadata)
 
     # -- 2. scoring one shard ------------------------------------------------------------------
     def sync_shard(self, shard: int, table: MutableMapping[str, bytes]) -> ProfileBank:

@@ -338,9 +338,8 @@ def test_a_status_that_cannot_be_computed_does_not_stop_the_review(
 
 
 def test_documents_name_their_review_with_or_without_escapes() -> None:
-    """Routing skips decoding documents that cannot name a review (most documents, some
-    with escapes: Reuters texts end in an escaped U+0003), but a "review" key written
-    with JSON escapes is still found."""
+    """A "review" key written with JSON escapes names a review like a plain one (review
+    routing reads decoded documents, never the raw bytes)."""
     service = ReviewService(n_shards=P)
     plain = b'{"id": "a", "text": "x\\u0003", "metadata": {"other": 1}}'
     escaped = b'{"id": "b", "text": "x\\u0003", "metadata": {"r\\u0065view": "%s"}}' % (
