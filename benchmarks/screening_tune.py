@@ -43,7 +43,7 @@ from sift.filters.screening.stopping import bound_rule, target_rule  # noqa: E40
 
 TARGETS = (0.8, 0.9, 0.95)
 CONFIDENCES = (0.5, 0.8, 0.9, 0.95)
-MIN_BATCHES = (5, 10)
+MIN_BATCHES = (5, 7, 10)
 WINDOWS = (5, 10)
 
 

@@ -30,6 +30,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
+from sklearn.svm import LinearSVC
 
 from sift.filters.screening.errors import ScreeningError
 from sift.filters.screening.estimators import (
@@ -50,6 +51,7 @@ MAX_DRAWS = 100_000
 MIN_C = 1e-12
 EstimatorName = Literal["ht", "hh", "bound"]
 _ESTIMATORS = ("ht", "hh", "bound")
+_LEARNERS = ("lr", "svm", "lr+svm")
 
 
 def _enc(a: NDArray[Any]) -> dict[str, Any]:
@@ -267,6 +269,10 @@ class Review:
         (and something relevant was found); 0 samples from the first batch. Batches
         without draws are deterministic given the past, so the estimators stay valid:
         their finds are simply known.
+    warmup_window
+        The precision of the warm-up rule is that of the last ``warmup_window`` judged
+        documents, once that many were judged after the first relevant one; 0: that of
+        the last batch's take-all stratum. A window is less noisy than one batch.
     min_batches
         Sampling batches required (since the collection last grew) before the rule may
         stop. ``None`` (the default): 5 for the bound rule, 10 for the point rules
@@ -290,6 +296,15 @@ class Review:
         Drop the review's own study design ("a systematic review and meta-analysis",
         "a tertiary study", ...) from the subtitle of the topic text before it becomes
         the pseudo document (see :func:`strip_design`).
+    topic_weight
+        Training weight of the pseudo document relative to a relevant judgment (1: the
+        same; the class balance of ``class_ratio`` is applied first).
+    learner
+        ``"lr"`` (logistic regression, ``C``), ``"svm"`` (linear SVM, squared hinge,
+        ``svm_C``: ASReview's learner) or ``"lr+svm"`` (the mean of the two models'
+        standardised scores).
+    svm_C
+        Inverse regularisation strength of the linear SVM (ASReview's 0.11).
     random_state
         Seed of the review's random generator.
 
@@ -327,12 +342,16 @@ class Review:
         hh_window: int = 10,
         hh_variance: Literal["within", "max"] = "max",
         warmup_precision: float = 0.2,
+        warmup_window: int = 0,
         C: float = 1.0,
         class_ratio: float = 1.0,
         max_df: float = 1.0,
         stop_words: bool = False,
         grow_when_sampling: bool = True,
         strip_design: bool = True,
+        topic_weight: float = 1.0,
+        learner: Literal["lr", "svm", "lr+svm"] = "lr",
+        svm_C: float = 0.11,
         random_state: int | None = None,
     ) -> None:
         self.topic = topic
@@ -348,12 +367,16 @@ class Review:
         self.hh_window = hh_window
         self.hh_variance = hh_variance
         self.warmup_precision = warmup_precision
+        self.warmup_window = warmup_window
         self.C = C
         self.class_ratio = class_ratio
         self.max_df = max_df
         self.stop_words = stop_words
         self.grow_when_sampling = grow_when_sampling
         self.strip_design = strip_design
+        self.topic_weight = topic_weight
+        self.learner = learner
+        self.svm_C = svm_C
         self.random_state = random_state
         self._validate()
         self.ids_: list[str] = []
@@ -377,7 +400,7 @@ class Review:
         def bad(name: str, value: object, why: str) -> ScreeningError:
             return ScreeningError(f"{name} {why}, got {value!r}")
 
-        for name in ("draws", "n_top", "n_negatives", "min_batches", "hh_window"):
+        for name in ("draws", "n_top", "n_negatives", "min_batches", "hh_window", "warmup_window"):
             v = getattr(self, name)
             if name == "min_batches" and v is None:
                 continue
@@ -391,8 +414,11 @@ class Review:
             raise bad("draws", self.draws, "and n_top cannot both be 0")
         if self.estimator != "ht" and self.draws < 2:
             raise bad("draws", self.draws, f"must be >= 2 for estimator {self.estimator!r}")
-        positive = ("C", "class_ratio", "max_df")
+        positive = ("C", "class_ratio", "max_df", "svm_C")
+        if isinstance(self.svm_C, int | float) and 0 < self.svm_C < MIN_C:
+            raise bad("svm_C", self.svm_C, f"must be >= {MIN_C}")
         for name, lo, hi in (("exponent", 0.0, 10.0), ("growth", 0.0, 1.0), ("C", 0.0, math.inf),
+                              ("svm_C", 0.0, math.inf),
                               ("warmup_precision", 0.0, 1.0), ("class_ratio", 0.0, math.inf),
                               ("max_df", 0.0, 1.0)):
             v = getattr(self, name)
@@ -409,6 +435,11 @@ class Review:
             if not isinstance(v, int | float) or not (v > 0.0 and upper_ok):
                 raise bad(name, v, "must be in (0, 1]" if name == "target_recall" else
                           "must be in (0, 1)")
+        if (not isinstance(self.topic_weight, int | float) or isinstance(self.topic_weight, bool)
+                or not 0.0 < self.topic_weight < math.inf):
+            raise bad("topic_weight", self.topic_weight, "must be a finite number > 0")
+        if self.learner not in _LEARNERS:
+            raise bad("learner", self.learner, f"must be one of {', '.join(_LEARNERS)}")
         if self.hh_variance not in ("within", "max"):
             raise bad("hh_variance", self.hh_variance, "must be 'within' or 'max'")
         if self.estimator not in _ESTIMATORS:
@@ -491,9 +522,28 @@ class Review:
         if len(np.unique(yt)) < 2:
             # nothing to contrast yet: rank by random scores (a uniform start)
             return self.rng_.random(self.n_documents)
-        model = LogisticRegression(C=self.C, solver="liblinear")
-        model.fit(Xt, yt, sample_weight=class_weights(yt, self.class_ratio))
-        return np.asarray(model.decision_function(X), dtype=np.float64)
+        weights = class_weights(yt, self.class_ratio)
+        if self.topic and self.topic_weight != 1.0:
+            weights[0] *= self.topic_weight  # the pseudo document is the first row
+        return self._fit_score(Xt, yt, weights, X)
+
+    def _fit_score(self, Xt: sp.csr_matrix, yt: NDArray[np.int64], weights: NDArray[np.float64],
+                   X: sp.csr_matrix) -> NDArray[np.float64]:
+        """Scores of every document by the ``learner`` trained on ``(Xt, yt)``."""
+        scores = []
+        if self.learner in ("lr", "lr+svm"):
+            model = LogisticRegression(C=self.C, solver="liblinear")
+            model.fit(Xt, yt, sample_weight=weights)
+            scores.append(np.asarray(model.decision_function(X), dtype=np.float64))
+        if self.learner in ("svm", "lr+svm"):
+            svm = LinearSVC(C=self.svm_C)
+            svm.fit(Xt, yt, sample_weight=weights)
+            scores.append(np.asarray(svm.decision_function(X), dtype=np.float64))
+        if len(scores) == 1:
+            return scores[0]
+        # an ensemble: the mean of the standardised scores (the two scales differ)
+        return np.asarray(np.mean([(s - s.mean()) / (s.std() or 1.0) for s in scores], axis=0),
+                          dtype=np.float64)
 
     # ----------------------------------------------------------------- batches
     def next_batch(self) -> list[str]:
@@ -548,6 +598,14 @@ class Review:
             return True
         if not self.batches_ or not np.any(self.labels_ == 1):
             return False
+        if self.warmup_window > 0:
+            # the window starts after the first relevant find: the records screened before
+            # it (ranked by the topic text alone) say nothing about the model's precision
+            first = next(i for i, d in enumerate(self.order_) if self.labels_[self.index_[d]] == 1)
+            if len(self.order_) - first - 1 < self.warmup_window:
+                return False
+            recent = [self.index_[d] for d in self.order_[-self.warmup_window :]]
+            return float(np.mean(self.labels_[recent] == 1)) < self.warmup_precision
         last = self.batches_[-1]["certain"]
         judged = last[self.labels_[last] >= 0]
         if len(judged) == 0:
@@ -709,10 +767,12 @@ class Review:
             "estimator": self.estimator, "confidence": self.confidence,
             "min_batches": self.min_batches, "hh_window": self.hh_window,
             "hh_variance": self.hh_variance,
-            "warmup_precision": self.warmup_precision, "C": self.C,
+            "warmup_precision": self.warmup_precision, "warmup_window": self.warmup_window,
+            "C": self.C,
             "class_ratio": self.class_ratio, "max_df": self.max_df,
             "stop_words": self.stop_words, "grow_when_sampling": self.grow_when_sampling,
-            "strip_design": self.strip_design,
+            "strip_design": self.strip_design, "topic_weight": self.topic_weight,
+            "learner": self.learner, "svm_C": self.svm_C,
             "random_state": self.random_state,
         }
 
