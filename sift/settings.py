@@ -46,6 +46,9 @@ class Settings:
     #: Score a routed document directly for the shards this worker holds, instead of
     #: through the internal shard topic (which then carries only the other shards').
     score_here: bool = True
+    #: Hand each consumed message to its stream without Faust's four-task race when the
+    #: stream's buffer has room (see ``sift.agents.app.deliver_first``); process-wide.
+    direct_delivery: bool = True
     max_document_bytes: int = 1_000_000
     max_batch_documents: int = 1000
     recent_documents: int = 100_000

@@ -31,7 +31,9 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
+from inspect import CORO_CREATED, getcoroutinestate
 from pathlib import Path
+from types import CoroutineType
 from typing import Any, TypeVar
 
 import faust
@@ -189,6 +191,92 @@ def shorten_fetch_wait(max_wait_ms: int) -> None:
     create.sift_fetch_wait = max_wait_ms  # type: ignore[attr-defined]
     create.sift_original = original  # type: ignore[attr-defined]
     thread._create_worker_consumer = create  # type: ignore[method-assign]
+
+
+class _Resumed:
+    """Awaitable continuing a coroutine that has already run its first step and yielded
+    ``yielded`` (what ``yield from`` does after its first step)."""
+
+    __slots__ = ("coro", "yielded")
+
+    def __init__(self, coro: Any, yielded: Any) -> None:
+        self.coro, self.yielded = coro, yielded
+
+    def __await__(self) -> Any:
+        coro, value = self.coro, self.yielded
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # cancellation or an error for the awaited future
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+async def deliver_first(original: Callable[..., Any], service: Any, delivery: Any,
+                        flow_wait: Any) -> Any:
+    """What ``original(service, delivery, flow_wait)`` (mode's ``Service.wait_first``) does
+    for Faust's per-message delivery, without its four tasks when the delivery does not
+    have to wait.
+
+    Faust's drain loop hands every consumed message to the conductor with ``await
+    self.wait_first(callback(message), self.suspend_flow.wait())``: the delivery races a
+    rebalance (``suspend_flow``) and the consumer's stop and crash events, four tasks
+    and three loop iterations per message, about two thirds of Faust's ~105 us per
+    message here (docs/faust-notes.md). The delivery almost always finishes without
+    waiting (the event is put on a stream buffer with room). Its first step is run here:
+    if it finishes, that is the result the race would have had (its task, created
+    first, would have run first and finished in that step); if it raises, the error
+    propagates as the race propagates it. Only when it has to wait (a full buffer,
+    flow control) does the race run as before, on the rest of the delivery, so a
+    rebalance still cancels a delivery stuck on a full buffer.
+    """
+    try:
+        yielded = delivery.send(None)
+    except StopIteration as stop:
+        flow_wait.close()  # never started: no "never awaited" warning
+        from mode.services import WaitResults
+
+        return WaitResults([delivery], [stop.value], False)
+    except BaseException:
+        flow_wait.close()
+        raise
+    return await original(service, _Resumed(delivery, yielded), flow_wait)
+
+
+def deliver_messages_directly() -> None:
+    """Route Faust's per-message delivery race through :func:`deliver_first`. Idempotent.
+
+    Only the drain loop's call is changed: ``wait_first`` with two coroutines, the first
+    Faust's ``on_message`` callback and the second an event's ``wait()``, and no timeout;
+    every other call goes to mode's ``wait_first`` unchanged.
+    """
+    from faust.transport.consumer import Consumer
+
+    original = Consumer.wait_first
+    if getattr(original, "sift_direct", False):
+        return
+
+    async def wait_first(self: Any, *coros: Any, timeout: Any = None) -> Any:
+        if (timeout is None and len(coros) == 2 and isinstance(coros[0], CoroutineType)
+                and isinstance(coros[1], CoroutineType)
+                and coros[0].cr_code.co_name == "on_message"
+                and coros[1].cr_code.co_name == "wait"
+                and getcoroutinestate(coros[0]) == CORO_CREATED):
+            return await deliver_first(original, self, coros[0], coros[1])
+        return await original(self, *coros, timeout=timeout)
+
+    wait_first.sift_direct = True  # type: ignore[attr-defined]
+    Consumer.wait_first = wait_first  # type: ignore[method-assign]
 
 
 #: Messages an agent has finished with (marked by :func:`mark_processed` before the
@@ -430,6 +518,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     P = settings.partitions
     rotate_fetched_partitions()
     shorten_fetch_wait(settings.fetch_max_wait_ms)
+    if settings.direct_delivery:
+        deliver_messages_directly()
     commit_only_processed_messages()
     if service is None:
         if training is None:

@@ -296,3 +296,151 @@ def test_the_worker_consumer_long_polls_for_the_configured_time() -> None:
             "_create_worker_consumer"
     finally:
         shorten_fetch_wait(Settings().fetch_max_wait_ms)
+
+
+class _Drain:
+    """What deliver_first needs of Faust's consumer: mode's wait_first, a flow event."""
+
+    def __init__(self) -> None:
+        import mode
+
+        class Svc(mode.Service):
+            pass
+
+        self.service = Svc()
+        self.suspend_flow = asyncio.Event()
+        self.original = type(self.service).wait_first
+
+
+def test_a_delivery_that_need_not_wait_runs_without_tasks_and_returns_its_result() -> None:
+    from sift.agents.app import deliver_first
+
+    async def run() -> tuple[Any, int]:
+        d = _Drain()
+        log: list[str] = []
+
+        async def on_message(m: str) -> str:
+            log.append(m)
+            return m.upper()
+
+        before = len(asyncio.all_tasks())
+        tasks_seen = []
+        orig_create = asyncio.get_running_loop().create_task
+
+        def counting(*a: Any, **k: Any) -> Any:
+            tasks_seen.append(a)
+            return orig_create(*a, **k)
+
+        asyncio.get_running_loop().create_task = counting  # type: ignore[method-assign]
+        try:
+            res = await deliver_first(d.original, d.service, on_message("a"),
+                                      d.suspend_flow.wait())
+        finally:
+            del asyncio.get_running_loop().create_task
+        assert log == ["a"] and len(asyncio.all_tasks()) == before
+        return res, len(tasks_seen)
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an un-awaited flow wait would warn
+        res, n_tasks = asyncio.run(run())
+    assert n_tasks == 0
+    assert res.results == ["A"] and not res.stopped
+
+
+def test_a_delivery_error_propagates_as_from_the_race() -> None:
+    from sift.agents.app import deliver_first
+
+    async def run() -> None:
+        d = _Drain()
+
+        async def on_message() -> None:
+            raise ValueError("bad message")
+
+        with pytest.raises(ValueError, match="bad message"):
+            await deliver_first(d.original, d.service, on_message(), d.suspend_flow.wait())
+
+    asyncio.run(run())
+
+
+def test_a_delivery_that_waits_still_races_the_flow_and_is_cancelled_by_a_rebalance() -> None:
+    """A delivery blocked on a full buffer finishes when the buffer frees up, and is
+    cancelled when flow is suspended first (what Faust's race did for a rebalance)."""
+    from sift.agents.app import deliver_first
+
+    async def run() -> None:
+        d = _Drain()
+        room = asyncio.Event()
+        log: list[str] = []
+
+        async def on_message(m: str) -> str:
+            log.append(f"{m} start")
+            await room.wait()
+            await asyncio.sleep(0)
+            log.append(f"{m} put")
+            return m
+
+        task = asyncio.ensure_future(deliver_first(d.original, d.service, on_message("a"),
+                                                   d.suspend_flow.wait()))
+        await asyncio.sleep(0.01)
+        assert log == ["a start"] and not task.done()
+        room.set()
+        res = await task
+        assert log == ["a start", "a put"] and res.results[0] == "a"
+
+        room.clear()
+        log.clear()
+        task = asyncio.ensure_future(deliver_first(d.original, d.service, on_message("b"),
+                                                   d.suspend_flow.wait()))
+        await asyncio.sleep(0.01)
+        d.suspend_flow.set()  # a rebalance: the stuck delivery loses the race
+        res = await task
+        assert log == ["b start"] and res.results == [True]
+        room.set()
+        await asyncio.sleep(0.01)
+        assert log == ["b start"]  # cancelled, never put
+
+    asyncio.run(run())
+
+
+def test_only_faust_delivery_races_take_the_direct_path(worker: Any) -> None:
+    """The worker's consumer class routes the drain loop's race (on_message, an event's
+    wait) through deliver_first; any other wait_first call is mode's own."""
+    from faust.transport.consumer import Consumer
+
+    assert getattr(Consumer.wait_first, "sift_direct", False)
+
+    async def run() -> None:
+        d = _Drain()
+
+        async def on_message() -> int:
+            return 7
+
+        async def other() -> int:
+            return 8
+
+        patched = Consumer.wait_first
+        import sift.agents.app as app_mod
+
+        real = app_mod.deliver_first
+        seen: list[Any] = []
+
+        async def spy(orig: Any, svc: Any, a: Any, b: Any) -> Any:
+            seen.append(a.cr_code.co_name)
+            return await real(orig, svc, a, b)
+
+        app_mod.deliver_first = spy  # type: ignore[assignment]
+        try:
+            res = await patched(d.service, on_message(), d.suspend_flow.wait())
+            assert seen == ["on_message"] and res.results == [7]
+            res = await patched(d.service, other(), d.suspend_flow.wait())  # mode's race
+            assert res.results == [8]
+            d.suspend_flow.set()
+            res = await patched(d.service, d.suspend_flow.wait(), timeout=1.0)
+            assert res.results == [True]
+        finally:
+            app_mod.deliver_first = real  # type: ignore[assignment]
+        assert seen == ["on_message"]
+
+    asyncio.run(run())
