@@ -106,7 +106,12 @@ def _use_learner(name: str, c: float | None) -> None:
 def one_run(job: tuple[str, dict[str, Any], str, int]) -> dict[str, Any]:
     ds, params, path, seed = job
     params = dict(params)
-    _use_learner(str(params.pop("learner", "lr")), params.pop("learner_C", None))
+    # "nb" (and "svm" with "learner_C", as in the earlier runs) swap the learner here;
+    # "lr", "svm" and "lr+svm" alone are Review's own ``learner`` parameter
+    if params.get("learner") == "nb" or "learner_C" in params:
+        _use_learner(str(params.pop("learner", "lr")), params.pop("learner_C", None))
+    else:
+        _use_learner("lr", None)
     recs = load_records(path)
     topic = default_topic(path)
     params = dict(params)
