@@ -37,9 +37,9 @@ STATUS_TOPIC = "review-status"
 #: Review hyperparameters a spec may set (those of ``sift.filters.screening.Review``).
 REVIEW_PARAMS = ("draws", "n_top", "growth", "n_negatives", "exponent", "target_recall",
                  "estimator", "confidence", "min_batches", "hh_window", "hh_variance",
-                 "warmup_precision",
+                 "warmup_precision", "warmup_window",
                  "C", "class_ratio", "max_df", "stop_words", "grow_when_sampling",
-                 "strip_design", "random_state")
+                 "strip_design", "topic_weight", "learner", "svm_C", "random_state")
 
 
 def is_review_obj(obj: Any) -> bool:
