@@ -298,6 +298,35 @@ def test_the_worker_consumer_long_polls_for_the_configured_time() -> None:
         shorten_fetch_wait(Settings().fetch_max_wait_ms)
 
 
+def test_the_drain_loop_polls_for_at_most_the_configured_time(monkeypatch: Any) -> None:
+    """Faust's drain loop polls with ``getmany(timeout=1.0)``; a partition paused on a
+    full stream buffer and resumed meanwhile waited for the rest of that second. The
+    worker's bound (SIFT_FETCH_MAX_WAIT_MS) caps the poll; shorter waits pass through."""
+    from faust.transport.consumer import Consumer
+
+    from sift.agents.app import bound_poll_wait
+
+    asked: list[float] = []
+
+    def getmany(self: Any, timeout: float) -> str:
+        asked.append(timeout)
+        return "records"
+
+    monkeypatch.setattr(Consumer, "getmany", getmany)
+    bound_poll_wait(37)
+    bound_poll_wait(37)  # idempotent: not wrapped twice
+    assert Consumer.getmany.sift_original is getmany  # type: ignore[attr-defined]
+    from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
+
+    poll = AIOKafkaConsumer.getmany  # what the worker's consumer runs (inherited)
+    assert poll(None, timeout=1.0) == "records"
+    assert poll(None, timeout=0.01) == "records"
+    assert asked == [0.037, 0.01]
+    bound_poll_wait(500)  # a new bound re-wraps the original, not the wrapper
+    AIOKafkaConsumer.getmany(None, timeout=1.0)
+    assert asked[-1] == 0.5 and Consumer.getmany.sift_original is getmany  # type: ignore[attr-defined]
+
+
 class _Drain:
     """What deliver_first needs of Faust's consumer: mode's wait_first, a flow event."""
 
