@@ -3,7 +3,9 @@
 Prints Markdown tables (ranking: WSS@95 and recall at 10/25/50%; stopping: HT, HH,
 bound at targets 0.8/0.9/0.95 and the knee rule, mean and worst case per dataset)
 and writes ``benchmarks/results/screening_compare.json``. The knee rule is also
-applied to ASReview's screening orders, at every record from 150 on.
+applied to ASReview's screening orders, at every record from 150 on. When
+``screening_cal_tuned.json`` exists (``screening_ablation.py`` with one tuned greedy CAL
+configuration), the ranking table gets a "sift CAL tuned" column from it.
 
 Usage::
 
@@ -56,6 +58,10 @@ def main() -> None:
     abl = orjson.loads(abl_path.read_bytes()) if abl_path.is_file() else None
     cal_res = (abl or {}).get("results", {}).get("cal" if abl_path == cal_path else "strip")
     asr_seeds = sorted({r["seed"] for r in asr["runs"]})
+    # a tuned greedy CAL (screening_cal_tuned.json, its only configuration), if present
+    tuned_path = RES / "screening_cal_tuned.json"
+    tuned = orjson.loads(tuned_path.read_bytes()) if tuned_path.is_file() else None
+    tuned_res = next(iter(tuned["results"].values())) if tuned else None
 
     def wss_on(res: dict[str, Any] | None, ds: str) -> tuple[float, float]:
         """Mean and worst WSS@95 of ``ds`` over the seeds ASReview ran (nan if none)."""
@@ -73,10 +79,15 @@ def main() -> None:
           "review mode's screening order (with its sampling draws); sift CAL = the same "
           f"model screened greedily, no draws ({abl_path.name}, seeds "
           f"{(abl or {}).get('seeds')}, mean only)\n")
-    print("| dataset | sift review | sift CAL | ASReview | sift R@10% | ASR R@10% | "
+    if tuned_res is not None:
+        print(f"sift CAL tuned = greedy CAL with {tuned_res['params']} "
+              f"({tuned_path.name}, seeds {tuned['seeds']})\n")
+    tcol = " sift CAL tuned |" if tuned_res is not None else ""
+    print(f"| dataset | sift review | sift CAL |{tcol} ASReview | sift R@10% | ASR R@10% | "
           "sift R@25% | ASR R@25% | sift R@50% | ASR R@50% |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    wins = wins_cal = 0
+    print("| --- | ---: | ---: |" + (" ---: |" if tuned_res is not None else "")
+          + " ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    wins = wins_cal = wins_tuned = 0
     for ds in sorted(sift["per_dataset"]):
         s, a = sift["per_dataset"][ds], asr["per_dataset"].get(ds)
         if a is None:
@@ -85,10 +96,14 @@ def main() -> None:
         aw = [r["wss95"] for r in asr["runs"] if r["dataset"] == ds]
         wins += rv[0] >= a["wss95"]
         wins_cal += cal[0] >= a["wss95"]
+        tw = float(tuned_res["wss95"][ds]) if tuned_res is not None else float("nan")
+        wins_tuned += tw >= a["wss95"]
+        tcell = f" {tw:.3f} |" if tuned_res is not None else ""
         out["ranking"][ds] = {"sift": s, "asreview": a, "sift_review_wss95": rv[0],
                               "sift_review_wss95_worst": rv[1], "sift_cal_wss95": cal[0],
-                              "sift_cal_wss95_worst": cal[1], "asreview_wss95_worst": min(aw)}
-        print(f"| {ds} | {rv[0]:.3f} ({rv[1]:.3f}) | {cal[0]:.3f} | "
+                              "sift_cal_wss95_worst": cal[1], "asreview_wss95_worst": min(aw),
+                              "sift_cal_tuned_wss95": tw}
+        print(f"| {ds} | {rv[0]:.3f} ({rv[1]:.3f}) | {cal[0]:.3f} |{tcell} "
               f"{a['wss95']:.3f} ({min(aw):.3f}) | {s['recall_at_10pct']:.3f} | "
               f"{a['recall_at_10pct']:.3f} | {s['recall_at_25pct']:.3f} | "
               f"{a['recall_at_25pct']:.3f} | {s['recall_at_50pct']:.3f} | "
@@ -98,13 +113,20 @@ def main() -> None:
     mc = float(np.mean([v["sift_cal_wss95"] for v in rk.values()]))
     ma = float(np.mean([asr["per_dataset"][d]["wss95"] for d in rk]))
     ms_all = float(np.mean([sift["per_dataset"][d]["wss95"] for d in rk]))
-    print(f"| **mean** | **{ms:.3f}** | **{mc:.3f}** | **{ma:.3f}** | | | | | | |")
+    mt = float(np.mean([v["sift_cal_tuned_wss95"] for v in rk.values()]))
+    tmean = f" **{mt:.3f}** |" if tuned_res is not None else ""
+    print(f"| **mean** | **{ms:.3f}** | **{mc:.3f}** |{tmean} **{ma:.3f}** | | | | | | |")
+    tnote = (f"; sift CAL tuned >= ASReview on {wins_tuned} of {len(rk)}"
+             if tuned_res is not None else "")
     print(f"\nsift review >= ASReview on {wins} of {len(rk)} datasets; sift CAL >= ASReview on "
-          f"{wins_cal} of {len(rk)}; sift review over all its {sift['seeds']} seeds: mean "
-          f"WSS@95 {ms_all:.3f}\n")
+          f"{wins_cal} of {len(rk)}{tnote}; sift review over all its {sift['seeds']} seeds: "
+          f"mean WSS@95 {ms_all:.3f}\n")
     out["wss95_mean"] = {"sift": ms, "sift_all_seeds": ms_all, "sift_cal": mc, "asreview": ma,
                          "datasets_sift_ge": wins, "datasets_sift_cal_ge": wins_cal,
                          "seeds": asr_seeds}
+    if tuned_res is not None:
+        out["wss95_mean"].update({"sift_cal_tuned": mt, "datasets_sift_cal_tuned_ge": wins_tuned,
+                                  "sift_cal_tuned_params": tuned_res["params"]})
 
     # knee rule on ASReview's orders
     knee_asr = {}

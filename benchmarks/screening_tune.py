@@ -17,6 +17,9 @@ Usage::
         '{"default": {}, "greedy": {"draws": 0, "estimator": "ht", "warmup_precision": 0}}' \\
         --seeds 100,101,102 --jobs 2 --out benchmarks/results/screening_tune.json
 
+``--compact FILES --out FILE`` merges tuning files without their per-run rows;
+``--table FILE`` prints WSS@95 per configuration against ASReview's per-dataset figures.
+
 Seeds 0-9 are the reported ones (``screening_sift.py``); tune on others (100+).
 """
 
@@ -175,8 +178,10 @@ def one_run(job: tuple[str, dict[str, Any], str, int]) -> dict[str, Any]:
             break
         if review.draws == 0 and found >= 0.95 * n_rel:
             break
+    first = labels.index(1) + 1 if 1 in labels else None
     return {"dataset": ds, "seed": seed, "n": n, "relevant": n_rel,
             "wss95": wss(labels, 0.95, n, n_rel), "stops": stops,
+            "screened_at_first_relevant": first,
             "cpu": round(time.process_time() - c0, 1)}
 
 
@@ -210,6 +215,9 @@ def compact(paths: list[str], out: Path) -> None:
                             "wss95": res["wss95"], "wss95_mean": res["wss95_mean"],
                             "rules": res["rules"], "rules_per_dataset": per_ds,
                             "wss95_runs": [[r["dataset"], r["seed"], r["wss95"]] for r in runs],
+                            "first_relevant_runs": [
+                                [r["dataset"], r["seed"], r["screened_at_first_relevant"]]
+                                for r in runs if "screened_at_first_relevant" in r],
                             "file": Path(path).name}
     write_json(out, {"command": "python benchmarks/screening_tune.py --compact "
                      + " ".join(Path(p).name for p in paths),
@@ -218,7 +226,27 @@ def compact(paths: list[str], out: Path) -> None:
                      "results": merged})
 
 
+def table(path: str) -> None:
+    """Markdown table of WSS@95 per configuration of a tuning file, with the datasets
+    where it is >= ASReview's mean WSS@95 (``screening_asreview.json``, seeds 0-4)."""
+    asr = orjson.loads((ROOT / "benchmarks" / "results" / "screening_asreview.json")
+                       .read_bytes())["per_dataset"]
+    names = sorted(asr)
+    print("| configuration (seeds) | mean | " + " | ".join(n.split("_")[0] for n in names)
+          + " | >= ASReview |")
+    print("| --- | ---: |" + " ---: |" * len(names) + " ---: |")
+    for name, res in orjson.loads(Path(path).read_bytes())["results"].items():
+        w = res["wss95"]
+        wins = sum(w[n] >= asr[n]["wss95"] for n in names)
+        seeds = res["seeds"]
+        print(f"| {name} ({seeds[0]}-{seeds[-1]}) | {res['wss95_mean']:.3f} | "
+              + " | ".join(f"{w[n]:.3f}" for n in names) + f" | {wins} of {len(names)} |")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--table"]:
+        table(sys.argv[2])
+        return
     if sys.argv[1:2] == ["--compact"]:
         ap = argparse.ArgumentParser()
         ap.add_argument("--compact", nargs="+", required=True)
