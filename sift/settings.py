@@ -45,7 +45,9 @@ class Settings:
     fetch_max_wait_ms: int = 50
     #: Score a routed document directly for the shards this worker holds, instead of
     #: through the internal shard topic (which then carries only the other shards').
-    score_here: bool = True
+    #: Off by default: two workers starting on a backlog lost (document, profile) pairs
+    #: with it on (docs/streaming.md, finding 15); one worker alone is safe.
+    score_here: bool = False
     #: Hand each consumed message to its stream without Faust's four-task race when the
     #: stream's buffer has room (see ``sift.agents.app.deliver_first``); process-wide.
     direct_delivery: bool = True

@@ -29,13 +29,13 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Documen
     return svc.make_corpus(tmp_path_factory)
 
 
-@pytest.fixture
-def settings(broker_url: str, topic_prefix: str, tmp_path: Path,
-             corpus: tuple[Path, list[Document], list[Document]]) -> Settings:
+@pytest.fixture(params=[False, True], ids=["shard-topic", "score-here"])
+def settings(request: pytest.FixtureRequest, broker_url: str, topic_prefix: str,
+             tmp_path: Path, corpus: tuple[Path, list[Document], list[Document]]) -> Settings:
     return Settings(broker=broker_url, topic_prefix=topic_prefix,
                     app_id=f"sift-{uuid.uuid4().hex[:8]}", partitions=PARTITIONS,
                     data_dir=str(tmp_path / "w1"), idf_corpus=str(corpus[0]),
-                    batch_timeout=0.05)
+                    batch_timeout=0.05, score_here=request.param)
 
 
 def test_two_workers_share_profiles_and_take_over(
@@ -68,13 +68,16 @@ def test_two_workers_share_profiles_and_take_over(
         wait_for(lambda: total(workers, "scored") == 200 * N_PROFILES, 60, "phase A scored")
         got_a = svc.decisions(settings)
         assert set(got_a) == expected_a and len(got_a) == len(expected_a)
-        # each worker scores what it routes for its own shards and sends the rest
-        # through the shard topic to the other, whose shards they are
+        # with SIFT_SCORE_HERE each worker scores what it routes for its own shards and
+        # sends the rest through the shard topic to the other, whose shards they are;
+        # without (the default) every shard's copy goes through the shard topic
         stats = [w.stats() for w in workers]
         counts = [s["stats"] for s in stats]
         assert sum(c.get("documents", 0) for c in counts) == 200
-        assert all(c.get("scored_here", 0) == c.get("documents", 0) for c in counts)
-        sent = sum(c.get("documents", 0) * (PARTITIONS - len(s["partitions"]))
+        here = settings.score_here
+        assert all(c.get("scored_here", 0) == (c.get("documents", 0) if here else 0)
+                   for c in counts)
+        sent = sum(c.get("documents", 0) * (PARTITIONS - (len(s["partitions"]) if here else 0))
                    for c, s in zip(counts, stats, strict=True))
         assert sent and sum(c.get("scored_from_shard_topic", 0) for c in counts) == sent
 

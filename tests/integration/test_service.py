@@ -164,11 +164,14 @@ def test_worker_end_to_end_bad_input_judgments_and_replacement(
         assert set(got_a) == expected_a
         scored = w1.stats()["scored"]
         assert scored == {str(s["profile"]): n_a for s in specs}
-        # one worker holds every shard: it scores what it routes, nothing goes round the
-        # internal shard topic
+        # one worker holds every shard: with SIFT_SCORE_HERE it scores what it routes and
+        # nothing goes round the internal shard topic; without (the default) each shard's
+        # copy does
         counts = w1.stats()["stats"]
-        assert counts["scored_here"] == n_a
-        assert counts.get("scored_from_shard_topic", 0) == 0
+        shard_copies = n_a * settings.partitions
+        assert counts.get("scored_here", 0) == (n_a if settings.score_here else 0)
+        assert counts.get("scored_from_shard_topic", 0) == (
+            0 if settings.score_here else shard_copies)
 
         letters = dead_letters(settings)
         assert sorted(str(d["reason"]) for d in letters) == sorted(
