@@ -275,6 +275,74 @@ def test_skipped_judgments_are_read_back_and_applied_in_partition_order(
         "judgments_duplicate"] == 1  # the repeat dropped (same batch) or skipped by its key
 
 
+def test_a_shard_partition_never_committed_is_read_from_its_first_offset(
+        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first shard payload delivered on a partition the group never committed is
+    offset 3 (Faust dropped the head it fetched at a rebalance): 0..2 are read back and
+    scored before it, as an uninterrupted stream would have. A partition with a
+    committed offset starts there instead (the judgments test above)."""
+    import sift.agents.app as app_module
+    from sift.agents.service import encode_vector_batch
+
+    shard_topic = worker.topics["shard-documents"].get_topic_name()
+    vec = worker.service.training.vectorizer
+
+    def payload(i: int) -> bytes:
+        return encode_vector_batch([f"d{i}"], vec.transform([TRAIN[i % 5]]))
+
+    asked: list[Any] = []
+
+    def read_offsets(settings: Any, ranges: Any) -> list[Any]:
+        asked.extend(ranges)
+        return [(t, p, o, None, payload(o)) for t, p, a, b in ranges for o in range(a, b)]
+
+    monkeypatch.setattr(app_module, "read_offsets", read_offsets)
+    worker.app.topics.acks_enabled_for = lambda topic: True  # no subscription here
+    part = shard_of("wheat", 2)
+    decisions: list[bytes] = []
+
+    class Batch:  # what publish() needs of aiokafka's producer (no broker here)
+        def append(self, timestamp: Any, key: bytes, value: bytes) -> int:
+            decisions.append(value)
+            return len(value)
+
+        def close(self) -> None:
+            pass
+
+    class Producer:
+        client = Mock(_wait_on_metadata=AsyncMock())
+        _metadata = Mock(partitions_for_topic=lambda name: {0, 1})
+
+        def _partition(self, *args: Any) -> int:
+            return 0
+
+        def create_batch(self) -> Batch:
+            return Batch()
+
+        async def send_batch(self, batch: Batch, name: str, partition: int) -> Any:
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+
+    monkeypatch.setattr(worker.app.producer, "_ensure_producer", Producer)
+
+    async def run() -> None:
+        async with agent(worker, "apply_specs").test_context() as a:
+            await a.put(orjson.dumps({"profile": "wheat", "query": "wheat"}), key=b"wheat",
+                        partition=part)
+            await asyncio.sleep(0.2)
+        async with agent(worker, "score_documents").test_context() as a:
+            for i in (3, 4):
+                a.sent_offset = i
+                await a.put(payload(i), partition=part)
+            await asyncio.sleep(0.3)
+
+    asyncio.run(run())
+    assert asked == [(shard_topic, part, 0, 3)]
+    assert worker.service.stats["offsets_recovered"] == 3
+    assert worker.service.scored["wheat"] == 5  # d0..d4, each once
+
+
 def test_the_worker_consumer_long_polls_for_the_configured_time() -> None:
     """Faust creates its consumer with fetch_max_wait_ms=1500; the worker's own wait
     (SIFT_FETCH_MAX_WAIT_MS) replaces it before the consumer starts."""
