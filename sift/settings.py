@@ -46,7 +46,7 @@ class Settings:
     #: Score a routed document directly for the shards this worker holds, instead of
     #: through the internal shard topic (which then carries only the other shards').
     #: Off by default: two workers starting on a backlog lost (document, profile) pairs
-    #: with it on until the fixes of docs/streaming.md finding 15 (none in 5 runs since).
+    #: with it on until the fixes of docs/streaming.md finding 15 (none in 10 runs since).
     score_here: bool = False
     #: Hand each consumed message to its stream without Faust's four-task race when the
     #: stream's buffer has room (see ``sift.agents.app.deliver_first``); process-wide.
