@@ -671,8 +671,7 @@ class Service:
     # -- 2. scoring one shard ------------------------------------------------------------------
     def sync_shard(self, shard: int, table: MutableMapping[str, bytes]) -> ProfileBank:
         """The bank of shard ``shard``, brought up to date with the table (cheap when unchanged)."""
-        return self._sync(shard, [k for k in list(table.keys()) if self.shard(k) == shard],
-                          table)
+        return self.sync_shards([shard], table)[0]
 
     def sync_shards(self, shards: Sequence[int],
                     table: MutableMapping[str, bytes]) -> list[ProfileBank]:
@@ -717,7 +716,7 @@ class Service:
             return []
         ids, X = decode_vector_batch(payload)
         self.store.put(ids, X)
-        decisions = self._score_shard(shard, ids, X, table)
+        decisions = self._decide(self.sync_shard(shard, table), ids, X)
         self.stats["scored_from_shard_topic"] += len(ids)
         if source is not None:
             self.processed([source])
@@ -750,10 +749,6 @@ class Service:
                 joint.add(p)
             self._joint = (members, joint)
         return self._joint[1]
-
-    def _score_shard(self, shard: int, ids: list[str], X: sp.csr_matrix,
-                     table: MutableMapping[str, bytes]) -> list[Decision]:
-        return self._decide(self.sync_shard(shard, table), ids, X)
 
     def _decide(self, bank: ProfileBank, ids: list[str], X: sp.csr_matrix) -> list[Decision]:
         if not len(bank) or not ids:

@@ -229,12 +229,34 @@ def test_a_batch_an_agent_finished_while_flow_is_suspended_is_committable(
     assert not consumer._unacked_messages
 
 
+def read_back_from(monkeypatch: pytest.MonkeyPatch, worker: Any, key: bytes | None,
+                   value: Any) -> list[Any]:
+    """Serve the agents' read-back of skipped offsets (``value(offset)`` each) without a
+    broker; the ranges asked for are appended to the list returned."""
+    import sift.agents.app as app_module
+
+    asked: list[Any] = []
+
+    def read_offsets(settings: Any, ranges: Any) -> list[Any]:
+        asked.extend(ranges)
+        return [(t, p, o, key, value(o)) for t, p, a, b in ranges for o in range(a, b)]
+
+    monkeypatch.setattr(app_module, "read_offsets", read_offsets)
+    worker.app.topics.acks_enabled_for = lambda topic: True  # no subscription here
+    return asked
+
+
+async def create_wheat(worker: Any, part: int) -> None:
+    async with agent(worker, "apply_specs").test_context() as a:
+        await a.put(orjson.dumps({"profile": "wheat", "query": "wheat"}), key=b"wheat",
+                    partition=part)
+        await asyncio.sleep(0.2)
+
+
 def test_skipped_judgments_are_read_back_and_applied_in_partition_order(
         worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The consumer skips offset 2 (seen with Faust): the agent reads it back and learns
     0, 1, 2, 3 in that order, as an uninterrupted stream would."""
-    import sift.agents.app as app_module
-
     part = shard_of("wheat", 2)
     judgments_topic = worker.topics["judgments"].get_topic_name()
 
@@ -242,20 +264,10 @@ def test_skipped_judgments_are_read_back_and_applied_in_partition_order(
         return orjson.dumps({"id": f"j{i}", "doc_id": f"t{i % 5}", "profile": "wheat",
                              "relevant": i % 2 == 0, "text": TRAIN[i % 5]})
 
-    asked: list[Any] = []
-
-    def read_offsets(settings: Any, ranges: Any) -> list[Any]:
-        asked.extend(ranges)
-        return [(t, p, o, b"wheat", judgment(o)) for t, p, a, b in ranges for o in range(a, b)]
-
-    monkeypatch.setattr(app_module, "read_offsets", read_offsets)
-    worker.app.topics.acks_enabled_for = lambda topic: True  # no subscription here
+    asked = read_back_from(monkeypatch, worker, b"wheat", judgment)
 
     async def run() -> None:
-        async with agent(worker, "apply_specs").test_context() as a:
-            await a.put(orjson.dumps({"profile": "wheat", "query": "wheat"}), key=b"wheat",
-                        partition=part)
-            await asyncio.sleep(0.2)
+        await create_wheat(worker, part)
         async with agent(worker, "apply_judgments").test_context() as a:
             for i in (0, 1, 1, 3):  # 1 twice in a row, as Faust sometimes delivers
                 a.sent_offset = i  # the test wrapper's next offset
@@ -281,7 +293,6 @@ def test_a_shard_partition_never_committed_is_read_from_its_first_offset(
     offset 3 (Faust dropped the head it fetched at a rebalance): 0..2 are read back and
     scored before it, as an uninterrupted stream would have. A partition with a
     committed offset starts there instead (the judgments test above)."""
-    import sift.agents.app as app_module
     from sift.agents.service import encode_vector_batch
 
     shard_topic = worker.topics["shard-documents"].get_topic_name()
@@ -290,20 +301,11 @@ def test_a_shard_partition_never_committed_is_read_from_its_first_offset(
     def payload(i: int) -> bytes:
         return encode_vector_batch([f"d{i}"], vec.transform([TRAIN[i % 5]]))
 
-    asked: list[Any] = []
-
-    def read_offsets(settings: Any, ranges: Any) -> list[Any]:
-        asked.extend(ranges)
-        return [(t, p, o, None, payload(o)) for t, p, a, b in ranges for o in range(a, b)]
-
-    monkeypatch.setattr(app_module, "read_offsets", read_offsets)
-    worker.app.topics.acks_enabled_for = lambda topic: True  # no subscription here
+    asked = read_back_from(monkeypatch, worker, None, payload)
     part = shard_of("wheat", 2)
-    decisions: list[bytes] = []
 
     class Batch:  # what publish() needs of aiokafka's producer (no broker here)
         def append(self, timestamp: Any, key: bytes, value: bytes) -> int:
-            decisions.append(value)
             return len(value)
 
         def close(self) -> None:
@@ -327,10 +329,7 @@ def test_a_shard_partition_never_committed_is_read_from_its_first_offset(
     monkeypatch.setattr(worker.app.producer, "_ensure_producer", Producer)
 
     async def run() -> None:
-        async with agent(worker, "apply_specs").test_context() as a:
-            await a.put(orjson.dumps({"profile": "wheat", "query": "wheat"}), key=b"wheat",
-                        partition=part)
-            await asyncio.sleep(0.2)
+        await create_wheat(worker, part)
         async with agent(worker, "score_documents").test_context() as a:
             for i in (3, 4):
                 a.sent_offset = i
