@@ -45,9 +45,10 @@ class Settings:
     fetch_max_wait_ms: int = 50
     #: Score a routed document directly for the shards this worker holds, instead of
     #: through the internal shard topic (which then carries only the other shards').
-    #: Off by default: two workers starting on a backlog lost (document, profile) pairs
-    #: with it on until the fixes of docs/streaming.md finding 15 (none in 10 runs since).
-    score_here: bool = False
+    #: Two workers starting on a backlog lost (document, profile) pairs with it until
+    #: the fixes of docs/streaming.md finding 15 (none in 24 of 25 runs since, the 25th
+    #: ambiguous); false sends every shard's copy through the shard topic.
+    score_here: bool = True
     #: Hand each consumed message to its stream without Faust's four-task race when the
     #: stream's buffer has room (see ``sift.agents.app.deliver_first``); process-wide.
     direct_delivery: bool = True

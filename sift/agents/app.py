@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 import faust
 import orjson
+from faust.exceptions import NotReady
 from faust.types import TP, EventT
 
 from sift.agents import review as review_mode
@@ -754,8 +755,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             # assignor of a worker was seen still listing every partition (finding 15)
             actives = app.consumer.assignment()
             changelog = profile_to_state.changelog_topic.get_topic_name()
-        except (AttributeError, RuntimeError):
-            return set()
+        except (AttributeError, RuntimeError, NotReady):
+            return set()  # no consumer (yet, or any more): the shard topic takes them all
         owned = {tp.partition for tp in actives if tp.topic == shard_topic_name}
         return owned & {tp.partition for tp in actives if tp.topic == changelog}
 
