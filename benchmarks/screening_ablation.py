@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from sift.commands._common import write_json  # noqa: E402
 from sift.commands.screen import default_topic, load_records  # noqa: E402
+from sift.filters.screening.cal import DEFAULTS  # noqa: E402
 from sift.filters.screening.metrics import wss  # noqa: E402
 from sift.filters.screening.simulation import simulate  # noqa: E402
 
@@ -57,7 +58,7 @@ def main() -> None:
                              until_recall=0.95, targets=())
                 w.append(wss(r.labels, 0.95, r.n_total, r.n_relevant))
             per[ds] = float(np.mean(w))
-        results[name] = {"params": params, "wss95": per,
+        results[name] = {"params": params, "all_params": {**DEFAULTS, **params}, "wss95": per,
                          "wss95_mean": float(np.mean(list(per.values()))),
                          "cpu_seconds": round(time.process_time() - c0, 1)}
         print(f"{name}: mean {results[name]['wss95_mean']:.3f} "
