@@ -18,7 +18,9 @@ Measured, in one run and on the same broker:
 2. for 100 and 1,000 profiles: sift with one document per message, sift with
    100 documents per message, decision latency at 1,000 documents/s offered
    (one document per message), and judgments applied per second;
-3. two workers in one group on 4 partitions (100 profiles, batched) against one.
+3. one worker against two in one group on 4 partitions (100 documents a message),
+   started together on a backlog and steady, at the profile counts of
+   ``--two-workers`` (e.g. ``100:300000,1000:120000``).
 
 Results go to ``benchmarks/results/stream_bench.json``. The machine has 2 cores
 shared with the broker (and, during development, with other work): read the
@@ -346,6 +348,46 @@ def steady_throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int
     return out
 
 
+def scale_out(base: Settings, corpus: Corpus, n_prof: int, n_docs: int, partitions: int,
+              broker_pid: int | None) -> dict[str, Any]:
+    """One worker against two on fresh topics with ``partitions`` partitions and ``n_prof``
+    profiles, ``n_docs`` documents 100 a message: started together on a backlog (the
+    start-up rebalance inside the window), then steady (workers up, assigned and warm
+    before the documents are produced). ``broker_cpu_seconds``: the local broker's CPU
+    over each steady phase, to see whether the machine had a core left."""
+    run_id = uuid.uuid4().hex[:6]
+    tmp = corpus.dir / run_id
+    settings = replace(base, topic_prefix=f"bench{run_id}.", app_id=f"bench-{run_id}",
+                       partitions=partitions, idf_corpus=str(corpus.idf), data_dir=str(tmp))
+    prepare_topics(settings)
+    print(f"[1 vs 2 workers, {partitions} partitions, {n_prof} profiles, {n_docs:,} documents]",
+          flush=True)
+    workers = start_workers(settings, 2, tmp)
+    try:
+        add_profiles(settings, corpus, workers, n_prof)
+    finally:
+        for w in workers:
+            w.stop()
+    out: dict[str, Any] = {"documents": n_docs, "backlog": {}, "steady": {}}
+    for n in (1, 2):
+        out["backlog"][f"{n}_workers"] = throughput(settings, corpus, n, n_docs, 100, tmp, n_prof)
+        print(f"  backlog, {n} worker(s): {out['backlog'][f'{n}_workers']}", flush=True)
+    for n in (1, 2):
+        b0 = cpu_seconds(broker_pid) if broker_pid else None
+        w0 = time.monotonic()
+        r = steady_throughput(settings, corpus, n, n_docs, 100, tmp, n_prof)
+        if b0 is not None and broker_pid:
+            r["broker_cpu_seconds_whole_phase"] = round(cpu_seconds(broker_pid) - b0, 2)
+            r["phase_seconds"] = round(time.monotonic() - w0, 1)
+        out["steady"][f"{n}_workers"] = r
+        print(f"  steady, {n} worker(s): {r}", flush=True)
+    for phase in ("backlog", "steady"):
+        one, two = out[phase]["1_workers"], out[phase]["2_workers"]
+        out[phase]["speedup"] = round(two["per_s"] / one["per_s"], 2)
+        out[phase]["per_cpu_s_ratio"] = round(two["per_cpu_s"] / one["per_cpu_s"], 2)
+    return out
+
+
 def judgments(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], n: int,
               n_profiles: int) -> dict[str, Any]:
     """``n`` judgments of recently scored documents, spread over the profiles."""
@@ -439,33 +481,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 / r["one_per_message"]["cpu_us_per_item"], 3)
         result["runs"][f"{n_prof}_profiles"] = r
     if not args.skip_two_workers:
-        n_prof = args.profiles[0]
-        one = result["runs"][f"{n_prof}_profiles"]["batched_100"]
-        run_id = uuid.uuid4().hex[:6]
-        settings = replace(base, topic_prefix=f"bench{run_id}.", app_id=f"bench-{run_id}",
-                           partitions=4, idf_corpus=str(corpus.idf), data_dir=str(tmp / run_id))
-        prepare_topics(settings)
-        print(f"[2 workers, 4 partitions, {n_prof} profiles]", flush=True)
-        workers = start_workers(settings, 2, tmp / run_id)
-        try:
-            add_profiles(settings, corpus, workers, n_prof)
-        finally:
-            for w in workers:
-                w.stop()
-        two = throughput(settings, corpus, 2, args.batched, 100, tmp / run_id, n_prof)
-        two["speedup_over_one_worker"] = round(two["per_s"] / one["per_s"], 2)
-        result["two_workers"] = two
-        print(f"  {two}", flush=True)
-        # The same comparison without the start-up rebalance in the window: the workers
-        # are up, assigned and warm before the documents are produced (the rebalance
-        # itself is measured by benchmarks/rebalance.py)
-        steady = {}
-        for n in (1, 2):
-            steady[f"{n}_workers"] = steady_throughput(settings, corpus, n, args.batched, 100,
-                                                       tmp / run_id, n_prof)
-            print(f"  steady, {n} worker(s): {steady[f'{n}_workers']}", flush=True)
-        steady["speedup"] = round(steady["2_workers"]["per_s"] / steady["1_workers"]["per_s"], 2)
-        result["two_workers_steady"] = steady
+        result["two_workers"] = {}
+        for n_prof, n_docs in args.two_workers:
+            result["two_workers"][f"{n_prof}_profiles"] = scale_out(
+                base, corpus, n_prof, n_docs, args.partitions, args.broker_pid)
     result["machine"]["load_at_end"] = load()
     return result
 
@@ -481,9 +500,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--judgments", type=int, default=3_000)
     p.add_argument("--latency-s", type=float, default=10.0)
     p.add_argument("--skip-two-workers", action="store_true")
+    p.add_argument("--two-workers", type=lambda s: [tuple(int(v) for v in x.split(":"))
+                                                    for x in s.split(",")],
+                   default=None, metavar="PROFILES:DOCUMENTS,...",
+                   help="1 vs 2 workers at these profile counts with this many documents "
+                        "(100 a message); default: the first --profiles with --batched")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
+    if args.two_workers is None:
+        args.two_workers = [(args.profiles[0], args.batched)]
+    if any(len(t) != 2 or min(t) < 1 for t in args.two_workers):
+        p.error(f"--two-workers: expected PROFILES:DOCUMENTS,..., got {args.two_workers}")
     broker = None
+    args.broker_pid = None
     if args.broker:
         args.broker_url = args.broker
     else:
@@ -494,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"starting a broker on {broker.bootstrap}", flush=True)
         broker.start(timeout=180)
         args.broker_url = broker.url
+        args.broker_pid = broker.pid()
     try:
         result = run(args)
     finally:
