@@ -155,6 +155,46 @@ def group_lag(settings: Settings, names: Iterable[str]) -> int:
     return sum(group_lag_by_partition(settings, names).values())
 
 
+def start_offsets(settings: Settings, partitions: Iterable[tuple[str, int]]
+                  ) -> dict[tuple[str, int], int]:
+    """Where the worker group (``settings.app_id``) starts on each ``(topic, partition)``:
+    its committed offset or, for a partition it never committed, the partition's first
+    offset still in the log (where a consumer with ``auto_offset_reset="earliest"``
+    starts). Both asked of the broker, so a commit not yet known locally still counts.
+    """
+    from kafka import TopicPartition
+    from kafka.errors import KafkaError
+
+    tps = [TopicPartition(t, p) for t, p in sorted(set(partitions))]
+    if not tps:
+        return {}
+    try:
+        cli = admin(settings)
+        try:
+            committed = cli.list_group_offsets({settings.app_id: None}).get(settings.app_id, {})
+        finally:
+            cli.close()
+        out: dict[tuple[str, int], int] = {}
+        rest = []
+        for tp in tps:
+            meta = committed.get(tp)
+            if meta is not None and meta.offset >= 0:
+                out[(tp.topic, tp.partition)] = int(meta.offset)
+            else:
+                rest.append(tp)
+        if rest:
+            cons = consumer(settings)
+            try:
+                for tp, off in cons.beginning_offsets(rest).items():
+                    out[(tp.topic, tp.partition)] = int(off)
+            finally:
+                cons.close()
+    except KafkaError as exc:
+        raise KafkaClientError(f"cannot read the start offsets of {sorted(set(partitions))}: "
+                               f"{exc}") from None
+    return out
+
+
 def read_offsets(settings: Settings, ranges: Iterable[tuple[str, int, int, int]],
                  timeout: float = 10.0) -> list[tuple[str, int, int, bytes | None, bytes | None]]:
     """The messages at offsets ``[start, stop)`` of each ``(topic, partition, start, stop)``.

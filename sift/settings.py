@@ -34,7 +34,10 @@ class Settings:
     app_id: str = "sift"
     partitions: int = 4
     batch_size: int = 256
-    batch_timeout: float = 0.05
+    #: How long a take waits to fill a batch: at a low rate most of a document's
+    #: latency (at 1,000 profiles, 1,000 doc/s, one a message: p99 110 ms with 0.05 s,
+    #: 64 ms with 0.02 s); under a backlog batches fill at once and it does not act.
+    batch_timeout: float = 0.02
     #: Judgments are taken in larger, longer batches: the judgments of one profile in one
     #: batch share one re-threshold and one state write, and a human's feedback taking
     #: effect a quarter second later changes nothing.

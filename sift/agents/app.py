@@ -56,7 +56,7 @@ from sift.agents.service import (
     shard_of,
 )
 from sift.agents.tails import PartitionView, TailWatch
-from sift.kafkaclient import read_offsets
+from sift.kafkaclient import read_offsets, start_offsets
 from sift.settings import Settings
 from sift.topics.codecs import encode
 from sift.topics.deadletter import DeadLetter
@@ -648,18 +648,28 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             unique.append(m)
         msgs = unique
         committed = getattr(app.consumer, "_committed_offset", {})
+        unknown: set[tuple[str, int]] = set()
         for m in msgs:
             if m.offset >= 0:
                 off = committed.get(TP(m.topic, m.partition))
                 if off is not None and off >= 0:
                     service.expect(m.topic, m.partition, off)
-                elif m.topic == shard_topic_name:
-                    # a shard partition the group never committed starts at offset 0:
-                    # Faust can drop the first records it fetched after a rebalance,
-                    # which no known offset would show (seen with SIFT_SCORE_HERE, where
-                    # a shard's first copies are sent only once it changes hands:
-                    # docs/streaming.md finding 15)
-                    service.expect(m.topic, m.partition, 0)
+                elif service.last_offset(m.topic, m.partition) is None:
+                    unknown.add((m.topic, m.partition))
+        if unknown and app.conf.consumer_auto_offset_reset == "earliest":
+            # No committed offset known here: the group's start on the partition is its
+            # commit on the broker or, never committed, the log's first offset. Faust can
+            # drop the first records it fetched after an assignment, which no offset seen
+            # would show (docs/streaming.md finding 15: a shard partition's head; the
+            # seventh session: 24 messages at the head of a documents partition).
+            try:
+                starts = await asyncio.get_running_loop().run_in_executor(
+                    None, start_offsets, settings, sorted(unknown))
+            except Exception as exc:  # the broker away: no expectation, as before
+                log.warning("could not read the start offsets of %s: %s", sorted(unknown), exc)
+                starts = {}
+            for (t, p), off in starts.items():
+                service.expect(t, p, off)
         gaps = service.gaps(msgs)
         if gaps:
             log.warning("consumer skipped %s; reading them back",

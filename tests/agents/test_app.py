@@ -20,7 +20,12 @@ TRAIN = ["wheat exports rose", "wheat crop", "crude oil prices", "oil output", "
 
 
 @pytest.fixture
-def worker(tmp_path: Any) -> Any:
+def worker(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    import sift.agents.app as app_module
+
+    # the group's start on a partition it has no commit for, asked of the broker: none
+    # known here (the test wrapper numbers offsets from 1); tests of it patch it again
+    monkeypatch.setattr(app_module, "start_offsets", lambda settings, tps: {})
     vec = Vectorizer(n_features=2**12).fit(TRAIN)
     training = TrainingSet(vec, vec.transform(TRAIN), {f"t{i}": i for i in range(len(TRAIN))})
     settings = Settings(broker="kafka://127.0.0.1:1", app_id="sift-test", partitions=2,
@@ -293,6 +298,7 @@ def test_a_shard_partition_never_committed_is_read_from_its_first_offset(
     offset 3 (Faust dropped the head it fetched at a rebalance): 0..2 are read back and
     scored before it, as an uninterrupted stream would have. A partition with a
     committed offset starts there instead (the judgments test above)."""
+    import sift.agents.app as app_module
     from sift.agents.service import encode_vector_batch
 
     shard_topic = worker.topics["shard-documents"].get_topic_name()
@@ -303,6 +309,13 @@ def test_a_shard_partition_never_committed_is_read_from_its_first_offset(
 
     asked = read_back_from(monkeypatch, worker, None, payload)
     part = shard_of("wheat", 2)
+    starts: list[Any] = []
+
+    def start_offsets(settings: Any, tps: Any) -> dict[Any, int]:
+        starts.extend(tps)
+        return dict.fromkeys(tps, 0)  # never committed; the log starts at 0
+
+    monkeypatch.setattr(app_module, "start_offsets", start_offsets)
 
     class Batch:  # what publish() needs of aiokafka's producer (no broker here)
         def append(self, timestamp: Any, key: bytes, value: bytes) -> int:
@@ -337,9 +350,41 @@ def test_a_shard_partition_never_committed_is_read_from_its_first_offset(
             await asyncio.sleep(0.3)
 
     asyncio.run(run())
+    # asked once, at the partition's first message (the profiles partition's too)
+    assert starts.count((shard_topic, part)) == 1
     assert asked == [(shard_topic, part, 0, 3)]
     assert worker.service.stats["offsets_recovered"] == 3
     assert worker.service.scored["wheat"] == 5  # d0..d4, each once
+
+
+def test_a_documents_partition_never_committed_is_read_from_the_log_start(
+        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same on the documents topic (seen in the seventh session: the first 24
+    messages of a partition a new group had never committed were never delivered). The
+    log there starts at offset 1 (retention deleted 0): 1..2 are read back, not 0."""
+    import sift.agents.app as app_module
+
+    documents_topic = worker.topics["documents"].get_topic_name()
+
+    def document(i: int) -> bytes:
+        return orjson.dumps({"id": f"d{i}", "text": TRAIN[i % 5]})
+
+    asked = read_back_from(monkeypatch, worker, None, document)
+    monkeypatch.setattr(app_module, "start_offsets",
+                        lambda settings, tps: dict.fromkeys(tps, 1))
+
+    async def run() -> None:
+        async with agent(worker, "route_documents").test_context() as a:
+            for i in (3, 4):
+                a.sent_offset = i
+                await a.put(document(i), partition=0)
+            await asyncio.sleep(0.3)
+
+    asyncio.run(run())
+    assert asked == [(documents_topic, 0, 1, 3)]
+    assert worker.service.stats["offsets_recovered"] == 2
+    assert worker.service.stats["documents"] == 4  # d1..d4, each once
+    assert worker.service.stats["offset_gaps"] == 0
 
 
 def test_the_worker_consumer_long_polls_for_the_configured_time() -> None:

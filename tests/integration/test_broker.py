@@ -194,3 +194,36 @@ def test_read_offsets_reads_back_exactly_the_ranges(broker_url: str, bootstrap: 
     assert got == [(topic, 0, o, f"k{o}".encode(), f"v0-{o}".encode()) for o in (2, 3, 4)] + [
         (topic, 1, 5, b"k5", b"v1-5")]
     assert read_offsets(Settings(broker=broker_url), [(topic, 0, 3, 3)]) == []
+
+
+def test_start_offsets_are_the_groups_commit_or_the_log_start(
+        broker_url: str, bootstrap: str, make_topics: Callable[..., list[str]]) -> None:
+    """Where a worker group starts on a partition: its committed offset, else the first
+    offset still in the log (a worker expects its first message there and reads back a
+    head its stream consumer dropped)."""
+    from kafka import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata
+
+    from sift.kafkaclient import start_offsets
+    from sift.settings import Settings
+
+    (topic,) = make_topics("starts", partitions=3)
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(4):
+        for p in (0, 1, 2):
+            producer.send(topic, value=f"v{p}-{i}".encode(), partition=p)
+    producer.flush()
+    producer.close()
+    group = f"starts-{time.monotonic_ns()}"
+    committer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                              enable_auto_commit=False)
+    committer.assign([TopicPartition(topic, 0)])
+    committer.commit({TopicPartition(topic, 0): OffsetAndMetadata(3, "", -1)})
+    committer.close()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.delete_records({TopicPartition(topic, 1): 2})  # retention, as it were
+    admin.close()
+    got = start_offsets(Settings(broker=broker_url, app_id=group),
+                        [(topic, 0), (topic, 1), (topic, 2), (topic, 0)])
+    assert got == {(topic, 0): 3, (topic, 1): 2, (topic, 2): 0}
+    assert start_offsets(Settings(broker=broker_url, app_id=group), []) == {}
