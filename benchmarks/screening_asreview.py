@@ -103,6 +103,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(ROOT / "data" / "screening"))
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="run seeds first-seed .. first-seed+seeds-1")
     ap.add_argument(
         "--out", default=str(ROOT / "benchmarks" / "results" / "screening_asreview.json")
     )
@@ -117,7 +119,7 @@ def main() -> None:
         for f in files:
             records = load_records(f)
             n, r = len(records), sum(x.label for x in records)
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 labels, seconds = run_one(exe, f, seed, work)
                 runs.append({
                     "dataset": f.name.split(".")[0], "seed": seed, "n": n, "relevant": r,
@@ -153,8 +155,10 @@ def main() -> None:
     print(f"mean WSS@95 over datasets: {mean_wss:.3f}")
     write_json(Path(args.out), {
         "tool": f"asreview {ASREVIEW_VERSION} simulate (elas_u4), 1+1 priors",
-        "command": "python benchmarks/screening_asreview.py --seeds " + str(args.seeds),
-        "seeds": args.seeds, "mean_wss95": mean_wss, "per_dataset": summary, "runs": runs,
+        "command": "python benchmarks/screening_asreview.py --seeds " + str(args.seeds)
+        + (f" --first-seed {args.first_seed}" if args.first_seed else ""),
+        "seeds": args.seeds, "first_seed": args.first_seed, "mean_wss95": mean_wss,
+        "per_dataset": summary, "runs": runs,
     })
 
 
