@@ -202,11 +202,15 @@ def _run_one(args: argparse.Namespace) -> int:
     write_json(out / "metrics.json", m)
     name = path.name.split(".")[0]
     plot_run(result, out / "recall.png", f"{name}, seed {args.seed}", rule)
-    print(
-        f"{name}: stopped ({rule}) after {m['cost_at_stop']:.1%} screened at recall "
-        f"{m['recall_at_stop']:.3f} (R-hat {m['r_hat']:.1f}); WSS@95 {m['wss95']:.3f}; "
-        f"wrote {out / 'metrics.json'}"
-    )
+    if m["stopped"]:
+        r_hat = "n/a" if m["r_hat"] is None else f"{m['r_hat']:.1f}"
+        what = (f"stopped ({rule}) after {m['cost_at_stop']:.1%} screened at recall "
+                f"{m['recall_at_stop']:.3f} (R-hat {r_hat})")
+    else:  # e.g. --draws 0: greedy CAL, a ranking with no estimate to stop on
+        why = "no draws, so no estimate: ranking only" if params.get("draws") == 0 else \
+            "the collection ran out first"
+        what = f"{rule} never fired ({why}); every record screened"
+    print(f"{name}: {what}; WSS@95 {m['wss95']:.3f}; wrote {out / 'metrics.json'}")
     return 0
 
 

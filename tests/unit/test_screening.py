@@ -317,6 +317,26 @@ def test_cli_runs_and_writes_metrics(tmp_path: Path) -> None:
     assert 0 < m["cost_at_stop"] <= 1 and 0 <= m["recall_at_stop"] <= 1
 
 
+def test_cli_greedy_cal_ranks_everything_and_says_it_has_no_estimate(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--draws 0`` is greedy CAL (the tuned ranking option): no sample, so no R-hat and
+    no stop; the whole collection is ranked and the output says why it did not stop."""
+    ids, texts, labels = _corpus(60)
+    f = _write(tmp_path / "tiny.jsonl.gz", [
+        {"id": i, "title": t, "abstract": "", "label": y}
+        for i, t, y in zip(ids, texts, labels, strict=True)
+    ])
+    out = tmp_path / "out"
+    rc = main(["screen", "--data", str(f), "--topic", "wilson disease copper", "--estimator",
+               "ht", "--draws", "0", "--negatives", "30", "--out", str(out)])
+    assert rc == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["stopped"] is False and m["r_hat"] is None
+    assert m["cost_at_stop"] == 1.0 and m["recall_at_stop"] == 1.0
+    assert sorted(m["screening_order"]) == sorted(str(i) for i in ids)
+    assert "never fired (no draws, so no estimate: ranking only)" in capsys.readouterr().out
+
+
 def test_cli_all_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ids, texts, labels = _corpus(48)
     for name in ("a", "b"):
