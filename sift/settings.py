@@ -55,6 +55,10 @@ class Settings:
     #: Hand each consumed message to its stream without Faust's four-task race when the
     #: stream's buffer has room (see ``sift.agents.app.deliver_first``); process-wide.
     direct_delivery: bool = True
+    #: A worker told to stop (SIGTERM, SIGINT) that has not exited after this many
+    #: seconds exits anyway: with its broker gone, aiokafka's metadata loop kept a
+    #: stopping worker alive, spinning at 70-90 % of a core (seventh session).
+    stop_timeout: float = 30.0
     max_document_bytes: int = 1_000_000
     max_batch_documents: int = 1000
     recent_documents: int = 100_000
@@ -79,7 +83,7 @@ class Settings:
                      "fetch_max_wait_ms"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"SIFT_{name.upper()} must be >= 1, got {getattr(self, name)!r}")
-        for name in ("batch_timeout", "judgment_batch_timeout"):
+        for name in ("batch_timeout", "judgment_batch_timeout", "stop_timeout"):
             value = getattr(self, name)
             if not 0 < value < float("inf"):
                 raise ConfigError(f"SIFT_{name.upper()} must be a positive number of seconds, "

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import threading
+from typing import Any
 
 from sift.settings import Settings
+
+log = logging.getLogger("sift.worker")
 
 EPILOG = """\
 example:
@@ -36,6 +41,37 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
+class StopWatchdog:
+    """Ends the process if a stop takes longer than ``timeout`` seconds.
+
+    Seen in the seventh session: workers sent SIGTERM after their broker had gone stayed
+    alive indefinitely, one spinning at 70-90 % of a core in aiokafka's metadata
+    synchronizer (``AIOKafkaClient._md_synchronizer`` reconnecting), so a supervisor's
+    stop never completed. The watchdog is a daemon timer armed when the stop begins;
+    a clean stop exits long before it fires. ``exit`` is ``os._exit`` (no cleanup can
+    hang it); tests pass their own.
+    """
+
+    def __init__(self, timeout: float, exit: Any = os._exit) -> None:
+        self.timeout = timeout
+        self.exit = exit
+        self.timer: threading.Timer | None = None
+
+    def arm(self) -> None:
+        """Start the countdown (once; later calls do nothing)."""
+        if self.timer is None:
+            self.timer = threading.Timer(self.timeout, self._fire)
+            self.timer.daemon = True
+            self.timer.start()
+
+    def _fire(self) -> None:
+        msg = (f"sift worker: still stopping after {self.timeout:g} s (SIFT_STOP_TIMEOUT); "
+               "exiting without a clean shutdown")
+        log.error(msg)
+        print(msg, file=sys.stderr, flush=True)
+        self.exit(1)
+
+
 def run(args: argparse.Namespace) -> int:
     from faust import Worker as FaustWorker
 
@@ -50,7 +86,18 @@ def run(args: argparse.Namespace) -> int:
     worker = create_app(settings, web=args.web)
     level = settings.log_level.upper()
     logging.basicConfig(level=level, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
-    fw = FaustWorker(worker.app, loglevel=level, quiet=True, redirect_stdouts=False)
+    watchdog = StopWatchdog(settings.stop_timeout)
+
+    class Worker(FaustWorker):  # type: ignore[misc]
+        def _schedule_shutdown(self, signal: Any) -> None:  # SIGTERM, SIGINT
+            watchdog.arm()
+            super()._schedule_shutdown(signal)
+
+        def stop_and_shutdown(self) -> None:  # also the way out after a crash
+            watchdog.arm()
+            super().stop_and_shutdown()
+
+    fw = Worker(worker.app, loglevel=level, quiet=True, redirect_stdouts=False)
     try:
         fw.execute_from_commandline()
     except SystemExit as exc:

@@ -85,3 +85,30 @@ def test_broker_stop_and_restart_mid_stream(
         assert int(end.get("dead_letters", 0)) == 0
     finally:
         w1.stop()
+
+
+def test_a_worker_told_to_stop_exits_when_its_broker_is_gone(
+        private_broker: DevBroker, tmp_path: Path) -> None:
+    """Seen in the seventh session: workers sent SIGTERM after their broker had gone never
+    exited (one spun at 70-90 % of a core in aiokafka's metadata loop). A stop that
+    outlasts ``SIFT_STOP_TIMEOUT`` now ends the process anyway."""
+    import signal
+    import subprocess
+
+    settings = Settings(broker=private_broker.url, topic_prefix="s.",
+                        app_id=f"sift-{uuid.uuid4().hex[:8]}", partitions=PARTITIONS,
+                        data_dir=str(tmp_path / "w1"), stop_timeout=5.0)
+    w1 = WorkerProcess(settings, "w1").start()
+    try:
+        w1.wait_ready(timeout=180)
+        private_broker.stop()
+        time.sleep(2.0)  # the worker notices: its connections fail
+        assert w1.proc is not None and w1.alive()
+        w1.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = w1.proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the worker did not exit after SIGTERM: {w1.log_tail()}")
+        assert rc is not None
+    finally:
+        w1.kill()

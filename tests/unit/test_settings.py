@@ -23,6 +23,7 @@ def test_environment_values_are_parsed_by_the_field_type() -> None:
     ({"SIFT_BATCH_SIZE": "0"}, "SIFT_BATCH_SIZE must be >= 1, got 0"),
     ({"SIFT_JUDGMENT_BATCH_SIZE": "-5"}, "SIFT_JUDGMENT_BATCH_SIZE must be >= 1"),
     ({"SIFT_BATCH_TIMEOUT": "0"}, "SIFT_BATCH_TIMEOUT must be a positive number"),
+    ({"SIFT_STOP_TIMEOUT": "-1"}, "SIFT_STOP_TIMEOUT must be a positive number"),
     ({"SIFT_JUDGMENT_BATCH_TIMEOUT": "nan"}, "SIFT_JUDGMENT_BATCH_TIMEOUT must be a positive"),
     ({"SIFT_JUDGMENT_BATCH_TIMEOUT": "inf"}, "SIFT_JUDGMENT_BATCH_TIMEOUT must be a positive"),
     ({"SIFT_FETCH_MAX_WAIT_MS": "0"}, "SIFT_FETCH_MAX_WAIT_MS must be >= 1, got 0"),

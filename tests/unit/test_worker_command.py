@@ -1,0 +1,35 @@
+"""``sift worker``'s stop watchdog (the process side is tested against a broker in
+tests/reliability/test_broker_restart.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from sift.commands.worker import StopWatchdog
+
+
+def test_the_watchdog_exits_with_1_once_the_stop_outlasts_its_timeout() -> None:
+    codes: list[int] = []
+    fired = threading.Event()
+
+    def exit_(code: int) -> None:
+        codes.append(code)
+        fired.set()
+
+    dog = StopWatchdog(0.05, exit=exit_)
+    assert dog.timer is None  # nothing runs until a stop begins
+    dog.arm()
+    first = dog.timer
+    dog.arm()  # a second signal does not restart the countdown
+    assert dog.timer is first
+    assert fired.wait(10.0)
+    assert codes == [1]
+    assert first is not None and first.daemon  # never keeps a clean exit waiting
+
+
+def test_an_unarmed_watchdog_never_exits() -> None:
+    codes: list[int] = []
+    dog = StopWatchdog(0.01, exit=codes.append)
+    time.sleep(0.1)  # ten timeouts
+    assert dog.timer is None and codes == []
