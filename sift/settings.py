@@ -49,8 +49,8 @@ class Settings:
     #: Score a routed document directly for the shards this worker holds, instead of
     #: through the internal shard topic (which then carries only the other shards').
     #: Two workers starting on a backlog lost (document, profile) pairs with it until
-    #: the fixes of docs/streaming.md finding 15 (none in 24 of 25 runs since, the 25th
-    #: ambiguous); false sends every shard's copy through the shard topic.
+    #: the fixes of docs/streaming.md finding 15 (none in 33 of 35 runs since, the other
+    #: two re-scored only); false sends every shard's copy through the shard topic.
     score_here: bool = True
     #: Hand each consumed message to its stream without Faust's four-task race when the
     #: stream's buffer has room (see ``sift.agents.app.deliver_first``); process-wide.

@@ -9,3 +9,13 @@ def pytest_configure(config: pytest.Config) -> None:
     # kafka-python 3.0 loads its protocol schemas with the deprecated importlib.resources API.
     for text in ("read_text is deprecated", "open_text is deprecated"):
         config.addinivalue_line("filterwarnings", f"ignore:{text}:DeprecationWarning")
+
+
+@pytest.fixture(autouse=True)
+def no_broker_start_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agents ask the broker where the group starts on a partition it has no commit
+    for (``sift.kafkaclient.start_offsets``); there is no broker here, so none is known
+    (the test wrapper numbers offsets from 1). Tests of it patch it again."""
+    import sift.agents.app as app_module
+
+    monkeypatch.setattr(app_module, "start_offsets", lambda settings, tps: {})
