@@ -92,8 +92,16 @@ class ColumnStack:
     grows (append-only, with a persistent look-up table of one int32 per hashed
     column), so replacing one vector costs time proportional to that vector, and a
     product restricts the documents to the union with one gather. The matrix is
-    dense while ``len(union) * n_vectors`` is at most ``dense_limit``, else sparse
-    (CSR), rebuilt lazily from the per-vector arrays.
+    dense while ``len(union) * n_vectors`` is at most ``dense_limit``, or while at
+    least ``dense_density`` of its cells are stored entries and it has at most
+    ``dense_max`` cells; else sparse (CSR), rebuilt lazily from the per-vector
+    arrays. A dense right operand makes the product one contiguous row update per
+    document entry instead of a sparse-times-sparse product that builds a sparse
+    result: 3.5 times faster for the Kantor negative sums of 1,000 Reuters profiles
+    (30,679 union columns, 45 % stored; 104 -> 30 µs per document), for 1.5 times
+    the memory of the CSR form (8 bytes a cell against 12 a stored entry). The
+    values are the same either way: each result cell sums the document's entries in
+    the same order.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> st = ColumnStack(6, [(np.array([1, 4]), np.array([1.0, 2.0])), (np.array([4]), np.array([3.0]))])
@@ -105,9 +113,13 @@ class ColumnStack:
     """
 
     def __init__(self, n_features: int, vectors: list[tuple[NDArray[Any], NDArray[np.float64]]],
-                 *, dense_limit: int = 4_000_000) -> None:
+                 *, dense_limit: int = 4_000_000, dense_density: float = 1 / 3,
+                 dense_max: int = 64_000_000) -> None:
         self.n_features = n_features
         self.dense_limit = dense_limit
+        self.dense_density = dense_density
+        self.dense_max = dense_max
+        self._nnz = 0  # stored entries over all vectors
         self.lut = np.full(n_features, -1, dtype=np.int32)
         self.cols = np.zeros(0, dtype=np.int64)
         self._pos: list[NDArray[np.int32]] = []
@@ -117,6 +129,13 @@ class ColumnStack:
         for cols, vals in vectors:
             self._pos.append(self._positions(cols))
             self._vals.append(np.asarray(vals, dtype=np.float64))
+            self._nnz += int(self._pos[-1].size)
+
+    def _dense_ok(self, k: int, m: int) -> bool:
+        """Whether a ``k x m`` matrix of the current entries is kept dense."""
+        cells = k * m
+        return cells <= self.dense_limit or (
+            cells <= self.dense_max and self._nnz >= self.dense_density * cells)
 
     def __len__(self) -> int:
         return len(self._pos)
@@ -141,11 +160,12 @@ class ColumnStack:
             self._W = None
             return
         k, m = int(self.cols.size), self._W.shape[1]
-        if k * m > self.dense_limit:
+        if not self._dense_ok(k, m):
             self._W = None
             return
         if k > self._buf.shape[0]:
-            buf = np.zeros((max(2 * self._buf.shape[0], k), m))
+            # amortised growth, by a quarter: a large dense stack must not double
+            buf = np.zeros((max(self._buf.shape[0] + self._buf.shape[0] // 4, k), m))
             buf[: self._W.shape[0]] = self._W
             self._buf = buf
         self._W = self._buf[:k]
@@ -153,8 +173,11 @@ class ColumnStack:
     def replace(self, j: int, cols: NDArray[Any], vals: NDArray[np.float64]) -> None:
         """Replace vector ``j``."""
         pos = self._positions(cols)
+        self._nnz += int(pos.size) - int(self._pos[j].size)
         self._pos[j] = pos
         self._vals[j] = np.asarray(vals, dtype=np.float64)
+        if isinstance(self._W, np.ndarray) and not self._dense_ok(*self._W.shape):
+            self._W = None
         if isinstance(self._W, np.ndarray):
             self._W[:, j] = 0.0
             self._W[pos, j] = self._vals[j]
@@ -165,7 +188,7 @@ class ColumnStack:
         """The (len(union) x n_vectors) matrix, dense or CSC."""
         if self._W is None:
             k, m = int(self.cols.size), len(self._pos)
-            if k * m <= self.dense_limit:
+            if self._dense_ok(k, m):
                 self._buf = np.zeros((k, m))
                 for j, (pos, vals) in enumerate(zip(self._pos, self._vals, strict=True)):
                     self._buf[pos, j] = vals

@@ -1,0 +1,85 @@
+"""ColumnStack: the stacked profile vectors, dense or sparse by size and density."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sift.filters.sparse import ColumnStack
+
+F = 64  # hashed columns in these small cases
+
+
+def _vector(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    cols = np.sort(rng.choice(F, size=n, replace=False))
+    return cols, rng.normal(size=n)
+
+
+def _docs(rng: np.random.Generator, m: int) -> sp.csr_matrix:
+    X = sp.random(m, F, density=0.2, random_state=np.random.RandomState(int(rng.integers(2**31))), format="csr")
+    return sp.csr_matrix(X)
+
+
+def _expected(vectors: list[tuple[np.ndarray, np.ndarray]], X: sp.csr_matrix) -> np.ndarray:
+    W = np.zeros((F, len(vectors)))
+    for j, (cols, vals) in enumerate(vectors):
+        W[cols, j] = vals
+    return np.asarray(X @ W)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), sizes=st.lists(st.integers(0, F), min_size=1, max_size=6),
+       changes=st.lists(st.tuples(st.integers(0, 5), st.integers(0, F)), max_size=6))
+def test_dense_and_sparse_forms_give_the_same_products(seed: int, sizes: list[int],
+                                                       changes: list[tuple[int, int]]) -> None:
+    """Forced dense, forced sparse and the automatic choice agree bit for bit, through
+    replacements that grow the union, and equal the product with the written-out matrix."""
+    rng = np.random.default_rng(seed)
+    vectors = [_vector(rng, n) for n in sizes]
+    stacks = {
+        "dense": ColumnStack(F, vectors, dense_limit=10**9),
+        "sparse": ColumnStack(F, vectors, dense_limit=0, dense_density=2.0),
+        "auto": ColumnStack(F, vectors, dense_limit=0),
+    }
+    X = _docs(rng, 7)
+    for j, n in [(0, 0), *changes]:
+        j %= len(vectors)
+        vectors[j] = _vector(rng, n)
+        for s in stacks.values():
+            s.replace(j, *vectors[j])
+        out = {k: s.product(X) for k, s in stacks.items()}
+        assert isinstance(stacks["dense"].matrix(), np.ndarray)
+        W = stacks["sparse"].matrix()
+        assert sp.issparse(W) or W.size == 0  # an empty stack has no cell to store
+        assert np.array_equal(out["dense"], out["sparse"])
+        assert np.array_equal(out["auto"], out["sparse"])
+        assert out["sparse"] == pytest.approx(_expected(vectors, X))
+
+
+def test_a_stack_goes_dense_when_its_entries_fill_a_third_of_the_cells() -> None:
+    rng = np.random.default_rng(0)
+    full = [(np.arange(F), rng.normal(size=F)) for _ in range(4)]  # every cell stored
+    # one entry each, beside one vector over every column: 68 of 5 x 64 cells (21 %)
+    thin = [*((np.array([j]), np.array([1.0])) for j in range(4)), (np.arange(F), np.ones(F))]
+    assert isinstance(ColumnStack(F, full, dense_limit=0).matrix(), np.ndarray)
+    assert sp.issparse(ColumnStack(F, thin, dense_limit=0).matrix())
+    assert isinstance(ColumnStack(F, thin, dense_limit=0, dense_density=0.2).matrix(), np.ndarray)
+    # nor beyond dense_max cells, however dense
+    assert sp.issparse(ColumnStack(F, full, dense_limit=0, dense_max=F * 4 - 1).matrix())
+
+
+def test_a_dense_stack_turns_sparse_when_replacements_thin_it_out() -> None:
+    rng = np.random.default_rng(1)
+    stack = ColumnStack(F, [(np.arange(F), rng.normal(size=F)) for _ in range(3)], dense_limit=0)
+    assert isinstance(stack.matrix(), np.ndarray)
+    for j in range(3):
+        stack.replace(j, np.array([j]), np.array([2.0]))
+    X = _docs(rng, 5)
+    assert sp.issparse(stack.matrix())
+    expected = np.zeros((5, 3))
+    for j in range(3):
+        expected[:, j] = 2.0 * X[:, j].toarray().ravel()
+    assert np.array_equal(stack.product(X), expected)
