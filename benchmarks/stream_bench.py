@@ -158,8 +158,11 @@ def measure(workers: list[WorkerProcess], key: str, base: int, target: int,
                 or time.monotonic() > deadline:
             break
         time.sleep(TICK)
-    if t0 is None or last == first:
+    if t0 is None:
         raise TimeoutError(f"{key}: {last - base} of {target - base} in {timeout:.0f}s")
+    if last == first:  # one sample saw them all: no interval to time them over
+        raise ValueError(f"{key}: all {last - base} counted between two samples "
+                         f"({TICK} s apart): too few to time, send more")
     assert t0 is not None and c0 is not None
     n = last - first  # counted from the first sample that moved
     wall = max(t1 - t0, 1e-9)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -72,6 +73,25 @@ class StopWatchdog:
         self.exit(1)
 
 
+def freeze_heap() -> int:
+    """Collect once, then move every object alive now out of the collector's reach
+    (``gc.freeze``); return how many were frozen.
+
+    Found in the eighth session, timing the collector in a worker holding 1,000
+    profiles: each full (generation 2) collection walked 145,000-194,000 objects,
+    nearly all of them the code of the imported libraries (functions, tuples, dicts,
+    classes of Faust, aiokafka, numpy, scipy), and took 63-119 ms, during which no
+    document was scored; at 1,000 documents a second one such pause holds up about a
+    hundred documents, one percent of a ten-second window, so it set the decision
+    latency's 99th percentile. Frozen objects are still freed when their references go
+    (only cycles among them wait); the worker calls this after building the app and
+    again once it has started.
+    """
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 def run(args: argparse.Namespace) -> int:
     from faust import Worker as FaustWorker
 
@@ -87,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     level = settings.log_level.upper()
     logging.basicConfig(level=level, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     watchdog = StopWatchdog(settings.stop_timeout)
+    freeze_heap()
 
     class Worker(FaustWorker):  # type: ignore[misc]
         def _schedule_shutdown(self, signal: Any) -> None:  # SIGTERM, SIGINT
@@ -96,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
         def stop_and_shutdown(self) -> None:  # also the way out after a crash
             watchdog.arm()
             super().stop_and_shutdown()
+
+        async def on_startup_finished(self) -> None:
+            await super().on_startup_finished()
+            log.info("froze %d objects out of the garbage collector's passes", freeze_heap())
 
     fw = Worker(worker.app, loglevel=level, quiet=True, redirect_stdouts=False)
     try:
