@@ -392,13 +392,19 @@ def scale_out(base: Settings, corpus: Corpus, n_prof: int, n_docs: int, partitio
 
 
 def judgments(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], n: int,
-              n_profiles: int) -> dict[str, Any]:
-    """``n`` judgments of recently scored documents, spread over the profiles."""
+              n_profiles: int, since: int = 0) -> dict[str, Any]:
+    """``n`` judgments of recently scored documents, spread over the profiles.
+
+    The documents are among the last 5,000 sent from serial ``since`` on (when the
+    workers started): a worker keeps the vectors of the documents it scored, so a
+    judgment of one scored by an earlier worker is dead-lettered (``unknown_document``)
+    and never counted.
+    """
     # let the backlog of the latency runs drain: a judgment needs its document scored
     wait_for(lambda: _still(workers, "scored"), 600, "backlog drained")
     rng = random.Random(1)
     recent = [f"{corpus.test[i % len(corpus.test)].id}-{i}"
-              for i in range(max(corpus.serial - 5000, 0), corpus.serial)]
+              for i in range(max(corpus.serial - 5000, since), corpus.serial)]
     js = [{"id": uuid.uuid4().hex, "doc_id": rng.choice(recent),
            "profile": f"p{rng.randrange(n_profiles):04d}", "relevant": rng.random() < 0.3}
           for _ in range(n)]
@@ -460,6 +466,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         r["batched_100"] = throughput(settings, corpus, 1, args.batched, 100, tmp / run_id, n_prof)
         print(f"  100 documents per message: {r['batched_100']}", flush=True)
         workers = start_workers(settings, 1, tmp / run_id / "live")
+        since = corpus.serial
         try:
             # warm up: the worker decodes its profiles lazily, on its first scoring batch;
             # latency is measured on a worker that has done that
@@ -468,7 +475,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 key = f"latency_1000_per_s_{per}_per_message"
                 r[key] = latency(settings, corpus, workers, 1000.0, args.latency_s, per)
                 print(f"  latency ({per} per message): {r[key]}", flush=True)
-            r["judgments"] = judgments(settings, corpus, workers, args.judgments, n_prof)
+            r["judgments"] = judgments(settings, corpus, workers, args.judgments, n_prof, since)
             print(f"  judgments: {r['judgments']}", flush=True)
         finally:
             for w in workers:
