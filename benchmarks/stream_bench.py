@@ -379,7 +379,7 @@ def scale_out(base: Settings, corpus: Corpus, n_prof: int, n_docs: int, partitio
         b0 = cpu_seconds(broker_pid) if broker_pid else None
         w0 = time.monotonic()
         r = steady_throughput(settings, corpus, n, n_docs, 100, tmp, n_prof)
-        if b0 is not None and broker_pid:
+        if b0 is not None:
             r["broker_cpu_seconds_whole_phase"] = round(cpu_seconds(broker_pid) - b0, 2)
             r["phase_seconds"] = round(time.monotonic() - w0, 1)
         out["steady"][f"{n}_workers"] = r

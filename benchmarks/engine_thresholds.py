@@ -1,0 +1,198 @@
+"""Where the adaptive thresholds lose, on the validation split (first 70 % of the
+Reuters-21578 training file as training, the last 30 % as the stream); never the
+test stream. Writes ``benchmarks/results/engine_thresholds.json``.
+
+    .venv/bin/python benchmarks/engine_thresholds.py seeds 0,1,2 base min_neg_rank=50
+    .venv/bin/python benchmarks/engine_thresholds.py fixed        # seed 0
+    .venv/bin/python benchmarks/engine_thresholds.py oracle-start # seed 0
+
+``seeds``: Rocchio replays of each variant (``key=value`` pairs as in
+``benchmarks/engine_variants.py``; ``base`` for the defaults), macro T11SU / T11F averaged
+over the seeds. ``fixed``: each profile's initial model with a fixed threshold: TROT's
+first one, a score-distribution threshold (normal relevant and exponential non-relevant
+scores fitted by EM to the pseudo-negatives' leave-one-out scores with the positives',
+delivering while the posterior is at least 1/3, after Arampatzis et al.) and the best one
+for the stream (hindsight). ``oracle-start``: every profile started at that best fixed
+threshold, then adaptive (update every) and kept fixed (update never): a diagnostic
+that uses the answers.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+from engine_variants import _value
+
+from sift.filters.measures import t11f, t11su
+from sift.filters.profile import DEFAULT_PSEUDOLABEL
+from sift.filters.vectorize import Vectorizer
+from sift.replay import (
+    BankFilterer,
+    Corpus,
+    ReplayConfig,
+    build_bank,
+    default_specs,
+    evaluate,
+    load_corpus,
+    replay,
+    run_protocol,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks/results/engine_thresholds.json"
+
+
+def validation() -> Corpus:
+    corpus = load_corpus(ROOT / "data/reuters21578/train.jsonl.gz", ROOT / "data/reuters21578/test.jsonl.gz")
+    cut = int(len(corpus.train) * 0.7)
+    return Corpus(corpus.train[:cut], corpus.train[cut:])
+
+
+def config(spec: str, seed: int, update: str = "every") -> ReplayConfig:
+    pseudo, model_params, profile = dict(DEFAULT_PSEUDOLABEL), {}, {}
+    for kv in spec.split(","):
+        if kv in ("", "base"):
+            continue
+        key, _, raw = kv.partition("=")
+        if key.startswith("mp_"):
+            model_params[key[3:]] = _value(raw)
+        elif key in pseudo:
+            pseudo[key] = _value(raw)
+        else:
+            profile[key] = _value(raw)
+    return ReplayConfig(model="rocchio", update=update, pseudolabel=pseudo, seed=seed,
+                        model_params=model_params, profile_params=profile)
+
+
+def seeds(val: Corpus, seed_list: list[int], variants: list[str]) -> dict[str, Any]:
+    out = {}
+    for spec in variants:
+        runs = [replay(val, config(spec, s)).metrics for s in seed_list]
+        out[spec] = {"seeds": seed_list,
+                     "macro_t11su": float(np.mean([m["macro_t11su"] for m in runs])),
+                     "macro_t11f": float(np.mean([m["macro_t11f"] for m in runs])),
+                     "per_seed": [(m["macro_t11su"], m["macro_t11f"]) for m in runs]}
+        print(f"{spec:40s} T11SU {out[spec]['macro_t11su']:.4f} T11F {out[spec]['macro_t11f']:.4f}",
+              flush=True)
+    return out
+
+
+def mixture_threshold(u: np.ndarray, pos: np.ndarray, top: float = 0.2, iters: int = 50) -> float:
+    """Normal (relevant) + exponential (non-relevant) fitted by EM to the top ``top`` of
+    the unlabelled scores ``u``, the positives' scores ``pos`` held relevant; the lowest
+    score down to which delivering keeps the expected utility 2a - b highest."""
+    u = np.sort(u)[::-1][: max(int(top * u.size), 20)]
+    x0 = u.min()
+    mu, sd = pos.mean(), max(pos.std(), 0.05)
+    pi, lam = 0.1, 1.0 / max((u - x0).mean(), 1e-6)
+
+    def densities(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        fr = np.exp(-0.5 * ((x - mu) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
+        return fr, lam * np.exp(-lam * (x - x0))
+
+    for _ in range(iters):
+        fr, fn = densities(u)
+        r = pi * fr / (pi * fr + (1 - pi) * fn + 1e-300)
+        pi = max(r.mean(), 1e-4)
+        wr, xr = np.concatenate([r, np.ones(pos.size)]), np.concatenate([u, pos])
+        mu = (wr * xr).sum() / wr.sum()
+        sd = max(math.sqrt((wr * (xr - mu) ** 2).sum() / wr.sum()), 0.02)
+        lam = (1 - r).sum() / max(((1 - r) * (u - x0)).sum(), 1e-9)
+    fr, fn = densities(u)
+    util = np.cumsum(3 * (pi * fr / (pi * fr + (1 - pi) * fn + 1e-300)) - 1)
+    k = int(np.argmax(util))
+    return float(u[k]) if util[k] > 0 else math.inf
+
+
+def best_fixed(scores: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """The stream's best fixed threshold for T11SU (hindsight) and its value."""
+    o = np.argsort(-scores)
+    a, b, r = np.cumsum(y[o]), np.cumsum(~y[o]), int(y.sum())
+    su = np.array([t11su(a[k], b[k], r - a[k], 0) for k in range(o.size)])
+    k = int(np.argmax(su))
+    return (float(scores[o[k]]), float(su[k])) if su[k] > 1 / 3 else (math.inf, 1 / 3)
+
+
+def fixed_and_oracle(val: Corpus, what: str) -> dict[str, Any]:
+    vec = Vectorizer().fit(d.text for d in val.train)
+    X_train = vec.transform([d.text for d in val.train])
+    X_test = vec.transform([d.text for d in val.test])
+    specs = default_specs(val)
+    out: dict[str, Any] = {}
+    for update in (("every",) if what == "fixed" else ("every", "never")):
+        bank, n_init = build_bank(val, specs, config("base", 0, update), vec, X_train)
+        sums: dict[str, list[float]] = {"trot": [0, 0], "mixture": [0, 0], "best": [0, 0]}
+        rows: dict[str, Any] = {}
+        n = 0
+        for s in specs:
+            p = bank[s.profile]
+            y = np.array([s.profile in d.topics for d in val.test])
+            scores = p.score(X_test)
+            best_thr, _ = best_fixed(scores, y)
+            if what == "oracle-start":
+                p.threshold_ = best_thr
+                p.version_ += 1
+                continue
+            if not y.any():
+                continue
+            ex, loo = p.examples_, p.model_.loo_scores()
+            thr = {"trot": p.threshold_, "best": best_thr,
+                   "mixture": mixture_threshold(loo[(ex.labels < 0) & ~ex.real],
+                                                loo[(ex.labels > 0) & ex.real])}
+            r = int(y.sum())
+            top = np.argsort(-scores)[:5]
+            row: dict[str, Any] = {
+                "relevant_in_stream": r, "precision_of_top_5": float(y[top].mean()),
+                "positive_loo": sorted(loo[(ex.labels > 0) & ex.real].tolist(), reverse=True),
+                "top_pseudo_negative_loo": sorted(loo[(ex.labels < 0) & ~ex.real].tolist(),
+                                                  reverse=True)[:8]}
+            for k, t in thr.items():
+                d = scores >= t
+                a, b = int((d & y).sum()), int((d & ~y).sum())
+                sums[k][0] += t11su(a, b, r - a, 0)
+                sums[k][1] += t11f(a, b, r - a, 0)
+                row[k] = {"threshold": None if math.isinf(t) else t, "delivered": a + b,
+                          "t11su": float(t11su(a, b, r - a, 0))}
+            rows[s.profile] = row
+            n += 1
+        if what == "fixed":
+            out = {k: {"macro_t11su": v[0] / n, "macro_t11f": v[1] / n} for k, v in sums.items()}
+            out["profiles"] = n
+            out["per_profile"] = rows
+        else:
+            hits = run_protocol(BankFilterer(bank), X_test, val.test, feedback=True, batch_size=256)
+            m = evaluate(hits, val.test, [s.profile for s in specs], n_initial=n_init)
+            out[update] = {"macro_t11su": m["macro_t11su"], "macro_t11f": m["macro_t11f"],
+                           "per_profile": m["per_profile"]}
+    print({k: v if not isinstance(v, dict) else {kk: vv for kk, vv in v.items() if kk != "per_profile"}
+           for k, v in out.items() if k != "per_profile"}, flush=True)
+    return out
+
+
+def main(argv: list[str]) -> None:
+    if not argv or argv[0] not in ("seeds", "fixed", "oracle-start"):
+        sys.exit(__doc__)
+    val = validation()
+    result = orjson.loads(OUT.read_bytes()) if OUT.exists() else {}
+    if argv[0] == "seeds":
+        if len(argv) < 3:
+            sys.exit(__doc__)
+        result.setdefault("seeds", {}).update(
+            seeds(val, [int(s) for s in argv[1].split(",")], argv[2:]))
+    else:
+        result[argv[0]] = fixed_and_oracle(val, argv[0])
+    OUT.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
