@@ -30,10 +30,9 @@ from typing import Any
 
 import numpy as np
 import orjson
-from engine_variants import _value
+from engine_variants import validation_corpus, variant_params
 
 from sift.filters.measures import t11f, t11su
-from sift.filters.profile import DEFAULT_PSEUDOLABEL
 from sift.filters.vectorize import Vectorizer
 from sift.replay import (
     BankFilterer,
@@ -42,7 +41,6 @@ from sift.replay import (
     build_bank,
     default_specs,
     evaluate,
-    load_corpus,
     replay,
     run_protocol,
 )
@@ -51,24 +49,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks/results/engine_thresholds.json"
 
 
-def validation() -> Corpus:
-    corpus = load_corpus(ROOT / "data/reuters21578/train.jsonl.gz", ROOT / "data/reuters21578/test.jsonl.gz")
-    cut = int(len(corpus.train) * 0.7)
-    return Corpus(corpus.train[:cut], corpus.train[cut:])
-
-
 def config(spec: str, seed: int, update: str = "every") -> ReplayConfig:
-    pseudo, model_params, profile = dict(DEFAULT_PSEUDOLABEL), {}, {}
-    for kv in spec.split(","):
-        if kv in ("", "base"):
-            continue
-        key, _, raw = kv.partition("=")
-        if key.startswith("mp_"):
-            model_params[key[3:]] = _value(raw)
-        elif key in pseudo:
-            pseudo[key] = _value(raw)
-        else:
-            profile[key] = _value(raw)
+    pseudo, model_params, profile = variant_params(spec)
     return ReplayConfig(model="rocchio", update=update, pseudolabel=pseudo, seed=seed,
                         model_params=model_params, profile_params=profile)
 
@@ -181,7 +163,7 @@ def fixed_and_oracle(val: Corpus, what: str) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     if not argv or argv[0] not in ("seeds", "fixed", "oracle-start"):
         sys.exit(__doc__)
-    val = validation()
+    val = validation_corpus()
     result = orjson.loads(OUT.read_bytes()) if OUT.exists() else {}
     if argv[0] == "seeds":
         if len(argv) < 3:

@@ -40,23 +40,38 @@ def _value(v: str) -> Any:
             return v
 
 
+def validation_corpus() -> Corpus:
+    """The validation split: the first 70 % of the training file as training, the rest
+    as the stream."""
+    corpus = load_corpus(ROOT / "data/reuters21578/train.jsonl.gz", ROOT / "data/reuters21578/test.jsonl.gz")
+    cut = int(len(corpus.train) * 0.7)
+    return Corpus(corpus.train[:cut], corpus.train[cut:])
+
+
+def variant_params(spec: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """``(pseudolabel, model_params, profile_params)`` of a variant: comma-separated
+    ``key=value`` pairs (see the module docstring); ``base`` or nothing: the defaults."""
+    pseudo, model_params, profile = dict(DEFAULT_PSEUDOLABEL), {}, {}
+    for kv in spec.split(","):
+        if kv in ("", "base"):
+            continue
+        key, _, raw = kv.partition("=")
+        if key.startswith("mp_"):
+            model_params[key[3:]] = _value(raw)
+        elif key in pseudo:
+            pseudo[key] = _value(raw)
+        else:
+            profile[key] = _value(raw)
+    return pseudo, model_params, profile
+
+
 def main(argv: list[str]) -> None:
     if len(argv) < 3:
         sys.exit(__doc__)
     model, update, *variants = argv
-    corpus = load_corpus(ROOT / "data/reuters21578/train.jsonl.gz", ROOT / "data/reuters21578/test.jsonl.gz")
-    cut = int(len(corpus.train) * 0.7)
-    val = Corpus(corpus.train[:cut], corpus.train[cut:])
+    val = validation_corpus()
     for spec in variants:
-        pseudo, model_params, profile = dict(DEFAULT_PSEUDOLABEL), {}, {}
-        for kv in spec.split(","):
-            key, _, raw = kv.partition("=")
-            if key.startswith("mp_"):
-                model_params[key[3:]] = _value(raw)
-            elif key in pseudo:
-                pseudo[key] = _value(raw)
-            else:
-                profile[key] = _value(raw)
+        pseudo, model_params, profile = variant_params(spec)
         t0 = time.process_time()
         m = replay(val, ReplayConfig(model=model, update=_value(update), pseudolabel=pseudo,
                                      model_params=model_params, profile_params=profile)).metrics
