@@ -146,12 +146,16 @@ class Profile:
         examples: e.g. its pseudo-negatives, a random sample of the unlabelled training
         documents, outweigh its three positives, as for a category that is a large share
         of the collection) would never deliver, never be judged and never recover. With
-        ``silent_explore`` (default) such a profile is marked ``silenced_`` and from then
-        on its threshold is at most :meth:`silent_threshold`: it delivers at least the top
-        ``fallback_rate`` of the unlabelled sample while the ``explore_window``
-        lowest-scoring real examples are mostly relevant (the gate of ``explore``), so
-        relevant feedback keeps it exploring and junk at the bottom stops it. Chosen on
-        the validation split (there ``earn`` 0.33 -> 0.71 to 0.81 T11SU over 3 seeds).
+        ``silent_explore`` (default) such a profile is ``silenced_`` and its threshold is
+        at most :meth:`silent_threshold`: it delivers at least the top ``fallback_rate``
+        of the unlabelled sample while the ``explore_window`` lowest-scoring real
+        examples are mostly relevant (the gate of ``explore``), so relevant feedback
+        keeps it exploring and junk at the bottom stops it. A profile silenced by its
+        initial training stays silenced (its feedback soon gives TROT a finite but
+        still too high threshold); one silenced later only while TROT answers No. So
+        the flag depends on the state alone, not on how often the threshold was
+        re-trained, and :meth:`learn_many` stays exact. Chosen on the validation split
+        (there ``earn`` 0.33 -> 0.71 to 0.81 T11SU over 3 seeds).
     explore, explore_rate, explore_window, explore_precision
         Exploration below TROT's threshold. Only delivered documents are judged, so no
         relevant document below the threshold is ever seen and TROT's threshold can only
@@ -175,7 +179,10 @@ class Profile:
     n_relevant_ : int
         Relevant judgments applied since :meth:`fit` (they drive exploration).
     silenced_ : bool
-        TROT has answered No to everything since :meth:`fit` (see ``silent_explore``).
+        The threshold is capped by :meth:`silent_threshold` (see ``silent_explore``):
+        TROT answered No to everything at :meth:`fit` (``silenced_at_fit_``) or does now.
+    silenced_at_fit_ : bool
+        TROT answered No to everything after the initial training.
     n_judged_ : int
         Real judgments applied. ``n_pending_`` wait in the buffer; ``n_ignored_`` were
         dropped by ``update="never"``.
@@ -252,7 +259,7 @@ class Profile:
         self._fitted = False
         self.fallback_threshold_ = math.inf
         self.n_relevant_ = 0
-        self.silenced_ = False
+        self.silenced_ = self.silenced_at_fit_ = False
 
     # -- configuration ----------------------------------------------------------------
     def get_params(self) -> dict[str, Any]:
@@ -352,7 +359,7 @@ class Profile:
                 self.examples_.add(sub, lab[rows], weights[rows], real[rows], share=share)
         self._fitted = True
         self.n_relevant_ = 0
-        self.silenced_ = False
+        self.silenced_ = self.silenced_at_fit_ = False
         self.fallback_threshold_ = math.inf
         ex = self.examples_
         # no positive TROT may use (pseudo-positives are left out of it by default): a
@@ -367,6 +374,7 @@ class Profile:
             if cut > 0:
                 self.fallback_threshold_ = cut
         self._rethreshold()
+        self.silenced_at_fit_ = self.silenced_
 
     # -- scoring ------------------------------------------------------------------------
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
@@ -463,8 +471,7 @@ class Profile:
             loo = self.model_.loo_scores()
             scores, labels, weights = loo[trusted], ex.labels[trusted], ex.weights[trusted]
             thr = trot(scores, labels, weights, measure=self.measure, placement=self.threshold_placement)
-            if math.isinf(thr) and self.silent_explore:
-                self.silenced_ = True
+            self.silenced_ = self.silent_explore and (math.isinf(thr) or self.silenced_at_fit_)
             if self.silenced_:
                 thr = min(thr, self.silent_threshold(loo))
             share = self.explore_share(loo) if math.isfinite(thr) else 0.0
@@ -475,6 +482,7 @@ class Profile:
             self.threshold_ = thr
         else:
             self.threshold_ = self.fallback_threshold_
+            self.silenced_ = False
         self.version_ += 1
 
     def silent_threshold(self, loo: NDArray[np.float64] | None = None) -> float:
@@ -570,6 +578,7 @@ class Profile:
             "n_ignored": self.n_ignored_,
             "n_relevant": self.n_relevant_,
             "silenced": self.silenced_,
+            "silenced_at_fit": self.silenced_at_fit_,
             "model": self.model_.state_dict(),
             "examples": self.examples_.to_state(),
             "pending": {"X": encode_csr(pend), "labels": plab, "weights": pw},
@@ -613,9 +622,12 @@ class Profile:
             p.n_ignored_ = decode_count(s["n_ignored"], name="profile.n_ignored")
             p.n_relevant_ = decode_count(s.get("n_relevant", 0), name="profile.n_relevant")
             silenced = s.get("silenced", False)
-            if not isinstance(silenced, bool):
-                raise StateError(f"profile: silenced must be a boolean, got {silenced!r}")
-            p.silenced_ = silenced
+            # states written before the flag existed: their sticky flag is the best guess
+            at_fit = s.get("silenced_at_fit", silenced)
+            for key, flag in (("silenced", silenced), ("silenced_at_fit", at_fit)):
+                if not isinstance(flag, bool):
+                    raise StateError(f"profile: {key} must be a boolean, got {flag!r}")
+            p.silenced_, p.silenced_at_fit_ = silenced, at_fit
             pend = decode_csr(s["pending"]["X"], name="pending")
             labels = list(s["pending"]["labels"])
             weights = list(s["pending"]["weights"])

@@ -263,6 +263,39 @@ def test_learn_many_equals_one_by_one(vec: Vectorizer, model: str, update, judgm
     assert one.threshold_ == many.threshold_ and one.n_pending_ == many.n_pending_
 
 
+def test_silencing_depends_on_the_state_not_on_how_often_it_was_rethresholded(vec: Vectorizer) -> None:
+    """The case hypothesis found: one by one, the sixth re-threshold answers No (+inf); the
+    batch never sees that intermediate state. Both end in the same state, flag included."""
+    X = vec.transform(TRAIN)
+    rows = [0, 0, 0, 1, 1, 2, 0]
+    one = _fit(vec, "kantor", max_examples=20)
+    many = _fit(vec, "kantor", max_examples=20)
+    flags = []
+    for i in rows:
+        one.learn_one(X[i], relevant=False)
+        flags.append((one.threshold_ == math.inf, one.silenced_))
+    assert (True, True) in flags  # the intermediate silencing happens one by one ...
+    many.learn_many(X[rows], [False] * len(rows))
+    # ... and ends with the state that caused it
+    assert one.silenced_ == many.silenced_ == (one.threshold_ == math.inf)
+    assert not one.silenced_at_fit_
+    assert one.threshold_ == many.threshold_
+
+
+def test_silenced_at_fit_survives_a_round_trip_and_old_states_read(vec: Vectorizer) -> None:
+    p = _fit(vec, "kantor")
+    p.silenced_at_fit_ = True
+    state = orjson.loads(orjson.dumps(p.to_state(), option=orjson.OPT_SERIALIZE_NUMPY))
+    assert Profile.from_state(state, vec.feature_weights()).silenced_at_fit_
+    old = dict(state)
+    del old["silenced_at_fit"]  # written before the flag: the sticky flag stands in
+    old["silenced"] = True
+    assert Profile.from_state(old, vec.feature_weights()).silenced_at_fit_
+    old["silenced_at_fit"] = "yes"
+    with pytest.raises(StateError, match="silenced_at_fit must be a boolean, got 'yes'"):
+        Profile.from_state(old, vec.feature_weights())
+
+
 def test_learn_many_rejects_bad_shapes_and_weights(vec: Vectorizer) -> None:
     p = _fit(vec)
     X = vec.transform(TRAIN[:2])
