@@ -8,7 +8,8 @@ test stream. Writes ``benchmarks/results/engine_thresholds.json``.
 
 ``seeds``: Rocchio replays of each variant (``key=value`` pairs as in
 ``benchmarks/engine_variants.py``; ``base`` for the defaults), macro T11SU / T11F averaged
-over the seeds. ``fixed``: each profile's initial model with a fixed threshold: TROT's
+over the seeds; ``seeds 0,1,2 --model knn base mp_query_weight=0`` replays another model
+(its rows keyed ``knn:<variant>``). ``fixed``: each profile's initial model with a fixed threshold: TROT's
 first one, a score-distribution threshold (normal relevant and exponential non-relevant
 scores fitted by EM to the pseudo-negatives' leave-one-out scores with the positives',
 delivering while the posterior is at least 1/3, after Arampatzis et al.) and the best one
@@ -49,16 +50,17 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks/results/engine_thresholds.json"
 
 
-def config(spec: str, seed: int, update: str = "every") -> ReplayConfig:
+def config(spec: str, seed: int, update: str = "every", model: str = "rocchio") -> ReplayConfig:
     pseudo, model_params, profile = variant_params(spec)
-    return ReplayConfig(model="rocchio", update=update, pseudolabel=pseudo, seed=seed,
+    return ReplayConfig(model=model, update=update, pseudolabel=pseudo, seed=seed,
                         model_params=model_params, profile_params=profile)
 
 
-def seeds(val: Corpus, seed_list: list[int], variants: list[str]) -> dict[str, Any]:
+def seeds(val: Corpus, seed_list: list[int], variants: list[str], model: str = "rocchio") -> dict[str, Any]:
     out = {}
-    for spec in variants:
-        runs = [replay(val, config(spec, s)).metrics for s in seed_list]
+    for variant in variants:
+        runs = [replay(val, config(variant, s, model=model)).metrics for s in seed_list]
+        spec = variant if model == "rocchio" else f"{model}:{variant}"
         out[spec] = {"seeds": seed_list,
                      "macro_t11su": float(np.mean([m["macro_t11su"] for m in runs])),
                      "macro_t11f": float(np.mean([m["macro_t11f"] for m in runs])),
@@ -166,10 +168,13 @@ def main(argv: list[str]) -> None:
     val = validation_corpus()
     result = orjson.loads(OUT.read_bytes()) if OUT.exists() else {}
     if argv[0] == "seeds":
+        model = "rocchio"
+        if len(argv) > 3 and argv[2] == "--model":
+            model, argv = argv[3], argv[:2] + argv[4:]
         if len(argv) < 3:
             sys.exit(__doc__)
         result.setdefault("seeds", {}).update(
-            seeds(val, [int(s) for s in argv[1].split(",")], argv[2:]))
+            seeds(val, [int(s) for s in argv[1].split(",")], argv[2:], model))
     else:
         result[argv[0]] = fixed_and_oracle(val, argv[0])
     OUT.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))

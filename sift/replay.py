@@ -157,7 +157,8 @@ class FullTrainingConfig:
     knn_normalize: bool = True
     model_params: dict[str, dict[str, Any]] = field(
         default_factory=lambda: {
-            "knn": {"k": 100},
+            # the pool is the shared training matrix, every row labelled: no query row
+            "knn": {"k": 100, "query_weight": 0.0},
             "rocchio": {"alpha": 1.0, "beta": 16.0, "gamma": 24.0, "corpus_weight": "idf",
                         "nonnegative": False},
         })

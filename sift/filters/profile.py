@@ -341,6 +341,7 @@ class Profile:
             if isinstance(self.model_, KNN):  # kNN needs its pool before it can score
                 rows = np.flatnonzero(real)
                 self.examples_.add(X_train[rows], lab[rows], weights[rows], real[rows])
+                self._add_query_example(q)
             scores = self.model_.score(X_train)
             rng = np.random.default_rng(self.seed)
             idx, plab, pw = self._pseudo.select(scores, lab, rng)
@@ -357,6 +358,7 @@ class Profile:
                 share = rows.size == m
                 sub = X_train if share else X_train[rows]
                 self.examples_.add(sub, lab[rows], weights[rows], real[rows], share=share)
+        self._add_query_example(q)
         self._fitted = True
         self.n_relevant_ = 0
         self.silenced_ = self.silenced_at_fit_ = False
@@ -375,6 +377,13 @@ class Profile:
                 self.fallback_threshold_ = cut
         self._rethreshold()
         self.silenced_at_fit_ = self.silenced_
+
+    def _add_query_example(self, q: sp.csr_matrix | None) -> None:
+        """kNN's pool takes the query as a relevant pseudo-document (``query_weight``)."""
+        model = self.model_
+        if isinstance(model, KNN) and model.query_weight > 0 and q is not None and q.nnz:
+            self.examples_.add(q, np.ones(1, np.int8), np.array([float(model.query_weight)]),
+                               np.zeros(1, bool))
 
     # -- scoring ------------------------------------------------------------------------
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:

@@ -174,3 +174,42 @@ def test_knn_normalized_vote_is_the_relevant_share_of_similarity() -> None:
     np.testing.assert_allclose(m.loo_scores()[0], 1.0)
     with pytest.raises(ParameterError, match="normalize must be a bool"):
         KNN(normalize="yes")  # type: ignore[arg-type]
+
+
+def test_knn_query_weight_is_validated() -> None:
+    with pytest.raises(ParameterError, match="query_weight must be a finite number >= 0, got -1"):
+        KNN(query_weight=-1)
+    with pytest.raises(ParameterError, match="query_weight"):
+        KNN(query_weight=float("nan"))
+    assert KNN(query_weight=0).get_params()["query_weight"] == 0
+
+
+def test_knn_profile_pools_its_query_as_a_pseudo_positive() -> None:
+    from sift.filters.profile import Profile
+    from sift.filters.vectorize import Vectorizer
+
+    train = ["wheat crop", "corn crop", "oil price", "gold mine", "oil well", "wheat price"]
+    vec = Vectorizer(n_features=2**10).fit(train)
+    X = vec.transform(train)
+    q = vec.transform(["wheat"])
+
+    def fit(**mp: float) -> Profile:
+        p = Profile("wheat", query="wheat", model="knn", model_params=mp, pseudolabel={})
+        p.fit(q, X, positives=[0], feature_weights=vec.feature_weights())
+        return p
+
+    p = fit(query_weight=2.0)
+    ex = p.examples_
+    assert len(ex) == 2  # the positive, then the query
+    assert ex.labels.tolist() == [1, 1] and ex.weights.tolist() == [1.0, 2.0]
+    assert ex.real.tolist() == [True, False]  # a pseudo-positive: out of TROT by default
+    assert (ex.X[1] != q).nnz == 0
+    # "wheat price" is voted for by the query only (k = 30 takes the whole pool)
+    s = p.score(vec.transform(["wheat price"]))[0]
+    assert s == pytest.approx(2.0 * float((q @ vec.transform(["wheat price"]).T).toarray()[0, 0]) +
+                              float((X[0] @ vec.transform(["wheat price"]).T).toarray()[0, 0]))
+    assert len(fit(query_weight=0.0).examples_) == 1
+    # a query-only profile now scores what matches its query, and delivers its top share
+    only = Profile("oil", query="oil", model="knn", pseudolabel={}, fallback_rate=0.3)
+    only.fit(vec.transform(["oil"]), X, feature_weights=vec.feature_weights())
+    assert only.decide(vec.transform(["oil price", "gold mine"])).tolist() == [True, False]
