@@ -49,9 +49,10 @@ def _float(v: float) -> float | None:
 
 def replay(model: str, cap: int, cat: str) -> dict[str, Any]:
     vec, X_train, X_test, gold_train, gold_test = _data()
-    # kNN without the query in its pool, as when the run was recorded (the state digest
-    # was regenerated when kNN's parameters gained query_weight, the values were not)
-    params = {"query_weight": 0.0} if model == "knn" else {}
+    # kNN without the query in its pool and Kantor's query at weight 1, as when the run
+    # was recorded (the state digests were regenerated when the two models' parameters
+    # gained query_weight; the values were not)
+    params = {"knn": {"query_weight": 0.0}, "kantor": {"query_weight": 1.0}}.get(model, {})
     p = Profile(cat, query=cat, model=model, model_params=params, max_examples=cap, seed=3)
     pos = [i for i, g in enumerate(gold_train) if cat in g][:3]
     p.fit(vec.transform([cat]), X_train, positives=pos, feature_weights=vec.feature_weights())

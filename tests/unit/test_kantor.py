@@ -11,8 +11,8 @@ from sift.filters.examples import ExampleSet
 from sift.filters.kantor import Kantor
 
 
-def _model(query: list[float] | None, a: float = 0.99) -> Kantor:
-    m = Kantor(a=a)
+def _model(query: list[float] | None, a: float = 0.99, query_weight: float = 1.0) -> Kantor:
+    m = Kantor(a=a, query_weight=query_weight)  # 1: the design's formula, hand-computed below
     n = 3
     ex = ExampleSet(None, n)
     m.bind(n, None, ex)
@@ -50,6 +50,18 @@ def test_query_decays_with_truly_judged_count() -> None:
     m2 = _model([1.0, 0.0, 0.0], a=0.5)
     _learn(m2, [[0.0, 1.0, 0.0]], [1], real=False)
     assert m2.k_ == 0
+
+
+def test_query_weight_scales_the_query_against_the_positives() -> None:
+    m = _model([1.0, 0.0, 0.0], a=0.5, query_weight=3.0)
+    _learn(m, [[0.0, 1.0, 0.0]], [1])
+    # k = 1: U_p = 3 * 0.5 e1 + e2, P = (1.5, 1)/sqrt(3.25)
+    P = np.array([1.5, 1.0, 0.0]) / math.sqrt(3.25)
+    d = np.array([0.6, 0.8, 0.0])
+    assert m.score(sp.csr_matrix([d]))[0] == pytest.approx(math.sqrt(1 / (1 - d @ P)))
+    assert Kantor().get_params()["query_weight"] == 1.5
+    with pytest.raises(ParameterError, match="query_weight must be a finite number > 0, got 0"):
+        Kantor(query_weight=0)
 
 
 def test_no_negatives_numerator_is_one() -> None:
