@@ -66,6 +66,8 @@ def main() -> None:
                          "for that alone)")
     ap.add_argument("--scoring-models", default="rocchio,kantor,kantor-top300,knn",
                     help="comma-separated scoring variants to run; the other rows are kept")
+    ap.add_argument("--profile-counts", default="100,1000",
+                    help="comma-separated profile counts of the scoring rows to run; the others are kept")
     args = ap.parse_args()
     corpus = load_corpus(ROOT / "data/reuters21578/train.jsonl.gz", ROOT / "data/reuters21578/test.jsonl.gz")
     train, test = corpus.train, corpus.test
@@ -100,7 +102,7 @@ def main() -> None:
         for model, params in variants.items():
             if model not in chosen:
                 continue
-            for n in (100, 1000):
+            for n in (int(c) for c in args.profile_counts.split(",")):
                 bank = build_bank(n, model.split("-")[0], vec, X_train, train, cats, model_params=params)
                 bank.score(X_test[:256])  # build the stack
                 reps = 3 if n == 100 and model == "rocchio" else 1
