@@ -552,6 +552,8 @@ def replay(
         "measure": cfg.measure, "initial_positives": cfg.initial_positives,
         "full_training": cfg.full_training, "seed": cfg.seed,
     }
+    if len(bank):  # the hyperparameters that ran, defaults included (a spec's own may differ)
+        metrics["config"]["model_params_effective"] = next(iter(bank)).model_.get_params()
     if cfg.full_training:
         metrics["config"]["full"] = cfg.full.as_dict()
         metrics["config"]["model_params"] = {**cfg.full.model_params.get(cfg.model, {}),

@@ -172,6 +172,9 @@ def test_cli_full_training_flags(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert (full["threshold"], full["select_features"], full["knn_normalize"], full["min_score"]) == (
         "trot", None, False, None)
     assert m["config"]["model_params"]["k"] == 5
+    # what ran, defaults included: full training keeps kNN's query out of the shared pool
+    assert m["config"]["model_params_effective"] == {"k": 5, "vote": "positive",
+                                                     "normalize": False, "query_weight": 0.0}
     assert main([*base, "--fbr", "0.5", "--placement", "0.5", "--fbr-fallback", "none"]) == 0
     m = orjson.loads((out / "metrics.json").read_bytes())
     assert (m["config"]["full"]["fbr"], m["config"]["full"]["placement"]) == (0.5, 0.5)
