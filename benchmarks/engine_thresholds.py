@@ -5,6 +5,7 @@ test stream. Writes ``benchmarks/results/engine_thresholds.json``.
     .venv/bin/python benchmarks/engine_thresholds.py seeds 0,1,2 base min_neg_rank=50
     .venv/bin/python benchmarks/engine_thresholds.py fixed        # seed 0
     .venv/bin/python benchmarks/engine_thresholds.py oracle-start # seed 0
+    .venv/bin/python benchmarks/engine_thresholds.py qdf-start    # seed 0
 
 ``seeds``: Rocchio replays of each variant (``key=value`` pairs as in
 ``benchmarks/engine_variants.py``; ``base`` for the defaults), macro T11SU / T11F averaged
@@ -15,7 +16,9 @@ scores fitted by EM to the pseudo-negatives' leave-one-out scores with the posit
 delivering while the posterior is at least 1/3, after Arampatzis et al.) and the best one
 for the stream (hindsight). ``oracle-start``: every profile started at that best fixed
 threshold, then adaptive (update every) and kept fixed (update never): a diagnostic
-that uses the answers.
+that uses the answers. ``qdf-start``: the same with the query's document frequency in
+the training set taken as the category's size (the score at that rank of the training
+ranking; ``fixed`` reports it kept fixed as ``query_df``), an estimate that needs no answers.
 """
 
 from __future__ import annotations
@@ -106,6 +109,20 @@ def best_fixed(scores: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return (float(scores[o[k]]), float(su[k])) if su[k] > 1 / 3 else (math.inf, 1 / 3)
 
 
+def query_df_threshold(p: Any, vec: Vectorizer, X_train: Any) -> float:
+    """The query's document frequency as the category's size: the score of the training
+    document at that rank (every query term present; TROT's threshold when no training
+    document holds them all)."""
+    q = vec.transform([p.query])
+    if not q.nnz:
+        return float(p.threshold_)
+    n = int((q.nnz == (X_train[:, q.indices] != 0).sum(axis=1).A1).sum())
+    if n == 0:
+        return float(p.threshold_)
+    scores = np.sort(p.score(X_train))[::-1]
+    return float(scores[min(n, scores.size) - 1])
+
+
 def fixed_and_oracle(val: Corpus, what: str) -> dict[str, Any]:
     vec = Vectorizer().fit(d.text for d in val.train)
     X_train = vec.transform([d.text for d in val.train])
@@ -114,7 +131,8 @@ def fixed_and_oracle(val: Corpus, what: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for update in (("every",) if what == "fixed" else ("every", "never")):
         bank, n_init = build_bank(val, specs, config("base", 0, update), vec, X_train)
-        sums: dict[str, list[float]] = {"trot": [0, 0], "mixture": [0, 0], "best": [0, 0]}
+        sums: dict[str, list[float]] = {"trot": [0, 0], "mixture": [0, 0], "best": [0, 0],
+                                        "query_df": [0, 0]}
         rows: dict[str, Any] = {}
         n = 0
         for s in specs:
@@ -126,10 +144,15 @@ def fixed_and_oracle(val: Corpus, what: str) -> dict[str, Any]:
                 p.threshold_ = best_thr
                 p.version_ += 1
                 continue
+            if what == "qdf-start":
+                p.threshold_ = query_df_threshold(p, vec, X_train)
+                p.version_ += 1
+                continue
             if not y.any():
                 continue
             ex, loo = p.examples_, p.model_.loo_scores()
             thr = {"trot": p.threshold_, "best": best_thr,
+                   "query_df": query_df_threshold(p, vec, X_train),
                    "mixture": mixture_threshold(loo[(ex.labels < 0) & ~ex.real],
                                                 loo[(ex.labels > 0) & ex.real])}
             r = int(y.sum())
@@ -163,7 +186,7 @@ def fixed_and_oracle(val: Corpus, what: str) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    if not argv or argv[0] not in ("seeds", "fixed", "oracle-start"):
+    if not argv or argv[0] not in ("seeds", "fixed", "oracle-start", "qdf-start"):
         sys.exit(__doc__)
     val = validation_corpus()
     result = orjson.loads(OUT.read_bytes()) if OUT.exists() else {}
