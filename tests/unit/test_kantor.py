@@ -83,15 +83,16 @@ def test_no_query_no_positive_and_empty_document() -> None:
     assert s.tolist() == [1.0, 1.0]
 
 
-def test_leave_one_out_matches_retraining() -> None:
+@pytest.mark.parametrize("query_weight", [1.0, 1.5, 4.0])
+def test_leave_one_out_matches_retraining(query_weight: float) -> None:
     rng = np.random.default_rng(0)
     rows = rng.uniform(0, 1, (6, 3)).tolist()
     labels = [1, 1, -1, 1, -1, -1]
-    m = _model([1.0, 0.2, 0.0])
+    m = _model([1.0, 0.2, 0.0], query_weight=query_weight)
     _learn(m, rows, labels)
     loo = m.loo_scores()
     for i in range(6):
-        other = _model([1.0, 0.2, 0.0])
+        other = _model([1.0, 0.2, 0.0], query_weight=query_weight)
         keep = [j for j in range(6) if j != i]
         _learn(other, [rows[j] for j in keep], [labels[j] for j in keep])
         other.k_ = m.k_  # leaving one out must not change the query decay
