@@ -138,14 +138,14 @@ def fixed_and_oracle(val: Corpus, what: str) -> dict[str, Any]:
         for s in specs:
             p = bank[s.profile]
             y = np.array([s.profile in d.topics for d in val.test])
+            if what == "qdf-start":
+                p.threshold_ = query_df_threshold(p, vec, X_train)
+                p.version_ += 1
+                continue
             scores = p.score(X_test)
             best_thr, _ = best_fixed(scores, y)
             if what == "oracle-start":
                 p.threshold_ = best_thr
-                p.version_ += 1
-                continue
-            if what == "qdf-start":
-                p.threshold_ = query_df_threshold(p, vec, X_train)
                 p.version_ += 1
                 continue
             if not y.any():
