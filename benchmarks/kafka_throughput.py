@@ -223,10 +223,12 @@ async def _faust(variant: str, broker_url: str, topic: str, n: int, partitions: 
         settings = {**TUNED, "Monitor": QuietMonitor}
     if variant == "faust-direct":
         _patch_direct_drain()
+    datadir = tempfile.TemporaryDirectory(prefix="sift-bench-faust-")
     app = faust.App(
         f"bench-{variant}-{uuid.uuid4().hex[:8]}",
         broker=broker_url,
         store="memory://",
+        datadir=datadir.name,  # Faust makes an (empty) table folder; not in the cwd
         web_enabled=False,
         topic_partitions=partitions,
         topic_disable_leader=True,
@@ -266,6 +268,7 @@ async def _faust(variant: str, broker_url: str, topic: str, n: int, partitions: 
         state["t1"], state["c1"] = time.monotonic(), time.process_time()
     finally:
         await app.stop()
+        datadir.cleanup()
     if not state["t0"]:
         raise RuntimeError(f"{variant}: no message consumed within {limit:.0f}s")
     shown = {k: v for k, v in settings.items() if k != "Monitor"}

@@ -134,8 +134,10 @@ class Profile:
     fallback_rate
         While the example set holds no relevant example (a profile created from a
         query alone), TROT has nothing to learn from; the threshold is then set to
-        deliver this fraction of the training documents (their score quantile), so
-        the profile delivers something and starts receiving feedback.
+        deliver this fraction of the training documents (their score quantile; with
+        pseudo-negatives drawn from every rank, as by default, the quantile of those
+        pseudo-negatives' leave-one-out scores, a random sample of the training set),
+        so the profile delivers something and starts receiving feedback.
     trot_pseudo_positives
         Whether pseudo-positives take part in TROT (they always take part in the
         model). Default False: they are picked by the model itself, so their
@@ -370,9 +372,17 @@ class Profile:
         no_positive = not np.any((ex.labels > 0) & trusted)
         # the same cut serves a profile that TROT silences (see silent_threshold)
         if (no_positive or self.silent_explore) and X_train is not None and m and self.fallback_rate > 0:
-            scores = self.model_.score(X_train)
-            top = max(math.ceil(self.fallback_rate * m), 1)
-            cut = float(np.partition(scores, m - top)[m - top])
+            sample = np.flatnonzero((ex.labels < 0) & ~ex.real)
+            if self._pseudo is not None and self._pseudo.min_neg_rank == 1 \
+                    and sample.size >= 1.0 / self.fallback_rate:
+                # pseudo-negatives drawn from every rank are a random sample of the
+                # training set: the cut of their leave-one-out scores (which TROT needs
+                # next anyway) instead of scoring all of it (kNN: most of a fit)
+                scores = self.model_.loo_scores()[sample]
+            else:
+                scores = self.model_.score(X_train)
+            top = max(math.ceil(self.fallback_rate * scores.size), 1)
+            cut = float(np.partition(scores, scores.size - top)[scores.size - top])
             if cut > 0:
                 self.fallback_threshold_ = cut
         self._rethreshold()

@@ -8,6 +8,15 @@ pick ``round(neg_fraction * (n - min_neg_rank + 1))`` of the bottom
 with weight ``neg_weight``. Picked examples that already carry a real label keep
 it (they are picked, then skipped, so they use up part of the quota).
 
+The random picks are made by one random key per example, drawn in example order
+(``rng.random(n)``): the picked examples of a rank range are those with the
+smallest keys in it, a uniformly random subset as the design asks. So profiles
+fitted with one seed on one training set give an example the same key, and their
+samples coincide wherever their rank ranges do: with the default ``min_neg_rank``
+of 1 every profile draws the same pseudo-negatives, and a stack of kNN profiles
+scores one shared sample instead of one per profile (see
+:class:`~sift.filters.knn.KNNStack`).
+
 One guard beyond the design: ranks are absolute, so on a small training set the
 top ``max_pos_rank`` are a large share of it and mostly not relevant. Positive
 pseudolabels are only given when at least ``min_pool`` examples are ranked
@@ -97,13 +106,14 @@ class Pseudolabeler:
         lab = np.asarray(labels)
         n = s.size
         order = np.argsort(-s, kind="stable")  # order[r] has rank r + 1
+        key = rng.random(n)  # one key per example, in example order (see the module doc)
         out_idx: list[NDArray[np.int64]] = []
         out_lab: list[NDArray[np.int8]] = []
         out_w: list[NDArray[np.float64]] = []
         top = order[: min(self.max_pos_rank, n)]
         n_pos = min(round(self.pos_fraction * self.max_pos_rank), top.size) if n >= self.min_pool else 0
         if n_pos > 0:
-            picked = rng.choice(top, size=n_pos, replace=False)
+            picked = _smallest(top, key, n_pos)
             picked = picked[lab[picked] == 0]
             out_idx.append(picked.astype(np.int64))
             out_lab.append(np.ones(picked.size, dtype=np.int8))
@@ -111,7 +121,7 @@ class Pseudolabeler:
         bottom = order[self.min_neg_rank - 1 :] if self.min_neg_rank <= n else order[:0]
         n_neg = min(round(self.neg_fraction * max(n - self.min_neg_rank + 1, 0)), bottom.size)
         if n_neg > 0:
-            picked = rng.choice(bottom, size=n_neg, replace=False)
+            picked = _smallest(bottom, key, n_neg)
             picked = picked[lab[picked] == 0]
             if out_idx:
                 picked = np.setdiff1d(picked, out_idx[0], assume_unique=True)
@@ -121,3 +131,12 @@ class Pseudolabeler:
         if not out_idx:
             return np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0, np.float64)
         return np.concatenate(out_idx), np.concatenate(out_lab), np.concatenate(out_w)
+
+
+def _smallest(candidates: NDArray[np.int64], key: NDArray[np.float64], m: int) -> NDArray[np.int64]:
+    """The ``m`` of ``candidates`` with the smallest keys, in increasing order of key."""
+    k = key[candidates]
+    if m < candidates.size:
+        part = np.argpartition(k, m - 1)[:m]
+        return candidates[part[np.argsort(k[part], kind="stable")]]
+    return candidates[np.argsort(k, kind="stable")]

@@ -6,7 +6,10 @@ threshold after every judgment, the final leave-one-out scores, scores of test
 documents and a digest of the state JSON are compared, bit for bit, with the values
 the implementation before the incremental re-threshold produced
 (``data/judgment_replay.json``; regenerate only on purpose, with
-``.venv/bin/python tests/unit/test_judgment_replay.py``).
+``.venv/bin/python tests/unit/test_judgment_replay.py``). Regenerated once since, on
+purpose: when pseudolabeling began picking by one random key per example (the tenth
+session), which changes every profile's initial sample, and for the state digests
+alone when the fallback cut came from the pseudo-negatives' leave-one-out scores.
 """
 
 from __future__ import annotations

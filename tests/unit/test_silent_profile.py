@@ -89,3 +89,25 @@ def test_silent_explore_is_validated_and_kept_in_params() -> None:
     with pytest.raises(Exception, match="silent_explore"):
         Profile("x", silent_explore=1)  # type: ignore[arg-type]
     assert Profile("x").get_params()["silent_explore"] is True
+
+
+@pytest.mark.parametrize("model", ["rocchio", "kantor", "knn"])
+def test_fallback_cut_of_a_random_sample_and_of_the_training_set(data, model: str) -> None:
+    """The fit's fallback cut: with pseudo-negatives drawn from every rank (a random
+    sample of the training set) the ``fallback_rate`` quantile of their leave-one-out
+    scores, so the silent threshold at fit; drawn from the bottom ranks only (not a
+    sample), the quantile of the whole training set's scores."""
+    v, train, _ = data
+    X = v.transform(train)
+    p = Profile("earn", query="profit", model=model, fallback_rate=RATE,
+                pseudolabel={"neg_fraction": 0.5, "neg_weight": 1.0, "min_pool": 0})
+    p.fit(v.transform(["profit"]), X, positives=[0, 1, 2], feature_weights=v.feature_weights())
+    ex = p.examples_
+    sample = p.model_.loo_scores()[(ex.labels < 0) & ~ex.real]
+    top = math.ceil(RATE * sample.size)
+    assert p.fallback_threshold_ == np.sort(sample)[-top]
+    q = Profile("earn", query="profit", model=model, fallback_rate=RATE,
+                pseudolabel={"neg_fraction": 0.5, "neg_weight": 1.0, "min_neg_rank": 200, "min_pool": 0})
+    q.fit(v.transform(["profit"]), X, positives=[0, 1, 2], feature_weights=v.feature_weights())
+    top = math.ceil(RATE * X.shape[0])
+    assert q.fallback_threshold_ == np.sort(q.score(X))[-top]

@@ -122,6 +122,42 @@ def test_pseudolabel_is_seeded() -> None:
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
+def test_profiles_with_one_seed_share_their_pseudo_negatives() -> None:
+    """Picks go by one random key per example: two rankings of the same examples, with
+    one seed, draw the same sample from the same rank range (so stacked kNN profiles
+    share one sample); the positives still come from each ranking's own top."""
+    p = Pseudolabeler(max_pos_rank=10, pos_fraction=0.3, min_neg_rank=1, neg_fraction=0.2, min_pool=0)
+    gen = np.random.default_rng(3)
+    s1, s2 = gen.uniform(size=500), gen.uniform(size=500)
+    lab = np.zeros(500, np.int8)
+    i1, l1, _ = p.select(s1, lab, np.random.default_rng(0))
+    i2, l2, _ = p.select(s2, lab, np.random.default_rng(0))
+    top1, top2 = set(np.argsort(-s1)[:10].tolist()), set(np.argsort(-s2)[:10].tolist())
+    assert set(i1[l1 > 0].tolist()) <= top1 and set(i2[l2 > 0].tolist()) <= top2
+    neg1, neg2 = set(i1[l1 < 0].tolist()), set(i2[l2 < 0].tolist())
+    # one sample of 100, less the examples each ranking's positives took from it
+    assert 97 <= len(neg1) <= 100 and 97 <= len(neg2) <= 100
+    assert len(neg1 & neg2) >= 100 - 6
+    assert neg1 - neg2 <= set(i2[l2 > 0].tolist()) and neg2 - neg1 <= set(i1[l1 > 0].tolist())
+    # another seed, another sample
+    i3, l3, _ = p.select(s1, lab, np.random.default_rng(1))
+    assert set(i3[l3 < 0].tolist()) != neg1
+
+
+def test_pseudolabel_samples_are_uniform() -> None:
+    """Every example of the rank range is picked about equally often (a uniformly random
+    subset, as the design asks): 4,000 seeded draws of 10 of the bottom 50."""
+    p = Pseudolabeler(max_pos_rank=0, min_neg_rank=51, neg_fraction=0.2, min_pool=0)
+    s = np.linspace(1.0, 0.0, 100)
+    counts = np.zeros(100)
+    for seed in range(4000):
+        idx, _, _ = p.select(s, np.zeros(100, np.int8), np.random.default_rng(seed))
+        counts[idx] += 1
+    assert counts[:50].sum() == 0 and counts.sum() == 40_000
+    # expected 800 per example, binomial sd ~25: 6 sd either way
+    assert counts[50:].min() > 650 and counts[50:].max() < 950
+
+
 def test_pseudolabel_parameter_errors() -> None:
     with pytest.raises(ParameterError, match="pos_fraction must be in"):
         Pseudolabeler(pos_fraction=1.5)
