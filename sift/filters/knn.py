@@ -461,6 +461,10 @@ class _Union:
 
 #: candidate-block budget (documents x candidates x profiles) of one scoring step
 _BLOCK = 1 << 24
+#: candidates looked at, as a multiple of the estimate ``T0``, before a (document, model)
+#: pair short of its k + 1 members is ranked the slow way: a document's most similar
+#: union rows are often other profiles' positives, outside a given pool
+_WIDEN = 4
 #: batches this small are scored pool by pool while the stack's union is not built
 _FEW = 16
 
@@ -603,32 +607,43 @@ class KNNStack(Stack):
         the same products whatever their order). Those pairs, and those with fewer than
         ``k + 1`` members among the ``T``, are ranked again the reference way (:meth:`_tied`)."""
         n, U = S.shape
-        T = self.T0
+        T = min(U, _WIDEN * self.T0)
         cand = (np.broadcast_to(np.arange(U), (n, U)) if T >= U
                 else np.argpartition(S, U - T, axis=1)[:, U - T :])  # the T most similar
         csim = np.take_along_axis(S, cand, axis=1)
         order = np.argsort(-csim, axis=1)
         cand = np.take_along_axis(cand, order, axis=1)
-        csim = np.take_along_axis(csim, order, axis=1)
-        T = cand.shape[1]
+        csim_all = np.take_along_axis(csim, order, axis=1)
+        T_all = cand.shape[1]
         for gi, (g, code_g, vals, kk, k1) in enumerate(self.groups):
             G = g.size
-            A = code_g[cand]  # n x T x |g|: each candidate's code in each pool (0: not in it)
             cdt = np.uint8 if k1 < 255 else np.uint16 if k1 < 65535 else np.uint32
             lim = cdt(k1)
             count = np.zeros((n, G), dtype=cdt)  # members met so far by each (document, model)
             member = np.empty((n, G), dtype=bool)
             room = np.empty((n, G), dtype=bool)
-            for t in range(T):  # rank by rank: keep the codes of each pair's first k + 1
-                a = A[:, t]
-                np.not_equal(a, 0, out=member)
-                if t >= k1:  # before, every pair has room: fewer than t + 1 members
-                    np.less(count, lim, out=room)
-                    np.multiply(a, room, out=a, casting="unsafe")
-                np.add(count, member, out=count, casting="unsafe")
-                if t % 32 == 31 and t + 1 < T and count.min() >= lim:
-                    A[:, t + 1 :] = 0  # every pair has its k + 1
-                    break
+            blocks = []
+            t0 = 0
+            done = False
+            while t0 < T_all and not done:  # blocks of T0 ranks, until every pair is complete
+                t1 = min(t0 + max(self.T0, 1), T_all)
+                A = code_g[cand[:, t0:t1]]  # n x b x |g|: each candidate's code in each pool
+                for t in range(t0, t1):  # rank by rank: keep the codes of each pair's first k + 1
+                    a = A[:, t - t0]
+                    np.not_equal(a, 0, out=member)
+                    if t >= k1:  # before, every pair has room: fewer than t + 1 members
+                        np.less(count, lim, out=room)
+                        np.multiply(a, room, out=a, casting="unsafe")
+                    np.add(count, member, out=count, casting="unsafe")
+                    if (t % 32 == 31 or t == t1 - 1) and count.min() >= lim:
+                        A = A[:, : t - t0 + 1]  # every pair has its k + 1
+                        done = True
+                        break
+                blocks.append(A)
+                t0 = t1
+            A = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
+            T = A.shape[1]
+            csim = np.ascontiguousarray(csim_all[:, :T])
             ok = count >= lim  # n x |g|: k + 1 members among the T
             AT = np.ascontiguousarray(A.transpose(0, 2, 1))  # n x |g| x T
             AT[~ok] = 0
@@ -655,7 +670,7 @@ class KNNStack(Stack):
             redo = np.concatenate([pairs[bad], np.flatnonzero(~ok)])
             if redo.size:
                 rr, cc = np.divmod(redo, G)
-                self._tied(S, cand, csim, gi, rr, cc, out, at)
+                self._tied(S, cand, csim_all, gi, rr, cc, out, at)
 
     def _tied(self, S: NDArray[np.float64], cand: NDArray[np.int64], csim: NDArray[np.float64], gi: int,
               rows: NDArray[np.int64], c: NDArray[np.int64], out: NDArray[np.float64],
