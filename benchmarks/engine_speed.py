@@ -97,13 +97,18 @@ def main() -> None:
 
     if "scoring" in only:
         scoring = dict(out.get("scoring_docs_per_s", {}))
+        unions = dict(out.get("knn_union_rows", {}))
+        fits = dict(out.get("fit_seconds_per_profile", {}))
         variants = {"rocchio": {}, "kantor": {}, "kantor-top300": {"top_k": 300}, "knn": {}}
         chosen = args.scoring_models.split(",")
         for model, params in variants.items():
             if model not in chosen:
                 continue
             for n in (int(c) for c in args.profile_counts.split(",")):
+                t0 = clock()
                 bank = build_bank(n, model.split("-")[0], vec, X_train, train, cats, model_params=params)
+                fits[f"{model}/{n}"] = (clock() - t0) / n
+                print(f"  fit: {fits[f'{model}/{n}']:.3f} CPU-s a profile", flush=True)
                 bank.score(X_test[:256])  # build the stack
                 reps = 3 if n == 100 and model == "rocchio" else 1
                 t0 = clock()
@@ -113,7 +118,13 @@ def main() -> None:
                 rate = reps * X_test.shape[0] / (clock() - t0)
                 scoring[f"{model}/{n}"] = rate
                 print(f"score {model:13s} x {n:5d} profiles: {rate:,.0f} docs/s", flush=True)
+                for stack, _ in bank._stack_groups():  # kNN: the pools' de-duplicated union
+                    if hasattr(stack, "union"):
+                        unions[f"{model}/{n}"] = stack.union.n
+                        print(f"  union of the pools: {stack.union.n:,} documents", flush=True)
         out["scoring_docs_per_s"] = scoring
+        out["knn_union_rows"] = unions
+        out["fit_seconds_per_profile"] = fits
 
     if "judgments" in only:
         # judgments with the threshold kept current, example sets full

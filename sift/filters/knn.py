@@ -596,16 +596,18 @@ class KNNStack(Stack):
         """Votes of the documents whose union similarities are ``S`` into rows ``at`` of
         ``out``.
 
-        Each model's ``k + 1`` first members are looked for among the document's ``T``
-        most similar union documents, in order of similarity: one pass over the ranks,
-        counting each (document, model)'s members so far on ``documents x models``
-        arrays, keeps the codes of each pair's first ``k + 1`` members; a transpose and
+        Each model's ``k + 1`` first members are looked for among the document's
+        ``_WIDEN * T0`` most similar union documents, in order of similarity: one pass
+        over the ranks, in blocks of ``T0`` until every pair is complete, counting each
+        (document, model)'s members so far on ``documents x models`` arrays, keeps the
+        codes of each pair's first ``k + 1`` members (``T``: the ranks passed); a transpose and
         one ``flatnonzero`` then give every pair's list in rank order. The union's order
         is not the pools' insertion order, so where similarities tie a list may differ
         from the model's own: when the ``k``-th and ``(k+1)``-th tie, or two tied
         neighbours carry different label weights (tied neighbours with one weight give
         the same products whatever their order). Those pairs, and those with fewer than
-        ``k + 1`` members among the ``T``, are ranked again the reference way (:meth:`_tied`)."""
+        ``k + 1`` members among all the candidates, are ranked again the reference way
+        (:meth:`_tied`)."""
         n, U = S.shape
         T = min(U, _WIDEN * self.T0)
         cand = (np.broadcast_to(np.arange(U), (n, U)) if T >= U

@@ -373,7 +373,7 @@ class Profile:
         # the same cut serves a profile that TROT silences (see silent_threshold)
         if (no_positive or self.silent_explore) and X_train is not None and m and self.fallback_rate > 0:
             sample = np.flatnonzero((ex.labels < 0) & ~ex.real)
-            if self._pseudo is not None and self._pseudo.min_neg_rank == 1 \
+            if self._pseudo is not None and self._pseudo.negatives_sample_all \
                     and sample.size >= 1.0 / self.fallback_rate:
                 # pseudo-negatives drawn from every rank are a random sample of the
                 # training set: the cut of their leave-one-out scores (which TROT needs

@@ -83,6 +83,12 @@ class Pseudolabeler:
     def to_params(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def negatives_sample_all(self) -> bool:
+        """Whether the pseudo-negatives are drawn from every rank (``min_neg_rank`` 1):
+        then they are a uniformly random sample of the unlabelled examples."""
+        return self.min_neg_rank == 1
+
     def select(
         self, scores: ArrayLike, labels: ArrayLike, rng: np.random.Generator
     ) -> tuple[NDArray[np.int64], NDArray[np.int8], NDArray[np.float64]]:
