@@ -149,7 +149,10 @@ class ProfileBank:
         thr = self.thresholds()
         rows, cols = np.nonzero(scores >= thr[None, :])
         profiles = list(self._profiles.values())
+        names = [p.name for p in profiles]
+        versions = [p.version_ for p in profiles]
         return [
-            Hit(int(r), profiles[c].name, float(scores[r, c]), float(thr[c]), profiles[c].version_)
-            for r, c in zip(rows.tolist(), cols.tolist(), strict=True)
+            Hit(r, names[c], s, t, versions[c])
+            for r, c, s, t in zip(rows.tolist(), cols.tolist(), scores[rows, cols].tolist(),
+                                  thr[cols].tolist(), strict=True)
         ]

@@ -42,6 +42,7 @@ from numpy.typing import NDArray
 from sift.filters.base import ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError
 from sift.filters.examples import ExampleSet, _Compact
+from sift.filters.sparse import dense_product
 
 _CHUNK = 1024
 
@@ -459,14 +460,43 @@ class _Union:
                     and np.array_equal(M.data[at].view(np.uint64), comp.data.view(np.uint64)))
 
 
-#: candidate-block budget (documents x candidates x profiles) of one scoring step
-_BLOCK = 1 << 24
-#: candidates looked at, as a multiple of the estimate ``T0``, before a (document, model)
-#: pair short of its k + 1 members is ranked the slow way: a document's most similar
-#: union rows are often other profiles' positives, outside a given pool
-_WIDEN = 4
+#: similarities (documents x union rows) computed in one scoring step
+_BLOCK = 1 << 22
+#: a document short of k + 1 members among its candidates is looked at again with this
+#: many times as many: a document's most similar union rows are often other profiles'
+#: positives, outside most pools
+_WIDEN = 2
+#: (document, model) pairs ranked together on their own codes
+_PAIRS = 1024
 #: batches this small are scored pool by pool while the stack's union is not built
 _FEW = 16
+
+
+def _exceptions(code: NDArray[np.unsignedinteger[Any]]
+                ) -> tuple[NDArray[np.unsignedinteger[Any]], NDArray[np.int64], NDArray[np.int64]]:
+    """Each row's most common value (ties: the smallest) and where a row differs from
+    it, as CSR pointers and columns.
+
+    >>> d, ptr, col = _exceptions(np.array([[1, 1, 0], [0, 0, 2]], dtype=np.uint8))
+    >>> d.tolist(), ptr.tolist(), col.tolist()
+    ([1, 0], [0, 1, 2], [2, 2])
+    """
+    U, G = code.shape
+    if G == 0:
+        return np.zeros(U, dtype=code.dtype), np.zeros(U + 1, np.int64), np.zeros(0, np.int64)
+    sc = np.sort(code, axis=1)
+    start = np.ones((U, G), dtype=bool)
+    start[:, 1:] = sc[:, 1:] != sc[:, :-1]
+    first = np.flatnonzero(start)  # runs of one value; every row starts one
+    length = np.diff(np.append(first, U * G))
+    row = first // G
+    best = np.lexsort((-length, row))  # by row, the longest run first
+    lead = best[np.flatnonzero(np.diff(np.append(-1, row[best])))]
+    dcode = sc.ravel()[first[lead]]
+    er, ec = np.nonzero(code != dcode[:, None])
+    ptr = np.zeros(U + 1, np.int64)
+    np.cumsum(np.bincount(er, minlength=U), out=ptr[1:])
+    return dcode, ptr, ec.astype(np.int64)
 
 
 class KNNStack(Stack):
@@ -478,9 +508,10 @@ class KNNStack(Stack):
     same bits as each pool's own product (a dot product adds the document's entries in
     the document's order, whatever the other columns are). Each model's neighbours are
     then its first members among the document's ``T`` most similar union documents,
-    ``T`` sized from the models' shares of the union (:meth:`_votes`), and votes are
-    summed as :func:`neighbours` lists are: scores equal :meth:`KNN.score`'s bit for
-    bit. A pool matrix several models share (full training) is scored on its own, one
+    ``T`` sized from the models' shares of the union; pools sharing most of their
+    documents share one default list per document, and only models with an exception
+    near its top are ranked on their own (:meth:`_votes`). Votes are summed as
+    :func:`neighbours` lists are: scores equal :meth:`KNN.score`'s bit for bit. A pool matrix several models share (full training) is scored on its own, one
     product and neighbour search for all of them, and so are pools left out of the union.
     """
 
@@ -523,23 +554,29 @@ class KNNStack(Stack):
         self.kk1 = np.array([min(models[j].k + 1, len(sets[j])) for j in cols], dtype=np.int64)
         self.norm = np.array([models[j].normalize for j in cols], dtype=bool)
         #: models by (k, k + 1) capped at the pool size: their columns of ``cols``, each
-        #: union row's code in each (0: not in the pool; ``c``: label weight ``vals[c]``),
-        #: ``vals``, k, k + 1. Codes are one byte for up to 254 distinct label weights.
+        #: model's code for each union row (``|g| x union.n``; 0: not in the pool; ``c``:
+        #: label weight ``vals[c]``), ``vals``, k, k + 1. Codes are one byte for up to 254
+        #: distinct label weights.
         self.groups: list[tuple[NDArray[np.int64], NDArray[np.unsignedinteger[Any]],
                                 NDArray[np.float64], int, int]] = []
+        self.defaults: list[tuple[NDArray[np.unsignedinteger[Any]], NDArray[np.int64], NDArray[np.int64]]] = []
         for kk, k1 in sorted({(int(a), int(b)) for a, b in zip(self.kk, self.kk1, strict=True)}):
             g = np.flatnonzero((self.kk == kk) & (self.kk1 == k1))
             rows_g = [union.rows[cols[c]] for c in g]
             weights = [models[cols[c]].label_weights() for c in g]
             vals, inv = np.unique(np.concatenate(weights), return_inverse=True)
             dtype = np.uint8 if vals.size < 255 else np.uint16 if vals.size < 65535 else np.uint32
-            code = np.zeros((union.n, g.size), dtype=dtype)
+            code = np.zeros((g.size, union.n), dtype=dtype)
             start = 0
             for i, rows in enumerate(rows_g):
                 assert rows is not None
-                code[rows, i] = inv.ravel()[start : start + rows.size] + 1
+                code[i, rows] = inv.ravel()[start : start + rows.size] + 1
                 start += rows.size
             self.groups.append((g, code, np.concatenate([[0.0], vals]), kk, k1))
+            #: per group: each union row's default code (the one most of the group's pools
+            #: give it) and its exceptions, the pools whose code differs (a CSR of union
+            #: rows over the group's columns: pointers, columns)
+            self.defaults.append(_exceptions(np.ascontiguousarray(code.T)))
         self._positions: dict[int, NDArray[np.int32]] = {}
         self.T0 = int(min(union.n, np.ceil(max(need[j] for j in cols)))) if P else 0
         self.alone = sorted(set(range(len(models))) - set(cols))  # scored pool by pool
@@ -583,117 +620,216 @@ class KNNStack(Stack):
 
     def _score_union(self, X: sp.csr_matrix, out: NDArray[np.float64]) -> None:
         """Votes of the models in the union into their columns of ``out``."""
-        n, P = X.shape[0], self.cols.size
+        n = X.shape[0]
         Xr = self.union.compact.restrict(X)
         UT = self.union.compact.transposed()
-        step = max(1, min(_CHUNK, _BLOCK // max(1, self.T0 * P)))
+        step = max(1, min(_CHUNK, _BLOCK // max(1, self.union.n)))
         for start in range(0, n, step):
             stop = min(start + step, n)
-            S = np.asarray((Xr[start:stop] @ UT).toarray(), dtype=np.float64)
+            S = dense_product(Xr[start:stop], UT)
             self._votes(S, out, np.arange(start, stop))
 
     def _votes(self, S: NDArray[np.float64], out: NDArray[np.float64], at: NDArray[np.int64]) -> None:
         """Votes of the documents whose union similarities are ``S`` into rows ``at`` of
         ``out``.
 
-        Each model's ``k + 1`` first members are looked for among the document's
-        ``_WIDEN * T0`` most similar union documents, in order of similarity: one pass
-        over the ranks, in blocks of ``T0`` until every pair is complete, counting each
-        (document, model)'s members so far on ``documents x models`` arrays, keeps the
-        codes of each pair's first ``k + 1`` members (``T``: the ranks passed); a transpose and
-        one ``flatnonzero`` then give every pair's list in rank order. The union's order
-        is not the pools' insertion order, so where similarities tie a list may differ
-        from the model's own: when the ``k``-th and ``(k+1)``-th tie, or two tied
-        neighbours carry different label weights (tied neighbours with one weight give
-        the same products whatever their order). Those pairs, and those with fewer than
-        ``k + 1`` members among all the candidates, are ranked again the reference way
-        (:meth:`_tied`)."""
+        Pools built from one training matrix share most of their documents (the
+        pseudo-negatives) with one label weight, so each union row has a *default*
+        code, the one most pools give it, and few *exceptions* (pools that leave the
+        row out, hold it with another weight, or hold a row most pools leave out).
+        Among a document's ``T`` most similar union rows (``T0`` at first), the first
+        ``k + 1`` rows with a non-zero default code give the vote of every model with
+        no exception among them, computed once per document (:meth:`_default`); only
+        the (document, model) pairs with an exception there are ranked on their own
+        (:meth:`_pairs`). A document short of ``k + 1`` members among its ``T``
+        candidates is looked at again with four times as many, up to the whole union.
+        """
         n, U = S.shape
-        T = min(U, _WIDEN * self.T0)
-        cand = (np.broadcast_to(np.arange(U), (n, U)) if T >= U
-                else np.argpartition(S, U - T, axis=1)[:, U - T :])  # the T most similar
-        csim = np.take_along_axis(S, cand, axis=1)
-        order = np.argsort(-csim, axis=1)
-        cand = np.take_along_axis(cand, order, axis=1)
-        csim_all = np.take_along_axis(csim, order, axis=1)
-        T_all = cand.shape[1]
-        for gi, (g, code_g, vals, kk, k1) in enumerate(self.groups):
-            G = g.size
-            cdt = np.uint8 if k1 < 255 else np.uint16 if k1 < 65535 else np.uint32
-            lim = cdt(k1)
-            count = np.zeros((n, G), dtype=cdt)  # members met so far by each (document, model)
-            member = np.empty((n, G), dtype=bool)
-            room = np.empty((n, G), dtype=bool)
-            blocks = []
-            t0 = 0
-            done = False
-            while t0 < T_all and not done:  # blocks of T0 ranks, until every pair is complete
-                t1 = min(t0 + max(self.T0, 1), T_all)
-                A = code_g[cand[:, t0:t1]]  # n x b x |g|: each candidate's code in each pool
-                for t in range(t0, t1):  # rank by rank: keep the codes of each pair's first k + 1
-                    a = A[:, t - t0]
-                    np.not_equal(a, 0, out=member)
-                    if t >= k1:  # before, every pair has room: fewer than t + 1 members
-                        np.less(count, lim, out=room)
-                        np.multiply(a, room, out=a, casting="unsafe")
-                    np.add(count, member, out=count, casting="unsafe")
-                    if (t % 32 == 31 or t == t1 - 1) and count.min() >= lim:
-                        A = A[:, : t - t0 + 1]  # every pair has its k + 1
-                        done = True
-                        break
-                blocks.append(A)
-                t0 = t1
-            A = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
-            T = A.shape[1]
-            csim = np.ascontiguousarray(csim_all[:, :T])
-            ok = count >= lim  # n x |g|: k + 1 members among the T
-            AT = np.ascontiguousarray(A.transpose(0, 2, 1))  # n x |g| x T
-            AT[~ok] = 0
-            f = np.flatnonzero(AT != 0)  # k + 1 per complete pair, in rank order
-            pairs = np.flatnonzero(ok)
-            r, c = np.divmod(pairs, G)
-            codes = AT.ravel()[f].reshape(-1, k1)
-            ft = f.reshape(-1, k1) - ((pairs - r) * T)[:, None]  # (pair * T + t) -> r * T + t
-            lists = csim.ravel()[ft]
+        T = min(U, self.T0)
+        rows = np.arange(n)
+        while rows.size:
+            Sr = S if rows.size == n else S[rows]
+            if T >= U:
+                cand = np.broadcast_to(np.arange(U), (rows.size, U))
+            else:
+                cand = np.argpartition(Sr, U - T, axis=1)[:, U - T :]  # the T most similar
+            csim = np.take_along_axis(Sr, cand, axis=1)
+            order = np.argsort(-csim, axis=1)
+            cand = np.take_along_axis(cand, order, axis=1)
+            csim = np.take_along_axis(csim, order, axis=1)
+            short = np.zeros(rows.size, dtype=bool)
+            for gi in range(len(self.groups)):
+                short |= self._group_votes(Sr, cand, csim, gi, out, at[rows], final=T >= U)
+            rows = rows[short]
+            T = min(U, _WIDEN * T)
+
+    def _group_votes(self, S: NDArray[np.float64], cand: NDArray[np.int64], csim: NDArray[np.float64],
+                     gi: int, out: NDArray[np.float64], at: NDArray[np.int64], final: bool) -> NDArray[np.bool_]:
+        """Votes of group ``gi``'s models for the documents whose candidates (union rows
+        by decreasing similarity) are ``cand``, ``csim``; returns the documents to look
+        at again with more candidates (none when ``final``: every union row is one)."""
+        g, _, _, _, k1 = self.groups[gi]
+        dcode, ex_ptr, ex_col = self.defaults[gi]
+        n, T = cand.shape
+        G = g.size
+        D = dcode[cand]  # n x T: each candidate's default code
+        member = D != 0
+        cum = np.cumsum(member, axis=1, dtype=np.int32)
+        full = cum[:, -1] >= k1
+        # rank of each document's (k + 1)-th default member; exceptions at or before it
+        # change a model's list, exceptions after it do not
+        last = np.where(full, np.argmax(cum >= k1, axis=1), T - 1)
+        # every exception among the candidates: (document * G + model, rank)
+        ne = np.diff(ex_ptr)[cand]
+        if not final:
+            ne[~full] = 0  # looked at again with more candidates
+        hit = np.flatnonzero(ne)
+        cnt = ne.ravel()[hit]
+        starts = ex_ptr[cand.ravel()[hit]]
+        within = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        e_doc, e_t = np.divmod(np.repeat(hit, cnt), T)
+        e_pid = e_doc * G + ex_col[np.repeat(starts, cnt) + within]
+        pid = e_pid[e_t <= last[e_doc]]
+        fd = np.flatnonzero(full)
+        bad = self._default(fd, D, member, cum, csim, gi, out, at) if fd.size else fd
+        # pairs ranked on their own: exceptions before the (k + 1)-th default member, every
+        # model of a document whose default list has ties that may order differently, and
+        # at the last widening every model of a document short of k + 1 default members
+        extra = [bad] if not final else [bad, np.flatnonzero(~full)]
+        every = np.concatenate(extra)
+        if every.size:
+            pid = np.concatenate([pid, (every[:, None] * G + np.arange(G)).ravel()])
+        short = ~full if not final else np.zeros(n, dtype=bool)
+        if pid.size:
+            pid = np.unique(pid)
+            r, c = np.divmod(pid, G)
+            keep = full[r] | final
+            r, c = r[keep], c[keep]
+            order = np.argsort(e_pid, kind="stable")
+            incomplete = self._pairs(S, cand, csim, D, (e_pid[order], e_t[order]), gi, r, c, out, at)
+            if incomplete.size:
+                assert not final  # with every union row a candidate, every pair is complete
+                short[incomplete] = True
+        return short
+
+    def _default(self, fd: NDArray[np.int64], D: NDArray[np.unsignedinteger[Any]], member: NDArray[np.bool_],
+                 cum: NDArray[np.int32], csim: NDArray[np.float64], gi: int, out: NDArray[np.float64],
+                 at: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Votes from the default lists of documents ``fd`` (each with ``k + 1`` default
+        members among its candidates) into every model of group ``gi``; returns those
+        of ``fd`` whose list has ties the models' own order may break otherwise."""
+        g, _, vals, kk, k1 = self.groups[gi]
+        T = D.shape[1]
+        sel = member[fd] & (cum[fd] <= k1)
+        t = (np.flatnonzero(sel) % T).reshape(-1, k1)  # ranks of the k + 1 members
+        lists = np.take_along_axis(csim[fd], t, axis=1)
+        codes = np.take_along_axis(D[fd], t, axis=1)
+        sims = np.ascontiguousarray(lists[:, :kk])
+        cw = codes[:, :kk]
+        votes = (sims * vals[cw]).sum(axis=1)
+        norm = self.norm[g]
+        block = np.broadcast_to(votes[:, None], (fd.size, g.size))
+        if norm.any():
+            block = np.where(norm[None, :], _normalized(votes, sims)[:, None], votes[:, None])
+        out[np.ix_(at[fd], self.cols[g])] = block
+        return fd[self._ties(lists, codes, kk, k1)]
+
+    @staticmethod
+    def _ties(lists: NDArray[np.float64], codes: NDArray[np.unsignedinteger[Any]], kk: int,
+              k1: int) -> NDArray[np.bool_]:
+        """Lists (rows of the ``k + 1`` members' similarities and codes, in the union's
+        rank order) a pool's own order could rank otherwise with another vote: two tied
+        neighbours with different label weights, or the ``k``-th tied with the
+        ``(k + 1)``-th (tied neighbours of one weight give the same products in either
+        order)."""
+        sims = lists[:, :kk]
+        cw = codes[:, :kk]
+        eq = sims[:, 1:] == sims[:, :-1]
+        bad = np.zeros(lists.shape[0], dtype=bool)
+        tied = np.flatnonzero(eq.any(axis=1))
+        if tied.size:
+            bad[tied] = (eq[tied] & (cw[tied, 1:] != cw[tied, :-1])).any(axis=1)
+        if k1 > kk:
+            bad |= lists[:, kk] == lists[:, kk - 1]
+        return bad
+
+    def _pairs(self, S: NDArray[np.float64], cand: NDArray[np.int64], csim: NDArray[np.float64],
+               D: NDArray[np.unsignedinteger[Any]], exc: tuple[NDArray[np.int64], NDArray[np.int64]],
+               gi: int, r: NDArray[np.int64], c: NDArray[np.int64], out: NDArray[np.float64],
+               at: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Votes of the (document, model) pairs ``r`` (of ``cand``), ``c`` (of group
+        ``gi``), sorted by ``r * |g| + c``, from their own codes: each pair's first
+        ``k + 1`` members among the candidates; pairs with ties that may order
+        differently go to :meth:`_tied`. A pair's codes are its document's default
+        codes ``D`` patched with its exceptions ``exc`` (pair id, rank; sorted by pair
+        id). Returns the documents of pairs with fewer than ``k + 1`` members there.
+        Pairs go in blocks small enough for their ``pairs x T`` arrays to stay in cache."""
+        g, code_g, vals, kk, k1 = self.groups[gi]
+        T = cand.shape[1]
+        G = g.size
+        e_pid, e_t = exc
+        short = []
+        for s in range(0, r.size, _PAIRS):
+            rb, cb = r[s : s + _PAIRS], c[s : s + _PAIRS]
+            pid = rb * G + cb
+            codes = D[rb]  # pairs x T: the candidates' default codes, then the exceptions
+            lo, hi = np.searchsorted(e_pid, [pid[0], pid[-1] + 1])
+            if hi > lo:
+                ep = e_pid[lo:hi]
+                pos = np.minimum(np.searchsorted(pid, ep), pid.size - 1)
+                mine = np.flatnonzero(pid[pos] == ep)
+                pos, et = pos[mine], e_t[lo:hi][mine]
+                codes[pos, et] = code_g[cb[pos], cand[rb[pos], et]]
+            member = codes != 0
+            cum = np.cumsum(member, axis=1, dtype=np.int32)
+            ok = cum[:, -1] >= k1
+            po = np.flatnonzero(ok)
+            if po.size < rb.size:
+                codes, member, cum = codes[po], member[po], cum[po]
+                short.append(rb[~ok])
+            np.less_equal(cum, k1, out=cum)  # cum: whether among the first k + 1
+            f = np.flatnonzero(np.logical_and(member, cum, out=member)).reshape(-1, k1)
+            rr, cc = rb[po], cb[po]
+            lists = csim.ravel()[rr[:, None] * T + f % T]
+            pcodes = codes.ravel()[f]
             sims = np.ascontiguousarray(lists[:, :kk])
-            cw = codes[:, :kk]
-            votes = (sims * vals[cw]).sum(axis=1)
-            norm = self.norm[g[c]]
+            votes = (sims * vals[pcodes[:, :kk]]).sum(axis=1)
+            norm = self.norm[g[cc]]
             if norm.any():
                 votes = np.where(norm, _normalized(votes, sims), votes)
-            out[at[r], self.cols[g[c]]] = votes
-            eq = sims[:, 1:] == sims[:, :-1]
-            tied = np.flatnonzero(eq.any(axis=1))
-            bad = np.zeros(pairs.size, dtype=bool)
-            if tied.size:
-                bad[tied] = (eq[tied] & (cw[tied, 1:] != cw[tied, :-1])).any(axis=1)
-            if k1 > kk:
-                bad |= lists[:, kk] == lists[:, kk - 1]
-            redo = np.concatenate([pairs[bad], np.flatnonzero(~ok)])
-            if redo.size:
-                rr, cc = np.divmod(redo, G)
-                self._tied(S, cand, csim_all, gi, rr, cc, out, at)
+            out[at[rr], self.cols[g[cc]]] = votes
+            bad = self._ties(lists, pcodes, kk, k1)
+            if bad.any():
+                self._tied(S, cand, csim, gi, rr[bad], cc[bad], codes[bad], out, at)
+        return np.unique(np.concatenate(short)) if short else np.zeros(0, np.int64)
 
     def _tied(self, S: NDArray[np.float64], cand: NDArray[np.int64], csim: NDArray[np.float64], gi: int,
-              rows: NDArray[np.int64], c: NDArray[np.int64], out: NDArray[np.float64],
-              at: NDArray[np.int64]) -> None:
+              rows: NDArray[np.int64], c: NDArray[np.int64], codes: NDArray[np.unsignedinteger[Any]],
+              out: NDArray[np.float64], at: NDArray[np.int64]) -> None:
         """Votes of the (document, model) pairs ``rows`` (of ``S``), ``c`` (of group
-        ``gi``), ranked the reference way among the document's candidates: by
-        similarity, then by position in the pool. Exact when the ``k``-th neighbour is
-        more similar than the least similar candidate (every pool document as similar
-        is then a candidate); the other pairs go to :meth:`_exact`."""
-        g, code_g, vals, kk, _ = self.groups[gi]
+        ``gi``), whose candidates' codes are ``codes``, ranked the reference way among
+        the document's candidates: by similarity, then by position in the pool (looked
+        up for tied members only). Exact when the ``k``-th neighbour is more similar
+        than the least similar candidate (every pool document as similar is then a
+        candidate); the other pairs go to :meth:`_exact`."""
+        g, _, vals, kk, _ = self.groups[gi]
         T = cand.shape[1]
         if kk > T:
             self._exact(S, rows, g[c], kk, out, at)
             return
-        cu = cand[rows]  # pairs x T
-        codes = code_g[cu, c[:, None]]
         member = codes != 0
         sims = csim[rows]
+        eq = sims[:, 1:] == sims[:, :-1]
         tie_group = np.zeros(sims.shape, dtype=np.int64)
-        np.cumsum(sims[:, 1:] != sims[:, :-1], axis=1, out=tie_group[:, 1:])
-        pos = self._pool_positions(gi)[cu, c[:, None]]
+        np.cumsum(~eq, axis=1, out=tie_group[:, 1:])
+        tied = np.zeros(sims.shape, dtype=bool)
+        tied[:, 1:] = eq
+        tied[:, :-1] |= eq
+        tied &= member
+        pr, pt = np.nonzero(tied)
+        pos = np.zeros(sims.shape, dtype=np.int64)
+        positions = self._pool_positions(gi)
+        pos[pr, pt] = positions.ravel()[c[pr] * positions.shape[1] + cand[rows[pr], pt]]
         big = np.int64(T + 1) << 32
         key = np.where(member, (tie_group << 32) + pos, big)
         order = np.argsort(key, axis=1, kind="stable")[:, :kk]
@@ -711,15 +847,15 @@ class KNNStack(Stack):
             self._exact(S, rows[~enough], g[c[~enough]], kk, out, at)
 
     def _pool_positions(self, gi: int) -> NDArray[np.int32]:
-        """Each union row's position in each pool of group ``gi`` (``union.n x |g|``;
+        """Each union row's position in each pool of group ``gi`` (``|g| x union.n``;
         rows not in a pool: ``-1``), built on first use."""
         if gi not in self._positions:
             g = self.groups[gi][0]
-            pos = np.full((self.union.n, g.size), -1, dtype=np.int32)
+            pos = np.full((g.size, self.union.n), -1, dtype=np.int32)
             for i, cc in enumerate(g):
                 rows = self.union.rows[int(self.cols[cc])]
                 assert rows is not None
-                pos[rows, i] = np.arange(rows.size, dtype=np.int32)
+                pos[i, rows] = np.arange(rows.size, dtype=np.int32)
             self._positions[gi] = pos
         return self._positions[gi]
 

@@ -20,6 +20,12 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
+try:  # scipy's sparse x sparse kernel, called without its counting pass (see dense_product)
+    from scipy.sparse._sparsetools import csr_matmat as _csr_matmat
+    from scipy.sparse._sparsetools import csr_todense as _csr_todense
+except ImportError:  # pragma: no cover - a scipy without them falls back to (A @ B).toarray()
+    _csr_matmat = _csr_todense = None
+
 _SCRATCH: dict[int, NDArray[np.int32]] = {}
 
 
@@ -83,6 +89,38 @@ def matmul_dense(A: sp.csr_matrix, B: Any) -> NDArray[np.float64]:
     if sp.issparse(out):
         return np.asarray(out.toarray(), dtype=np.float64)
     return np.asarray(out, dtype=np.float64)
+
+
+def dense_product(A: sp.csr_matrix, B: sp.csr_matrix) -> NDArray[np.float64]:
+    """``(A @ B).toarray()`` for CSR ``A`` and ``B`` (float64), bit for bit, without
+    scipy's first pass over the product that counts its stored entries exactly: the
+    result's storage is sized by the number of multiplications (at most one entry
+    each) capped at the dense size, then the one numeric pass of the same kernel
+    fills it. Each cell sums ``A``'s row entries in their order, as ``A @ B`` does.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> A = sp.csr_matrix(np.array([[1.0, 0, 2.0], [0, 3.0, 0]]))
+    >>> B = sp.csr_matrix(np.array([[1.0, 0], [0, 2.0], [4.0, 5.0]]))
+    >>> dense_product(A, B).tolist()
+    [[9.0, 10.0], [0.0, 6.0]]
+    """
+    n, m = A.shape[0], B.shape[1]
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"dense_product: shapes {A.shape} and {B.shape} do not align")
+    if (_csr_matmat is None or A.dtype != np.float64 or B.dtype != np.float64
+            or n == 0 or m == 0 or A.nnz == 0 or B.nnz == 0):
+        return np.asarray((A @ B).toarray(), dtype=np.float64)
+    flops = int(np.diff(B.indptr)[A.indices].sum()) if A.nnz else 0
+    bound = max(1, min(flops, n * m))
+    idx = np.int32 if max(bound, A.nnz, B.nnz, n, m, A.shape[1]) < 2**31 - 1 else np.int64
+    Cp = np.empty(n + 1, dtype=idx)
+    Cj = np.empty(bound, dtype=idx)
+    Cx = np.empty(bound, dtype=np.float64)
+    _csr_matmat(n, m, A.indptr.astype(idx, copy=False), A.indices.astype(idx, copy=False), A.data,
+                B.indptr.astype(idx, copy=False), B.indices.astype(idx, copy=False), B.data, Cp, Cj, Cx)
+    out = np.zeros((n, m), dtype=np.float64)
+    _csr_todense(n, m, Cp, Cj, Cx, out)
+    return out
 
 
 class ColumnStack:

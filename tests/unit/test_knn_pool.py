@@ -193,3 +193,43 @@ def test_select_is_the_full_sort_with_ties_to_the_lower_column(seed: int, n: int
     kk = max(1, int(frac * c))
     expect = [np.sort(np.lexsort((np.arange(c), -row))[:kk]) for row in S]
     assert np.array_equal(select(S, kk), np.array(expect))
+
+
+def test_shared_base_scores_most_pairs_from_one_default_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pools as pseudolabeling builds them: one shared sample of negatives (one label
+    weight) in one order, minus a few rows a pool holds as positives, plus positives of
+    its own. Every (document, model) pair without an exception before its document's
+    (k + 1)-th default member is scored from that one list; the rest are ranked on their
+    own. Scores stay each model's own, bit for bit, at every first candidate width."""
+    D = sp.random(240, 40, density=0.15, random_state=21, format="csr")  # few exact ties
+    rng = np.random.default_rng(22)
+    base = np.sort(rng.choice(D.shape[0], 150, replace=False))
+    others = np.setdiff1d(np.arange(D.shape[0]), base)
+    models = []
+    for j in range(30):
+        own = rng.choice(others, 4, replace=False)
+        taken = rng.choice(base, 2, replace=False)  # base rows this pool holds as positives
+        rows = np.concatenate([np.sort(np.concatenate([own, taken])), np.setdiff1d(base, taken)])
+        ex = ExampleSet(None, D.shape[1])
+        m = KNN(k=5, vote="signed" if j == 0 else "positive", normalize=j % 3 == 0)
+        m.bind(D.shape[1], None, ex)
+        lab = np.where(np.arange(rows.size) < 6, 1, -1)
+        ex.add(D[rows], lab, np.where(lab > 0, 1.0, 0.5), np.ones(rows.size, bool))
+        models.append(m)
+    seen = {"pairs": 0}
+    pairs = KNNStack._pairs
+
+    def count(self: KNNStack, *a: object) -> object:
+        seen["pairs"] += a[6].size  # type: ignore[attr-defined]
+        return pairs(self, *a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(KNNStack, "_pairs", count)
+    X = sp.random(80, 40, density=0.15, random_state=23, format="csr")
+    stack = KNNStack(models)
+    stack._build()
+    assert np.count_nonzero(stack.defaults[0][0]) == base.size  # the shared sample is the default
+    stack.score(X)
+    assert 0 < seen["pairs"] < X.shape[0] * len(models) // 3
+    X = sp.vstack([X, _docs(20, 40, 23)], format="csr")  # and documents with many ties
+    for T0 in (None, 1, 4, 12):
+        _check(models, X, T0)
