@@ -511,8 +511,9 @@ class KNNStack(Stack):
     ``T`` sized from the models' shares of the union; pools sharing most of their
     documents share one default list per document, and only models with an exception
     near its top are ranked on their own (:meth:`_votes`). Votes are summed as
-    :func:`neighbours` lists are: scores equal :meth:`KNN.score`'s bit for bit. A pool matrix several models share (full training) is scored on its own, one
-    product and neighbour search for all of them, and so are pools left out of the union.
+    :func:`neighbours` lists are: scores equal :meth:`KNN.score`'s bit for bit. A pool
+    matrix several models share (full training) is scored on its own, one product and
+    neighbour search for all of them, and so are pools left out of the union.
     """
 
     def __init__(self, models: Sequence[ScoringModel]) -> None:
@@ -642,8 +643,8 @@ class KNNStack(Stack):
         no exception among them, computed once per document (:meth:`_default`); only
         the (document, model) pairs with an exception there are ranked on their own
         (:meth:`_pairs`). A document short of ``k + 1`` members among its ``T``
-        candidates is looked at again with four times as many, up to the whole union.
-        """
+        candidates (or with a model short of them) is looked at again with ``_WIDEN``
+        times as many, up to the whole union."""
         n, U = S.shape
         T = min(U, self.T0)
         rows = np.arange(n)
