@@ -35,6 +35,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
 from sift.filters.errors import ParameterError, StateError
+from sift.filters.sparse import dense_product
 from sift.filters.state import decode_array, decode_count, decode_csr, encode_array, encode_csr
 
 try:  # the kernel behind scipy's CSR @ vector, called without building a matrix per call
@@ -476,8 +477,7 @@ class ExampleSet:
         c = self._compact()
         if c.n_rows == 0:
             return np.zeros((X.shape[0], 0))
-        out = c.restrict(sp.csr_matrix(X)) @ c.transposed()
-        return np.asarray(out.toarray(), dtype=np.float64)
+        return dense_product(c.restrict(sp.csr_matrix(X)), c.transposed())
 
     def self_dots(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """Dot products of the examples ``rows`` with every example (``len(rows) x m``).
@@ -489,8 +489,7 @@ class ExampleSet:
         if len(rows) <= 8:
             return self.dots_to(rows).T.copy()
         c = self._compact()
-        out = c.matrix()[rows] @ c.transposed()
-        return np.asarray(out.toarray(), dtype=np.float64)
+        return dense_product(c.matrix()[rows], c.transposed())
 
     def dots_to(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """Dot products of every example with the examples ``rows`` (``m x len(rows)``),

@@ -85,10 +85,9 @@ def dense_or_sparse(n_rows: int, n_cols: int, rows: NDArray[np.int64], cols: NDA
 
 def matmul_dense(A: sp.csr_matrix, B: Any) -> NDArray[np.float64]:
     """``A @ B`` as a dense array, whether ``B`` is dense or sparse."""
-    out = A @ B
-    if sp.issparse(out):
-        return np.asarray(out.toarray(), dtype=np.float64)
-    return np.asarray(out, dtype=np.float64)
+    if sp.issparse(B):
+        return dense_product(sp.csr_matrix(A), sp.csr_matrix(B))
+    return np.asarray(A @ B, dtype=np.float64)
 
 
 def dense_product(A: sp.csr_matrix, B: sp.csr_matrix) -> NDArray[np.float64]:
@@ -110,7 +109,7 @@ def dense_product(A: sp.csr_matrix, B: sp.csr_matrix) -> NDArray[np.float64]:
     if (_csr_matmat is None or A.dtype != np.float64 or B.dtype != np.float64
             or n == 0 or m == 0 or A.nnz == 0 or B.nnz == 0):
         return np.asarray((A @ B).toarray(), dtype=np.float64)
-    flops = int(np.diff(B.indptr)[A.indices].sum()) if A.nnz else 0
+    flops = int(np.diff(B.indptr)[A.indices].sum())
     bound = max(1, min(flops, n * m))
     idx = np.int32 if max(bound, A.nnz, B.nnz, n, m, A.shape[1]) < 2**31 - 1 else np.int64
     Cp = np.empty(n + 1, dtype=idx)
