@@ -287,6 +287,59 @@ def test_skipped_judgments_are_read_back_and_applied_in_partition_order(
         "judgments_duplicate"] == 1  # the repeat dropped (same batch) or skipped by its key
 
 
+def test_read_back_offsets_are_counted_once_so_the_commit_passes_them_in_one_step(
+        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Faust's fetch loop records a jump in offsets as a gap (offsets it will count as
+    acknowledged at its next commit), and its interval also covers the message after the
+    jump. The agent reads the skipped offsets back and acknowledges them itself once
+    applied; counted by both, an offset sits twice in the consumer's acknowledged list,
+    and Faust's commit (the first run of consecutive offsets) then moved one offset per
+    commit: a read-back of 616 offsets left a partition's lag stuck for minutes (CI,
+    eleventh session). Each offset must be counted once, and none before it is applied."""
+    part = shard_of("wheat", 2)
+    judgments_topic = worker.topics["judgments"].get_topic_name()
+    tp = TP(judgments_topic, part)
+    consumer = worker.app.consumer
+    from faust.types import Message
+
+    def judgment(i: int) -> bytes:
+        return orjson.dumps({"id": f"j{i}", "doc_id": f"t{i % 5}", "profile": "wheat",
+                             "relevant": i % 2 == 0, "text": TRAIN[i % 5]})
+
+    asked = read_back_from(monkeypatch, worker, b"wheat", judgment)
+    skipped = range(2, 40)
+
+    async def run() -> None:
+        await create_wheat(worker, part)
+        async with agent(worker, "apply_judgments").test_context() as a:
+            for i in (0, 1, 40, 41):
+                if i == 40:  # what Faust's fetch loop does when 40 follows 1
+                    await consumer._add_gap(tp, 2, 40)
+                    # the message after the jump is not committable before it is applied
+                    # (Faust's own interval covered it too)
+                    assert not consumer._gap[tp].at(40)
+                a.sent_offset = i
+                await a.put(judgment(i), key=b"wheat", partition=part)
+            await asyncio.sleep(0.6)
+
+    asyncio.run(run())
+    assert asked == [(judgments_topic, part, skipped.start, skipped.stop)]
+    entry = worker.service.entry("wheat", worker.table)
+    assert list(entry.judged) == [f"j{i}" for i in [0, 1, *skipped, 40, 41]]
+    # the read-back offsets acknowledged once each, and no longer in the gap
+    assert sorted(consumer._acked[tp]) == list(skipped)
+    assert not consumer._gap[tp].overlaps(0, 42)
+    # the delivered ones as the stream acknowledges them (the test context does not)
+    for i in (0, 1, 40, 41):
+        m = Message(tp.topic, tp.partition, i, 0.0, 0, None, b"wheat", judgment(i), None,
+                    generation_id=worker.app.consumer_generation_id)
+        consumer._unacked_messages.add(m)
+        assert consumer.ack(m) is True
+    # one commit passes everything applied
+    assert consumer._new_offset(tp) == 42
+    assert not consumer._acked[tp] and not consumer._gap[tp]
+
+
 def test_a_shard_partition_never_committed_is_read_from_its_first_offset(
         worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first shard payload delivered on a partition the group never committed is
