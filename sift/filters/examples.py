@@ -498,6 +498,11 @@ class ExampleSet:
         c = self._compact()
         M = c.matrix()
         sub = M[rows]
+        if len(rows) > 8:
+            # a sparse product (the shared terms only): each cell adds the same products
+            # in the same (column) order as the product with the rows made dense below,
+            # whose other terms only add zeros, at a fraction of the work for many rows
+            return dense_product(M, sp.csr_matrix(sub.T))
         W = np.zeros((M.shape[1], len(rows)))
         W[sub.indices, np.repeat(np.arange(len(rows)), np.diff(sub.indptr))] = sub.data
         return np.asarray(M @ W, dtype=np.float64)

@@ -96,15 +96,18 @@ class _Neighbours:
         self.length = length
 
     @staticmethod
-    def rows(ex: ExampleSet, rows: NDArray[np.int64], width: int
+    def rows(ex: ExampleSet, rows: NDArray[np.int64], width: int,
+             dots: NDArray[np.float64] | None = None
              ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.int64]]:
-        """Lists of ``rows`` from scratch (``min(width, m - 1)`` deep), in chunks."""
+        """Lists of ``rows`` from scratch (``min(width, m - 1)`` deep), in chunks;
+        ``dots``: their products with every example, if already computed (the same
+        bits as ``ex.self_dots(rows)``)."""
         depth = min(width, len(ex) - 1)
         nbr = np.full((rows.size, width), -1, dtype=np.int64)
         sim = np.full((rows.size, width), -np.inf)
         for start in range(0, rows.size, _CHUNK):
             part = rows[start : start + _CHUNK]
-            S = ex.self_dots(part)
+            S = ex.self_dots(part) if dots is None else dots[start : start + part.size].copy()
             S[np.arange(part.size), part] = -np.inf
             cols = select(S, depth)
             sims = np.take_along_axis(S, cols, axis=1)
@@ -133,6 +136,45 @@ class _Neighbours:
             pos = np.searchsorted(seq, nbr)
         return np.asarray((sim * label_weights[pos]).sum(axis=1), dtype=np.float64)
 
+    @staticmethod
+    def _merged(nbr: NDArray[np.int64], sim: NDArray[np.float64], length: NDArray[np.int64],
+                C: NDArray[np.float64], new_seq: NDArray[np.int64]
+                ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """The lists with the new examples (similarities ``C``, one column each, and
+        sequence numbers ``new_seq``, larger than any in the lists) inserted where they
+        rank, each list keeping its length. A list's new content is the first
+        ``length`` of its old entries and the new examples in rank order (similarity,
+        then sequence number): what inserting them one after the other gives, since a
+        new example ranks after an old one of equal similarity. Only the new examples
+        that rank before a list's last entry take part, a few per list."""
+        last = np.take_along_axis(sim, np.maximum(length - 1, 0)[:, None], 1).ravel()
+        enters = (last[:, None] < C) & (length > 0)[:, None]
+        r, j = np.nonzero(enters)  # by list, then by sequence number
+        if r.size == 0:
+            return nbr, sim
+        rows, first, counts = np.unique(r, return_index=True, return_counts=True)
+        slot = np.arange(r.size) - np.repeat(first, counts)  # rank of entry among its row's
+        where = np.repeat(np.arange(rows.size), counts)
+        width, extra = nbr.shape[1], int(counts.max())
+        cand_s = np.full((rows.size, extra), -np.inf)
+        cand_n = np.full((rows.size, extra), -1, dtype=np.int64)
+        cand_s[where, slot] = C[r, j]
+        cand_n[where, slot] = new_seq[j]
+        all_s = np.concatenate([sim[rows], cand_s], axis=1)
+        all_n = np.concatenate([nbr[rows], cand_n], axis=1)
+        # rank order by a stable sort on similarity alone: a list's entries are in rank
+        # order and come first, the new ones follow by sequence number, so equal
+        # similarities keep the order of their sequence numbers; padding (-inf) sorts
+        # last, and only the first ``length`` entries are kept anyway
+        order = np.argsort(-all_s, axis=1, kind="stable")[:, :width]
+        new_s = np.take_along_axis(all_s, order, 1)
+        new_n = np.take_along_axis(all_n, order, 1)
+        tail = np.arange(width)[None, :] >= length[rows, None]  # lengths stay
+        new_s[tail] = -np.inf
+        new_n[tail] = -1
+        sim[rows], nbr[rows] = new_s, new_n
+        return nbr, sim
+
     def updated(self, ex: ExampleSet, kk: int, extra: int) -> _Neighbours:
         """The lists for the example set as it is now, from these (of an earlier state of
         the same set). Same result as :meth:`build`, entry for entry in the first ``kk``."""
@@ -158,34 +200,17 @@ class _Neighbours:
                 sim[rows] = np.where(np.take_along_axis(keep, order, 1),
                                      np.take_along_axis(sim[rows], order, 1), -np.inf)
                 length[rows] -= (~keep).sum(axis=1)
-        if added.size and n_kept:
-            C = ex.dots_to(added)[:n_kept]  # kept rows come first, in order
-            cols = np.arange(self.width)
-            for j, a_seq in enumerate(seq[added]):
-                c = C[:, j]
-                last = np.take_along_axis(sim, np.maximum(length - 1, 0)[:, None], 1).ravel()
-                enter = (length > 0) & (c > last)  # ties rank after: the new seq is larger
-                rows = np.flatnonzero(enter)
-                if rows.size == 0:
-                    continue
-                at = (sim[rows] >= c[rows, None]).sum(axis=1)  # entries ranked before
-                shift = cols[None, :] > at[:, None]
-                prev_n = np.concatenate([nbr[rows, :1], nbr[rows, :-1]], axis=1)
-                prev_s = np.concatenate([sim[rows, :1], sim[rows, :-1]], axis=1)
-                new_n = np.where(shift, prev_n, nbr[rows])
-                new_s = np.where(shift, prev_s, sim[rows])
-                here = cols[None, :] == at[:, None]
-                new_n[here] = a_seq
-                new_s[here] = c[rows]
-                tail = cols[None, :] >= length[rows, None]  # lengths stay: the last drops
-                new_n[tail] = -1
-                new_s[tail] = -np.inf
-                nbr[rows], sim[rows] = new_n, new_s
+        C = ex.dots_to(added) if added.size else None  # kept rows come first, in order
+        if C is not None and n_kept:
+            nbr, sim = self._merged(nbr, sim, length, C[:n_kept], seq[added])
         out_n = np.full((seq.size, self.width), -1, dtype=np.int64)
         out_s = np.full((seq.size, self.width), -np.inf)
         out_l = np.zeros(seq.size, dtype=np.int64)
         out_n[:n_kept], out_s[:n_kept], out_l[:n_kept] = nbr, sim, length
-        redo = np.concatenate([added, np.flatnonzero(length < kk)])
+        if C is not None:  # the new examples' lists, from the same products
+            out_n[added], out_s[added], out_l[added] = _Neighbours.rows(ex, added, self.width,
+                                                                      C.T)
+        redo = np.flatnonzero(length < kk)
         if redo.size:
             out_n[redo], out_s[redo], out_l[redo] = _Neighbours.rows(ex, redo, self.width)
         return _Neighbours(ex, kk, self.width, out_n, out_s, out_l)

@@ -213,3 +213,31 @@ def test_knn_profile_pools_its_query_as_a_pseudo_positive() -> None:
     only = Profile("oil", query="oil", model="knn", pseudolabel={}, fallback_rate=0.3)
     only.fit(vec.transform(["oil"]), X, feature_weights=vec.feature_weights())
     assert only.decide(vec.transform(["oil price", "gold mine"])).tolist() == [True, False]
+
+
+def test_knn_leave_one_out_after_large_batches_equals_from_scratch() -> None:
+    """Batches of 40 new examples into a pool of 400 (several enter most lists at once,
+    with exact ties from repeated documents) and evictions by the cap: the lists carried
+    across the batches give the leave-one-out scores of lists built from scratch, bit
+    for bit."""
+    rng = np.random.default_rng(7)
+    base = sp.random(150, 60, density=0.08, random_state=7, format="csr")
+    docs = sp.vstack([base, base, base[:100]], format="csr")  # repeats: equal similarities
+    labels = np.where(rng.random(docs.shape[0]) < 0.3, 1, -1).astype(np.int8)
+    live = KNN(k=12)
+    ex = ExampleSet(320, 60)
+    live.bind(60, None, ex)
+    order = rng.permutation(docs.shape[0])
+    ex.add(docs[order[:240]], labels[order[:240]], np.ones(240), np.ones(240, bool))
+    live.loo_scores()
+    for start in range(240, docs.shape[0], 40):
+        rows = order[start : start + 40]
+        ex.add(docs[rows], labels[rows], np.ones(rows.size), np.ones(rows.size, bool))
+        got = live.loo_scores()
+        fresh_ex = ExampleSet(320, 60)
+        fresh_ex.X = ex.X.copy()
+        fresh_ex.labels, fresh_ex.weights = ex.labels.copy(), ex.weights.copy()
+        fresh_ex.real, fresh_ex.seq = ex.real.copy(), ex.seq.copy()
+        fresh = KNN(k=12)
+        fresh.bind(60, None, fresh_ex)
+        assert np.array_equal(got, fresh.loo_scores())
