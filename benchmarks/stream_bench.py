@@ -318,6 +318,7 @@ def throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int, batch
         # (document, profile) pairs scored; a document counts when all its profiles did
         pairs = measure(workers, "scored", n_profiles, (n + 1) * n_profiles)
         out = per_document(pairs, n_profiles)
+        out["document_batches"] = batch_split(workers)
     finally:
         for w in workers:
             w.stop()
@@ -327,6 +328,24 @@ def throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int, batch
     out["workers"] = n_workers
     out["load"] = load()
     return out
+
+
+def batch_split(workers: list[WorkerProcess]) -> dict[str, Any]:
+    """The routing agents' batches over the workers' lives (the measured phase is most of
+    it): how many, their mean size in messages, and the share of the agent's time spent
+    waiting for a batch (Faust reading and delivering messages, or no input) against
+    processing one."""
+    s: dict[str, float] = {}
+    for w in workers:
+        for k, v in w.stats().get("stats", {}).items():
+            if k.startswith("document_batch"):
+                s[k] = s.get(k, 0) + v
+    n = s.get("document_batches", 0)
+    wait, work = s.get("document_batch_wait_us", 0), s.get("document_batch_work_us", 0)
+    return {"batches": int(n),
+            "mean_messages": round(s.get("document_batch_messages", 0) / n, 1) if n else None,
+            "wait_s": round(wait / 1e6, 3), "work_s": round(work / 1e6, 3),
+            "wait_share": round(wait / (wait + work), 3) if wait + work else None}
 
 
 def steady_throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int, batch: int,

@@ -781,7 +781,13 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     @app.agent(documents_topic)
     async def route_documents(stream: faust.StreamT) -> None:
         recovered: list[tuple[str, int, int]] = []
+        stats = service.stats
+        done: float | None = None
         async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout):
+            # where the agent's time goes: waiting for a batch (Faust's reading and
+            # per-message machinery, or no input) against processing it; the wait for
+            # the first batch (start-up, recovery) is left out
+            start = time.monotonic()
             msgs = await complete([to_message(e) for e in events], recovered)
             result = guarded(service.route, msgs)
             await reviews.route_documents(result.with_metadata)
@@ -789,6 +795,12 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             await fan_out(result)
             ack_recovered(recovered)
             mark_processed(events)
+            stats["document_batches"] += 1
+            stats["document_batch_messages"] += len(events)
+            if done is not None:
+                stats["document_batch_wait_us"] += int(1e6 * (start - done))
+            done = time.monotonic()
+            stats["document_batch_work_us"] += int(1e6 * (done - start))
 
     shard_topic_name = settings.topic(SHARD_TOPIC)
 
