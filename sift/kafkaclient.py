@@ -201,7 +201,10 @@ def read_offsets(settings: Settings, ranges: Iterable[tuple[str, int, int, int]]
 
     A worker uses it to fetch messages its stream consumer skipped (see
     ``Service.gaps``). Returns ``(topic, partition, offset, key, value)`` in offset order
-    per partition; offsets no longer in the log (retention) are simply absent.
+    per partition; offsets no longer in the log (retention) are simply absent. Raises
+    :class:`KafkaClientError` when a range has not been read to its end within
+    ``timeout`` seconds, so that an offset missing from the result is one the log does not
+    hold, never one not read yet.
     """
     from kafka import TopicPartition
     from kafka.errors import KafkaError
@@ -232,5 +235,9 @@ def read_offsets(settings: Settings, ranges: Iterable[tuple[str, int, int, int]]
         raise KafkaClientError(f"cannot read back {sorted(want)}: {exc}") from None
     finally:
         cons.close()
+    if pending:
+        raise KafkaClientError(
+            f"cannot read back {sorted((tp.topic, tp.partition, *tps[tp]) for tp in pending)}: "
+            f"not read to the end in {timeout:g} s")
     out.sort(key=lambda m: (m[0], m[1], m[2]))
     return out

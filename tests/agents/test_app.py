@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 from unittest.mock import AsyncMock, Mock
 
@@ -287,27 +288,27 @@ def test_skipped_judgments_are_read_back_and_applied_in_partition_order(
         "judgments_duplicate"] == 1  # the repeat dropped (same batch) or skipped by its key
 
 
-def test_read_back_offsets_are_counted_once_so_the_commit_passes_them_in_one_step(
-        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Faust's fetch loop records a jump in offsets as a gap (offsets it will count as
-    acknowledged at its next commit), and its interval also covers the message after the
-    jump. The agent reads the skipped offsets back and acknowledges them itself once
-    applied; counted by both, an offset sits twice in the consumer's acknowledged list,
-    and Faust's commit (the first run of consecutive offsets) then moved one offset per
-    commit: a read-back of 616 offsets left a partition's lag stuck for minutes (CI,
-    eleventh session). Each offset must be counted once, and none before it is applied."""
-    part = shard_of("wheat", 2)
-    judgments_topic = worker.topics["judgments"].get_topic_name()
-    tp = TP(judgments_topic, part)
-    consumer = worker.app.consumer
+def skip_and_read_back(worker: Any, monkeypatch: pytest.MonkeyPatch,
+                       read_back: Callable[[list[Any]], list[Any]]) -> tuple[Any, Any]:
+    """Judgments 0, 1, 40, 41 delivered on one partition, 2..39 skipped by the consumer
+    (whose fetch loop records the jump as Faust does), the read-back served by
+    ``read_back(ranges)``; then the delivered ones acknowledged as the stream does (the
+    test context does not). Returns the partition and a judgment's bytes by offset."""
     from faust.types import Message
+
+    import sift.agents.app as app_module
+
+    part = shard_of("wheat", 2)
+    tp = TP(worker.topics["judgments"].get_topic_name(), part)
+    consumer = worker.app.consumer
+    worker.app.topics.acks_enabled_for = lambda topic: True
 
     def judgment(i: int) -> bytes:
         return orjson.dumps({"id": f"j{i}", "doc_id": f"t{i % 5}", "profile": "wheat",
                              "relevant": i % 2 == 0, "text": TRAIN[i % 5]})
 
-    asked = read_back_from(monkeypatch, worker, b"wheat", judgment)
-    skipped = range(2, 40)
+    monkeypatch.setattr(app_module, "read_offsets", lambda settings, ranges: read_back(
+        [(t, p, o, b"wheat", judgment(o)) for t, p, a, b in ranges for o in range(a, b)]))
 
     async def run() -> None:
         await create_wheat(worker, part)
@@ -315,29 +316,67 @@ def test_read_back_offsets_are_counted_once_so_the_commit_passes_them_in_one_ste
             for i in (0, 1, 40, 41):
                 if i == 40:  # what Faust's fetch loop does when 40 follows 1
                     await consumer._add_gap(tp, 2, 40)
-                    # the message after the jump is not committable before it is applied
-                    # (Faust's own interval covered it too)
-                    assert not consumer._gap[tp].at(40)
+                    # nothing skipped counts as processed before it is applied
+                    assert not consumer._gap[tp].overlaps(0, 42)
                 a.sent_offset = i
                 await a.put(judgment(i), key=b"wheat", partition=part)
             await asyncio.sleep(0.6)
 
     asyncio.run(run())
-    assert asked == [(judgments_topic, part, skipped.start, skipped.stop)]
-    entry = worker.service.entry("wheat", worker.table)
-    assert list(entry.judged) == [f"j{i}" for i in [0, 1, *skipped, 40, 41]]
-    # the read-back offsets acknowledged once each, and no longer in the gap
-    assert sorted(consumer._acked[tp]) == list(skipped)
-    assert not consumer._gap[tp].overlaps(0, 42)
-    # the delivered ones as the stream acknowledges them (the test context does not)
     for i in (0, 1, 40, 41):
         m = Message(tp.topic, tp.partition, i, 0.0, 0, None, b"wheat", judgment(i), None,
                     generation_id=worker.app.consumer_generation_id)
         consumer._unacked_messages.add(m)
         assert consumer.ack(m) is True
-    # one commit passes everything applied
-    assert consumer._new_offset(tp) == 42
-    assert not consumer._acked[tp] and not consumer._gap[tp]
+    return tp, judgment
+
+
+def test_read_back_offsets_are_counted_once_so_the_commit_passes_them_in_one_step(
+        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Faust's fetch loop records a jump in offsets as a gap (offsets its next commit
+    counts as acknowledged), and its interval also covers the message after the jump.
+    The agent reads the skipped offsets back and acknowledges them itself once applied;
+    counted by both, an offset sat twice in the consumer's acknowledged list, and Faust's
+    commit (the first run of consecutive offsets) then moved one offset per commit: a
+    read-back of 616 offsets left a partition's lag stuck for minutes (CI, eleventh
+    session); and the gap let a commit pass offsets not applied yet. Each offset must
+    be counted once, and none before it is applied."""
+    tp, _ = skip_and_read_back(worker, monkeypatch, lambda got: got)
+    entry = worker.service.entry("wheat", worker.table)
+    assert list(entry.judged) == [f"j{i}" for i in [0, 1, *range(2, 40), 40, 41]]
+    consumer = worker.app.consumer
+    acked = list(consumer._acked[tp])
+    assert sorted(acked) == list(range(42)) and len(set(acked)) == len(acked)
+    assert consumer._new_offset(tp) == 42  # one commit passes everything applied
+    assert not consumer._acked[tp]
+
+
+def test_skipped_offsets_the_log_no_longer_holds_are_acknowledged_after_a_full_read_back(
+        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A complete read-back without offsets 10..14 (gone with retention): nothing to
+    apply for them, but the commit passes them with the rest once the batch is done."""
+    tp, _ = skip_and_read_back(worker, monkeypatch,
+                               lambda got: [m for m in got if not 10 <= m[2] < 15])
+    entry = worker.service.entry("wheat", worker.table)
+    assert list(entry.judged) == [f"j{i}" for i in [0, 1, *range(2, 10), *range(15, 42)]]
+    assert worker.service.stats["offsets_absent"] == 5
+    assert worker.app.consumer._new_offset(tp) == 42
+
+
+def test_a_failed_read_back_leaves_the_commit_below_the_skipped_offsets(
+        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The read-back fails (broker away, or not read to the end in time): the skipped
+    offsets are neither applied nor acknowledged, so the commit stops below them and
+    they are delivered again later (the tail watch seeks the partition back)."""
+    from sift.kafkaclient import KafkaClientError
+
+    def fail(got: list[Any]) -> list[Any]:
+        raise KafkaClientError("cannot read back: not read to the end in 10 s")
+
+    tp, _ = skip_and_read_back(worker, monkeypatch, fail)
+    entry = worker.service.entry("wheat", worker.table)
+    assert list(entry.judged) == ["j0", "j1", "j40", "j41"]
+    assert worker.app.consumer._new_offset(tp) == 2
 
 
 def test_a_shard_partition_never_committed_is_read_from_its_first_offset(

@@ -180,7 +180,7 @@ def test_stop_restart_keeps_messages(private_broker: DevBroker, topic_prefix: st
 def test_read_offsets_reads_back_exactly_the_ranges(broker_url: str, bootstrap: str,
                                                     make_topics: Callable[..., list[str]]) -> None:
     """What a worker uses to fetch the messages its stream consumer skipped."""
-    from sift.kafkaclient import read_offsets
+    from sift.kafkaclient import KafkaClientError, read_offsets
     from sift.settings import Settings
 
     (topic,) = make_topics("readback", partitions=2)
@@ -194,6 +194,10 @@ def test_read_offsets_reads_back_exactly_the_ranges(broker_url: str, bootstrap: 
     assert got == [(topic, 0, o, f"k{o}".encode(), f"v0-{o}".encode()) for o in (2, 3, 4)] + [
         (topic, 1, 5, b"k5", b"v1-5")]
     assert read_offsets(Settings(broker=broker_url), [(topic, 0, 3, 3)]) == []
+    # a range not read to its end in time is an error, never a short answer (a missing
+    # offset in the answer means the log does not hold it)
+    with pytest.raises(KafkaClientError, match="not read to the end"):
+        read_offsets(Settings(broker=broker_url), [(topic, 1, 4, 9)], timeout=2.0)
 
 
 def test_start_offsets_are_the_groups_commit_or_the_log_start(
