@@ -49,6 +49,9 @@ def main() -> None:
     ap.add_argument("--model-params", default="{}",
                     help='JSON hyperparameters for the adaptive runs, e.g. \'{"top_k": 300}\'; '
                          "the runs are then named with them")
+    ap.add_argument("--truncate", type=int, default=None, metavar="N",
+                    help="vectorizer option for the adaptive and batch runs and the peer (the "
+                         "same features): tokens cut to N characters; the runs are named with it")
     ap.add_argument("--seeds", default="0",
                     help="comma-separated pseudolabel seeds; several: means over them (see above)")
     ap.add_argument("--merge", action="store_true",
@@ -91,18 +94,21 @@ def main() -> None:
               f"| others({g['profiles']}) {g['macro_t11su']:.3f}/{g['macro_t11f']:.3f} | {seconds:.0f} s",
               flush=True)
 
+    vectorizer = {} if args.truncate is None else {"truncate": args.truncate}
+    vtag = "".join(f",{k}={v}" for k, v in vectorizer.items())
     for model in args.models.split(","):
         for update in ("every", "never"):
             t0 = time.perf_counter()
-            rs = [replay(corpus, ReplayConfig(model=model, update=update, model_params=params, seed=seed))
+            rs = [replay(corpus, ReplayConfig(model=model, update=update, model_params=params, seed=seed,
+                                              vectorizer=vectorizer))
                   for seed in seeds]
-            tag = "".join(f",{k}={v}" for k, v in params.items())
+            tag = "".join(f",{k}={v}" for k, v in params.items()) + vtag
             record(f"{model}/update={update}{tag}", [r.metrics for r in rs], time.perf_counter() - t0)
     t0 = time.perf_counter()
-    rs = [replay(corpus, ReplayConfig(model="rocchio", seed=seed),
+    rs = [replay(corpus, ReplayConfig(model="rocchio", seed=seed, vectorizer=vectorizer),
                  filterer_factory=lambda bank, vec, X: OnlineLogisticPeer(bank, vec, X))
           for seed in seeds]
-    record("peer:online-logreg", [r.metrics for r in rs], time.perf_counter() - t0)
+    record(f"peer:online-logreg{vtag}", [r.metrics for r in rs], time.perf_counter() - t0)
     if not args.no_full:
         for model in ("knn", "rocchio"):
             t0 = time.perf_counter()

@@ -550,7 +550,7 @@ def replay(
     metrics["config"] = {
         "model": cfg.model, "model_params": cfg.model_params, "update": cfg.update,
         "measure": cfg.measure, "initial_positives": cfg.initial_positives,
-        "full_training": cfg.full_training, "seed": cfg.seed,
+        "full_training": cfg.full_training, "seed": cfg.seed, "vectorizer": cfg.vectorizer,
     }
     if len(bank):  # the hyperparameters that ran, defaults included (a spec's own may differ)
         metrics["config"]["model_params_effective"] = next(iter(bank)).model_.get_params()

@@ -104,6 +104,26 @@ def test_skip_bad_counts_lines(files: tuple[Path, Path], tmp_path: Path) -> None
     assert m["skipped_lines"] == {"test": 2}
 
 
+def test_truncate_reaches_the_vectorizer(files: tuple[Path, Path], tmp_path: Path) -> None:
+    """``--truncate N`` cuts the tokens of the training set, the queries and the stream
+    (recorded in the metrics' config); a cut that merges every word of the toy corpus
+    into one column changes what is delivered."""
+    train, test = files
+    runs = {}
+    for cut in (None, 1):
+        out = tmp_path / f"t{cut}"
+        extra = [] if cut is None else ["--truncate", str(cut)]
+        assert main(["replay", "--train", str(train), "--test", str(test), "--out", str(out),
+                     "--no-plot", *extra]) == 0
+        runs[cut] = orjson.loads((out / "metrics.json").read_bytes())
+    assert runs[None]["config"]["vectorizer"] == {}
+    assert runs[1]["config"]["vectorizer"] == {"truncate": 1}
+    assert runs[1]["per_profile"] != runs[None]["per_profile"]
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", "--truncate", "0"])
+    assert exc.value.code == 1
+
+
 def test_missing_file_and_bad_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", "--train", str(tmp_path / "none.jsonl"), "--out", str(tmp_path)]) == 1
     assert "no such file" in capsys.readouterr().err

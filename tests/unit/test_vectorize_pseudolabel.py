@@ -81,6 +81,21 @@ def test_vectorizer_state_round_trip_and_validation() -> None:
         Vectorizer(tf="bm25")
 
 
+def test_truncation_keeps_the_first_characters_of_each_token() -> None:
+    """``truncate`` cuts every token (not stop words, which are removed whole first) to
+    its first characters, counting characters, not bytes; the state keeps it."""
+    v = Vectorizer(n_features=2**16, truncate=6).fit(["exports rose", "Zürichsee naïveté"])
+    whole = Vectorizer(n_features=2**16).fit(["export rose", "zürich naïvet"])
+    X = v.transform(["Exports exported the exporting Zürichsee naïveté"])
+    assert X.nnz == 3  # export, zürich, naïvet
+    np.testing.assert_array_equal(X.indices, whole.transform(["export zürich naïvet"]).indices)
+    assert Vectorizer.from_state(v.to_state()).truncate == 6
+    assert "truncate" not in Vectorizer().to_state()["params"]  # older states unchanged
+    for bad in (0, -1, 2.5, True, "6"):
+        with pytest.raises(ParameterError, match="truncate must be None or an integer >= 1"):
+            Vectorizer(truncate=bad)  # type: ignore[arg-type]
+
+
 def test_pseudolabel_counts_exactly_as_designed() -> None:
     n = 100
     scores = np.linspace(1.0, 0.0, n)  # example i has rank i + 1
@@ -180,6 +195,8 @@ def _ref_tokenize(text: str, stop: frozenset[str]) -> list[str]:
 def _ref_transform(v: Vectorizer, texts: list[str]) -> sp.csr_matrix:
     def analyze(text: str) -> list[str]:
         tokens = _ref_tokenize(text, v._stop)
+        if v.truncate is not None:
+            tokens = [t[: v.truncate] for t in tokens]
         if v.ngram_max == 2 and len(tokens) > 1:
             tokens = tokens + [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
         return tokens
@@ -235,6 +252,8 @@ _CONFIGS = [
     {"n_features": 2**12, "ngram_max": 2},
     {"n_features": 2**14, "stop_words": ["x2", "ab-cd", "don't", "straße", "ΟΔΟΣ".lower(), "longstopword"]
      + [f"zz{i}" for i in range(300)]},  # more stop words than the collision-free table takes
+    {"n_features": 2**16, "truncate": 3},  # tokens cut to their first characters
+    {"n_features": 2**12, "ngram_max": 2, "truncate": 1},
 ]
 _TRAIN = ["wheat prices rose", "oil prices fell", "Straße über naïve ΟΔΟΣ", "the don't ab-cd 1987 x2"]
 
