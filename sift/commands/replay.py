@@ -31,12 +31,10 @@ def _update(value: str) -> str | int:
     if value in ("every", "never"):
         return value
     try:
-        n = int(value)
+        int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be 'every', 'never' or a positive integer, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {n}")
-    return n
+    return _positive_int(value)
 
 
 def _positive_int(value: str) -> int:
