@@ -67,6 +67,10 @@ class Settings:
     api_token: str = field(default="", repr=False)
     data_dir: str = ".cache/sift-worker"
     idf_corpus: str = ""
+    #: Cut every token to its first N characters (``Vectorizer(truncate=N)``, as
+    #: ``sift replay --truncate N``); 0 keeps tokens whole. Every worker of a group must
+    #: use the same value: profile state holds vectors of the vectorizer that made them.
+    truncate: int = 0
     log_json: bool = False
     log_level: str = "INFO"
     processing_guarantee: str = "at_least_once"
@@ -83,6 +87,8 @@ class Settings:
                      "fetch_max_wait_ms"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"SIFT_{name.upper()} must be >= 1, got {getattr(self, name)!r}")
+        if self.truncate < 0:
+            raise ConfigError(f"SIFT_TRUNCATE must be >= 0 (0: tokens whole), got {self.truncate!r}")
         for name in ("batch_timeout", "judgment_batch_timeout", "stop_timeout"):
             value = getattr(self, name)
             if not 0 < value < float("inf"):

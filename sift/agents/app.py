@@ -593,7 +593,9 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     commit_only_processed_messages()
     if service is None:
         if training is None:
-            training = TrainingSet.load(settings.idf_corpus or default_corpus())
+            training = TrainingSet.load(settings.idf_corpus or default_corpus(),
+                                        **({"truncate": settings.truncate} if settings.truncate
+                                           else {}))
         service = Service(
             training, n_shards=P, recent_documents=settings.recent_documents,
             max_document_bytes=settings.max_document_bytes,

@@ -36,6 +36,20 @@ def worker(tmp_path: Any) -> Any:
     return w
 
 
+def test_the_worker_vectorizes_as_its_settings_say(tmp_path: Any) -> None:
+    """``SIFT_TRUNCATE`` reaches the vectorizer the worker fits on its IDF corpus (as
+    ``sift replay --truncate``); 0 keeps tokens whole."""
+    corpus = tmp_path / "idf.jsonl"
+    corpus.write_bytes(b"".join(orjson.dumps({"id": f"t{i}", "text": t}) + b"\n"
+                                for i, t in enumerate(TRAIN)))
+    for cut, expect in ((6, 6), (0, None)):
+        settings = Settings(broker="kafka://127.0.0.1:1", app_id="sift-test", partitions=2,
+                            data_dir=str(tmp_path / str(cut)), idf_corpus=str(corpus),
+                            truncate=cut)
+        w = create_app(settings)
+        assert w.service.training.vectorizer.truncate == expect
+
+
 def agent(worker: Any, name: str) -> Any:
     return next(a for a in worker.app.agents.values() if a.name.endswith(name))
 

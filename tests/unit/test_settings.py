@@ -27,6 +27,7 @@ def test_environment_values_are_parsed_by_the_field_type() -> None:
     ({"SIFT_JUDGMENT_BATCH_TIMEOUT": "nan"}, "SIFT_JUDGMENT_BATCH_TIMEOUT must be a positive"),
     ({"SIFT_JUDGMENT_BATCH_TIMEOUT": "inf"}, "SIFT_JUDGMENT_BATCH_TIMEOUT must be a positive"),
     ({"SIFT_FETCH_MAX_WAIT_MS": "0"}, "SIFT_FETCH_MAX_WAIT_MS must be >= 1, got 0"),
+    ({"SIFT_TRUNCATE": "-1"}, "SIFT_TRUNCATE must be >= 0"),
 ])
 def test_bad_values_raise_one_clear_error(env: dict[str, str], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
