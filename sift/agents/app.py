@@ -594,8 +594,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     if service is None:
         if training is None:
             training = TrainingSet.load(settings.idf_corpus or default_corpus(),
-                                        **({"truncate": settings.truncate} if settings.truncate
-                                           else {}))
+                                        truncate=settings.truncate or None)
         service = Service(
             training, n_shards=P, recent_documents=settings.recent_documents,
             max_document_bytes=settings.max_document_bytes,
@@ -744,19 +743,14 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         """Acknowledge the read-back messages to Faust's consumer once processed (and the
         skipped offsets the log no longer holds): it never delivered them, and its commit
         would otherwise wait for them forever (seen: a partition's lag stuck at 200 after
-        one skipped message). Each offset once: see :func:`gaps_left_to_the_agents`."""
+        one skipped message). No gap of Faust's covers them: see
+        :func:`gaps_left_to_the_agents`."""
         from faust.types import Message
 
         consumer = app.consumer
         generation = app.consumer_generation_id
-        acked: dict[TP, set[int]] = {}
-        while recovered:
+        while recovered:  # (the consumer's ack refuses an offset it already holds)
             t, p, o = recovered.pop()
-            tp = TP(t, p)
-            if tp not in acked:
-                acked[tp] = set(consumer._acked.get(tp, ()))
-            if o in acked[tp]:  # once only: a repeated offset stops Faust's commit there
-                continue
             m = Message(t, p, o, 0.0, 0, None, None, None, None, generation_id=generation)
             _PROCESSED.add(m)
             consumer._unacked_messages.add(m)
