@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 from sift.filters.base import Stack
 from sift.filters.errors import FilterError
 from sift.filters.profile import Profile
+from sift.filters.sparse import stack_rows
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class ProfileBank:
         for name, (rows, rels) in groups.items():
             p = self._profiles[name]
             before = p.version_
-            X = rows[0] if len(rows) == 1 else sp.vstack(rows, format="csr")
+            X = stack_rows(rows)
             p.learn_many(X, rels)
             if p.version_ != before:
                 changed.append(name)

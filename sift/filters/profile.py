@@ -47,6 +47,7 @@ from sift.filters.knn import KNN
 from sift.filters.measures import get_measure
 from sift.filters.pseudolabel import Pseudolabeler
 from sift.filters.rocchio import Rocchio
+from sift.filters.sparse import stack_rows
 from sift.filters.state import STATE_VERSION, check_version, decode_count, decode_csr, encode_csr
 from sift.filters.threshold import stable_argsort, trot, zero_utility_threshold
 
@@ -467,8 +468,7 @@ class Profile:
 
     def _apply(self, n: int) -> None:
         """Learn the first ``n`` pending judgments, keep the rest pending, re-threshold."""
-        X = self._pending[0][0] if len(self._pending) == 1 else sp.vstack(
-            [p[0] for p in self._pending], format="csr")
+        X = stack_rows([p[0] for p in self._pending])
         lab = np.concatenate([p[1] for p in self._pending])
         w = np.concatenate([p[2] for p in self._pending])
         rest = X.shape[0] - n

@@ -66,6 +66,33 @@ def _build(X: sp.csr_matrix, pos: NDArray[Any], keep: NDArray[np.bool_], k: int)
     return sp.csr_matrix((X.data[keep], pos[keep], indptr), shape=(n, k))
 
 
+def stack_rows(blocks: list[sp.csr_matrix]) -> sp.csr_matrix:
+    """``sp.vstack(blocks, format="csr")`` for CSR blocks of one width: the same
+    entries in the same order, without scipy's per-call checks (about 30 µs a block
+    there: most of applying a batch of single-document judgments).
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> a = sp.csr_matrix(np.array([[1.0, 0, 2.0]]))
+    >>> b = sp.csr_matrix(np.array([[0, 3.0, 0], [4.0, 0, 0]]))
+    >>> stack_rows([a, b]).toarray().tolist()
+    [[1.0, 0.0, 2.0], [0.0, 3.0, 0.0], [4.0, 0.0, 0.0]]
+    """
+    if len(blocks) == 1:
+        return blocks[0]
+    width = blocks[0].shape[1]
+    if any(not isinstance(b, sp.csr_matrix) or b.shape[1] != width for b in blocks):
+        return sp.csr_matrix(sp.vstack(blocks, format="csr"))
+    counts = np.fromiter((b.nnz for b in blocks), dtype=np.int64, count=len(blocks))
+    n_rows = sum(b.shape[0] for b in blocks)
+    idx = np.int32 if max(int(counts.sum()), width) < 2**31 - 1 else np.int64
+    data = np.concatenate([b.data for b in blocks]).astype(
+        np.result_type(*(b.dtype for b in blocks)), copy=False)
+    indices = np.concatenate([b.indices for b in blocks]).astype(idx, copy=False)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    indptr = np.concatenate([[0]] + [b.indptr[1:] + o for b, o in zip(blocks, offsets.tolist(), strict=True)])
+    return sp.csr_matrix((data, indices, indptr.astype(idx, copy=False)), shape=(n_rows, width))
+
+
 def rowwise_sq_norms(X: sp.csr_matrix) -> NDArray[np.float64]:
     """Squared Euclidean length of each row."""
     rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sift.filters.sparse import ColumnStack
+from sift.filters.sparse import ColumnStack, stack_rows
 
 F = 64  # hashed columns in these small cases
 
@@ -83,3 +83,37 @@ def test_a_dense_stack_turns_sparse_when_replacements_thin_it_out() -> None:
     for j in range(3):
         expected[:, j] = 2.0 * X[:, j].toarray().ravel()
     assert np.array_equal(stack.product(X), expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10**6), rows=st.lists(st.integers(0, 4), min_size=1, max_size=8),
+       unsorted=st.booleans())
+def test_stack_rows_equals_scipy_vstack(seed: int, rows: list[int], unsorted: bool) -> None:
+    """The judgment batches' row stacking: the same matrix as ``sp.vstack`` entry for
+    entry (values, column order within rows, row pointers), empty blocks and rows with
+    unsorted columns included; the inputs are left as they were."""
+    rng = np.random.default_rng(seed)
+    blocks = [_docs(rng, m) for m in rows]
+    if unsorted:
+        for b in blocks:
+            for r in range(b.shape[0]):
+                lo, hi = b.indptr[r], b.indptr[r + 1]
+                b.indices[lo:hi] = b.indices[lo:hi][::-1].copy()
+                b.data[lo:hi] = b.data[lo:hi][::-1].copy()
+    before = [(b.data.copy(), b.indices.copy(), b.indptr.copy()) for b in blocks]
+    got = stack_rows(blocks)
+    want = sp.vstack(blocks, format="csr")
+    assert got.shape == want.shape
+    assert np.array_equal(got.indptr, want.indptr)
+    assert np.array_equal(got.indices, want.indices)
+    assert np.array_equal(got.data, want.data)
+    for b, (d, i, p) in zip(blocks, before, strict=True):
+        assert np.array_equal(b.data, d) and np.array_equal(b.indices, i) and np.array_equal(b.indptr, p)
+
+
+def test_stack_rows_falls_back_to_scipy_for_other_inputs() -> None:
+    a = sp.csr_matrix(np.array([[1.0, 0.0, 2.0]]))
+    b = sp.coo_matrix(np.array([[0.0, 3.0, 0.0]]))
+    assert stack_rows([a, b]).toarray().tolist() == [[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]
+    with pytest.raises(ValueError):
+        stack_rows([a, sp.csr_matrix(np.ones((1, 4)))])
