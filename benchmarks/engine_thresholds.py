@@ -6,6 +6,7 @@ test stream. Writes ``benchmarks/results/engine_thresholds.json``.
     .venv/bin/python benchmarks/engine_thresholds.py fixed        # seed 0
     .venv/bin/python benchmarks/engine_thresholds.py oracle-start # seed 0
     .venv/bin/python benchmarks/engine_thresholds.py qdf-start    # seed 0
+    .venv/bin/python benchmarks/engine_thresholds.py trace        # seed 0
 
 ``seeds``: Rocchio replays of each variant (``key=value`` pairs as in
 ``benchmarks/engine_variants.py``; ``base`` for the defaults), macro T11SU / T11F averaged
@@ -19,6 +20,10 @@ threshold, then adaptive (update every) and kept fixed (update never): a diagnos
 that uses the answers. ``qdf-start``: the same with the query's document frequency in
 the training set taken as the category's size (the score at that rank of the training
 ranking; ``fixed`` reports it kept fixed as ``query_df``), an estimate that needs no answers.
+``trace``: the adaptive Rocchio replay (update every) of every profile with at most 30
+relevant stream documents, delivery by delivery (stream position, score, threshold in
+force, relevant), and how many non-relevant deliveries each made before its threshold
+first rose by more than 0.005, or before its first relevant one.
 """
 
 from __future__ import annotations
@@ -185,8 +190,52 @@ def fixed_and_oracle(val: Corpus, what: str) -> dict[str, Any]:
     return out
 
 
+def trace(val: Corpus, small: int = 30) -> dict[str, Any]:
+    """Seed 0, defaults: the deliveries of the profiles with at most ``small`` relevant
+    stream documents, and their non-relevant deliveries before a threshold move."""
+    res = replay(val, config("base", 0))
+    pos = {d.id: i for i, d in enumerate(val.test)}
+    topics = {d.id: set(d.topics) for d in val.test}
+    seqs: dict[str, list[tuple[int, float, float, bool]]] = {}
+    for h in res.decisions:
+        seqs.setdefault(h["profile"], []).append(
+            (pos[h["doc_id"]], h["score"], h["threshold"], h["profile"] in topics[h["doc_id"]]))
+    rows: dict[str, Any] = {}
+    for name, m in res.metrics["per_profile"].items():
+        if m["relevant_in_test"] > small:
+            continue
+        seq = seqs.get(name, [])
+        junk_before_rise = junk_before_relevant = 0
+        rose = found = False
+        for k, (_, _, thr, rel) in enumerate(seq):
+            if k and thr > seq[k - 1][2] + 0.005:
+                rose = True
+            if not rel:
+                junk_before_rise += not rose
+                junk_before_relevant += not found
+            found |= rel
+        rows[name] = {"relevant_in_stream": m["relevant_in_test"], "t11su": m["t11su"],
+                      "junk_before_threshold_rise": junk_before_rise,
+                      "junk_before_first_relevant": junk_before_relevant,
+                      "deliveries": [{"at": a, "score": sc, "threshold": t, "relevant": r}
+                                     for a, sc, t, r in seq]}
+    tiny = [r for r in rows.values() if r["relevant_in_stream"] <= 5]
+    out = {"profiles": len(rows), "profiles_at_most_5_relevant": len(tiny),
+           "at_most_5_relevant_below_one_third": sum(r["t11su"] < 1 / 3 for r in tiny),
+           "at_most_5_relevant_mean_junk_before_threshold_rise":
+               float(np.mean([r["junk_before_threshold_rise"] for r in tiny])) if tiny else 0.0,
+           "per_profile": rows}
+    print({k: v for k, v in out.items() if k != "per_profile"}, flush=True)
+    for name, r in sorted(rows.items(), key=lambda kv: kv[1]["relevant_in_stream"]):
+        if r["relevant_in_stream"] <= 5 and r["t11su"] < 1 / 3:
+            print(f"  {name:16s} relevant {r['relevant_in_stream']}  T11SU {r['t11su']:.2f}  " + " ".join(
+                f"{d['score']:.3f}/{d['threshold']:.3f}{'+' if d['relevant'] else '-'}"
+                for d in r["deliveries"][:8]), flush=True)
+    return out
+
+
 def main(argv: list[str]) -> None:
-    if not argv or argv[0] not in ("seeds", "fixed", "oracle-start", "qdf-start"):
+    if not argv or argv[0] not in ("seeds", "fixed", "oracle-start", "qdf-start", "trace"):
         sys.exit(__doc__)
     val = validation_corpus()
     result = orjson.loads(OUT.read_bytes()) if OUT.exists() else {}
@@ -198,6 +247,8 @@ def main(argv: list[str]) -> None:
             sys.exit(__doc__)
         result.setdefault("seeds", {}).update(
             seeds(val, [int(s) for s in argv[1].split(",")], argv[2:], model))
+    elif argv[0] == "trace":
+        result["trace"] = trace(val)
     else:
         result[argv[0]] = fixed_and_oracle(val, argv[0])
     OUT.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
