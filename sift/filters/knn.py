@@ -194,12 +194,18 @@ class _Neighbours:
             rows = np.flatnonzero(hit.any(axis=1))
             if rows.size:  # drop evicted neighbours, keeping rank order (arrays are copies)
                 keep = ~hit[rows]
-                order = np.argsort(~keep, axis=1, kind="stable")
-                nbr[rows] = np.where(np.take_along_axis(keep, order, 1),
-                                     np.take_along_axis(nbr[rows], order, 1), -1)
-                sim[rows] = np.where(np.take_along_axis(keep, order, 1),
-                                     np.take_along_axis(sim[rows], order, 1), -np.inf)
-                length[rows] -= (~keep).sum(axis=1)
+                counts = keep.sum(axis=1)
+                src = np.flatnonzero(keep)  # kept entries, row by row, in rank order
+                # each kept entry's new place: its row's start, then its rank among the kept
+                dest = np.arange(src.size) + np.repeat(np.arange(rows.size) * self.width
+                                                       - (np.cumsum(counts) - counts), counts)
+                new_n = np.full(rows.size * self.width, -1, dtype=np.int64)
+                new_s = np.full(rows.size * self.width, -np.inf)
+                new_n[dest] = nbr[rows].ravel()[src]
+                new_s[dest] = sim[rows].ravel()[src]
+                nbr[rows] = new_n.reshape(rows.size, self.width)
+                sim[rows] = new_s.reshape(rows.size, self.width)
+                length[rows] -= self.width - counts
         C = ex.dots_to(added) if added.size else None  # kept rows come first, in order
         if C is not None and n_kept:
             nbr, sim = self._merged(nbr, sim, length, C[:n_kept], seq[added])

@@ -159,6 +159,11 @@ def test_knn_leave_one_out_kept_up_to_date_equals_from_scratch(steps, k, cap, se
         fresh = KNN(k=k)
         fresh.bind(30, None, fresh_ex)
         assert np.array_equal(got, fresh.loo_scores())
+        # the lists themselves, entry for entry in their first k (the votes' depth)
+        kk = min(k, len(ex) - 1)
+        assert live._lists is not None and fresh._lists is not None
+        assert np.array_equal(live._lists.nbr[:, :kk], fresh._lists.nbr[:, :kk])
+        assert np.array_equal(live._lists.sim[:, :kk], fresh._lists.sim[:, :kk])
 
 
 def test_knn_normalized_vote_is_the_relevant_share_of_similarity() -> None:
@@ -241,3 +246,45 @@ def test_knn_leave_one_out_after_large_batches_equals_from_scratch() -> None:
         fresh = KNN(k=12)
         fresh.bind(60, None, fresh_ex)
         assert np.array_equal(got, fresh.loo_scores())
+
+
+def test_knn_lists_emptied_by_evictions_are_rebuilt() -> None:
+    """A batch that evicts most of some lists' entries (a cluster of the oldest examples
+    whose surviving members had their neighbours among them): those lists fall below k,
+    must be rebuilt, and then hold the neighbours a build from scratch finds, which were
+    never in them (the other examples, less similar to the cluster than its members)."""
+    rng = np.random.default_rng(3)
+    d = 20
+    cluster = np.zeros((30, d))
+    cluster[:, 0] = 1.0
+    cluster[:, 1:5] = 0.05 * rng.random((30, 4))
+    others = np.zeros((70, d))
+    others[:, 0] = 0.3
+    others[:, 5:18] = rng.random((70, 13))
+    new = np.zeros((24, d))
+    new[:, 19] = 1.0 + rng.random(24)  # orthogonal to everything before
+    X = sp.csr_matrix(np.vstack([cluster, others]))
+    labels = np.where(rng.random(100) < 0.5, 1, -1).astype(np.int8)
+    live = KNN(k=4)
+    ex = ExampleSet(100, d)
+    live.bind(d, None, ex)
+    ex.add(X, labels, np.ones(100), np.ones(100, bool))
+    live.loo_scores()
+    assert live._lists is not None
+    before = live._lists
+    ex.add(sp.csr_matrix(new), np.ones(24, np.int8), np.ones(24), np.ones(24, bool))  # evicts rows 0-23
+    got = live.loo_scores()
+    assert live._lists is not before and live._lists.length.min() >= 4  # updated, not short
+    fresh_ex = ExampleSet(100, d)
+    fresh_ex.X = ex.X.copy()
+    fresh_ex.labels, fresh_ex.weights = ex.labels.copy(), ex.weights.copy()
+    fresh_ex.real, fresh_ex.seq = ex.real.copy(), ex.seq.copy()
+    fresh = KNN(k=4)
+    fresh.bind(d, None, fresh_ex)
+    assert np.array_equal(got, fresh.loo_scores())
+    assert fresh._lists is not None
+    assert np.array_equal(live._lists.nbr[:, :4], fresh._lists.nbr[:, :4])
+    # the surviving cluster members' new neighbours include examples they never listed
+    survivors = np.flatnonzero(np.isin(ex.seq, np.arange(24, 30)))
+    listed_before = set(before.nbr[before.seq.searchsorted(ex.seq[survivors])].ravel().tolist())
+    assert set(fresh._lists.nbr[survivors, :4].ravel().tolist()) - listed_before
