@@ -27,6 +27,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core: no BLAS threads
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -56,6 +57,36 @@ def build_bank(n_profiles: int, model: str, vec: Vectorizer, X_train, train, cat
     return bank
 
 
+def reuters() -> tuple[list, list, list[str], Vectorizer, Any]:
+    """Reuters-21578: training and test documents, the categories with at least 3 training
+    positives that the test set holds too, the vectorizer fitted on training, the
+    training matrix."""
+    corpus = load_corpus(ROOT / "data/reuters21578/train.jsonl.gz", ROOT / "data/reuters21578/test.jsonl.gz")
+    train, test = corpus.train, corpus.test
+    cats = sorted({t for d in train for t in d.topics} & {t for d in test for t in d.topics})
+    cats = [c for c in cats if sum(c in d.topics for d in train) >= 3]
+    vec = Vectorizer().fit(d.text for d in train)
+    return train, test, cats, vec, vec.transform([d.text for d in train])
+
+
+def judgment_bank(model: str, vec: Vectorizer, X_train: Any, train: list, cats: list[str],
+                  rng: np.random.Generator) -> ProfileBank:
+    """100 profiles whose example sets are filled to their cap with real judgments (of
+    training documents), leave-one-out state built and thresholds current, as after fit."""
+    bank = build_bank(100, model, vec, X_train, train, cats,
+                      pseudolabel={"min_neg_rank": 1, "neg_fraction": 0.25, "neg_weight": 0.3})
+    for p in bank:
+        need = p.max_examples - int(p.examples_.real.sum())
+        rows = rng.integers(0, X_train.shape[0], need)
+        X = X_train[rows]
+        lab = np.where([p.name.split("#")[0] in train[r].topics for r in rows], 1, -1).astype(np.int8)
+        p.model_.learn(X, lab, np.ones(need), np.ones(need, bool))
+        p.examples_.add(X, lab, np.ones(need), np.ones(need, bool))
+        p.flush()
+        p._rethreshold()
+    return bank
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--total", type=int, default=1_000_000, help="documents in the flat-cost stream")
@@ -69,12 +100,7 @@ def main() -> None:
     ap.add_argument("--profile-counts", default="100,1000",
                     help="comma-separated profile counts of the scoring rows to run; the others are kept")
     args = ap.parse_args()
-    corpus = load_corpus(ROOT / "data/reuters21578/train.jsonl.gz", ROOT / "data/reuters21578/test.jsonl.gz")
-    train, test = corpus.train, corpus.test
-    cats = sorted({t for d in train for t in d.topics} & {t for d in test for t in d.topics})
-    cats = [c for c in cats if sum(c in d.topics for d in train) >= 3]
-    vec = Vectorizer().fit(d.text for d in train)
-    X_train = vec.transform([d.text for d in train])
+    train, test, cats, vec, X_train = reuters()
     texts = [d.text for d in test]
     only = set(args.only.split(","))
     path = ROOT / "benchmarks/results/engine_speed.json"
@@ -131,19 +157,8 @@ def main() -> None:
         judg: dict = {"load_average_at_start": os.getloadavg()[0]}
         rng = np.random.default_rng(0)
         for model in ("rocchio", "kantor", "knn"):
-            bank = build_bank(100, model, vec, X_train, train, cats,
-                              pseudolabel={"min_neg_rank": 1, "neg_fraction": 0.25, "neg_weight": 0.3})
+            bank = judgment_bank(model, vec, X_train, train, cats, rng)
             names = bank.names
-            # fill every example set to its cap with real judgments first
-            for p in bank:
-                need = p.max_examples - int(p.examples_.real.sum())
-                rows = rng.integers(0, X_train.shape[0], need)
-                X = X_train[rows]
-                lab = np.where([p.name.split("#")[0] in train[r].topics for r in rows], 1, -1).astype(np.int8)
-                p.model_.learn(X, lab, np.ones(need), np.ones(need, bool))
-                p.examples_.add(X, lab, np.ones(need), np.ones(need, bool))
-                p.flush()
-                p._rethreshold()  # as after fit: leave-one-out state built, threshold current
             bank.score(X_test[:1])
             sizes = [len(p.examples_) for p in bank]
             res: dict = {"examples_per_profile": int(np.median(sizes))}

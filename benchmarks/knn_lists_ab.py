@@ -33,12 +33,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from engine_speed import build_bank  # noqa: E402
+from engine_speed import judgment_bank, reuters  # noqa: E402
 
 from sift.commands._common import write_json  # noqa: E402
 from sift.filters import knn as K  # noqa: E402
-from sift.filters.vectorize import Vectorizer  # noqa: E402
-from sift.replay import load_corpus  # noqa: E402
 
 OUT = ROOT / "benchmarks/results/knn_lists_ab.json"
 METHODS = ("_merged", "updated")
@@ -65,25 +63,12 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--profiles", type=int, default=40, help="captured list updates timed per rep")
     args = ap.parse_args()
-    corpus = load_corpus(ROOT / "data/reuters21578/train.jsonl.gz", ROOT / "data/reuters21578/test.jsonl.gz")
-    train, test = corpus.train, corpus.test
-    cats = sorted({t for d in train for t in d.topics} & {t for d in test for t in d.topics})
-    cats = [c for c in cats if sum(c in d.topics for d in train) >= 3]
-    vec = Vectorizer().fit(d.text for d in train)
-    X_train, X_test = vec.transform([d.text for d in train]), vec.transform([d.text for d in test])
+    train, test, cats, vec, X_train = reuters()
+    X_test = vec.transform([d.text for d in test])
     rng = np.random.default_rng(0)
     # as benchmarks/engine_speed.py --only judgments: 100 kNN profiles, example sets full
-    bank = build_bank(100, "knn", vec, X_train, train, cats,
-                      pseudolabel={"min_neg_rank": 1, "neg_fraction": 0.25, "neg_weight": 0.3})
+    bank = judgment_bank("knn", vec, X_train, train, cats, rng)
     names = bank.names
-    for p in bank:
-        need = p.max_examples - int(p.examples_.real.sum())
-        rows = rng.integers(0, X_train.shape[0], need)
-        lab = np.where([p.name.split("#")[0] in train[r].topics for r in rows], 1, -1).astype(np.int8)
-        p.model_.learn(X_train[rows], lab, np.ones(need), np.ones(need, bool))
-        p.examples_.add(X_train[rows], lab, np.ones(need), np.ones(need, bool))
-        p.flush()
-        p._rethreshold()
     new = {m: K._Neighbours.__dict__[m] for m in METHODS}
     old = old_methods(args.old)
     captured: list[tuple[Any, ...]] = []
