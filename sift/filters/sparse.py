@@ -68,8 +68,9 @@ def _build(X: sp.csr_matrix, pos: NDArray[Any], keep: NDArray[np.bool_], k: int)
 
 def stack_rows(blocks: list[sp.csr_matrix]) -> sp.csr_matrix:
     """``sp.vstack(blocks, format="csr")`` for CSR blocks of one width: the same
-    entries in the same order, without scipy's per-call checks (about 30 µs a block
-    there: most of applying a batch of single-document judgments).
+    entries in the same order, without most of scipy's per-block work (``vstack`` of
+    100 one-row blocks: 1.5 ms, here about a third of that; a profile's judgments in a
+    batch arrive as one-row blocks).
 
     >>> import numpy as np, scipy.sparse as sp
     >>> a = sp.csr_matrix(np.array([[1.0, 0, 2.0]]))
