@@ -118,12 +118,18 @@ def matmul_dense(A: sp.csr_matrix, B: Any) -> NDArray[np.float64]:
     return np.asarray(A @ B, dtype=np.float64)
 
 
+#: results of more cells than this get their scratch sized by a count of the
+#: multiplications (a pass over ``A``'s entries, about a tenth of a kNN list update's
+#: product); smaller ones by the dense size, which costs nothing until written
+_COUNT_ABOVE = 4_000_000
+
+
 def dense_product(A: sp.csr_matrix, B: sp.csr_matrix) -> NDArray[np.float64]:
     """``(A @ B).toarray()`` for CSR ``A`` and ``B`` (float64), bit for bit, without
     scipy's first pass over the product that counts its stored entries exactly: the
-    result's storage is sized by the number of multiplications (at most one entry
-    each) capped at the dense size, then the one numeric pass of the same kernel
-    fills it. Each cell sums ``A``'s row entries in their order, as ``A @ B`` does.
+    result's storage is sized by the dense size (or, for a large result, by the number
+    of multiplications, at most one entry each), then the one numeric pass of the same
+    kernel fills it. Each cell sums ``A``'s row entries in their order, as ``A @ B`` does.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> A = sp.csr_matrix(np.array([[1.0, 0, 2.0], [0, 3.0, 0]]))
@@ -137,8 +143,9 @@ def dense_product(A: sp.csr_matrix, B: sp.csr_matrix) -> NDArray[np.float64]:
     if (_csr_matmat is None or A.dtype != np.float64 or B.dtype != np.float64
             or n == 0 or m == 0 or A.nnz == 0 or B.nnz == 0):
         return np.asarray((A @ B).toarray(), dtype=np.float64)
-    flops = int(np.diff(B.indptr)[A.indices].sum())
-    bound = max(1, min(flops, n * m))
+    bound = n * m  # at most one stored entry per cell of the result
+    if bound > _COUNT_ABOVE:  # a large result: size the scratch by the multiplications
+        bound = max(1, min(int(np.diff(B.indptr)[A.indices].sum()), bound))
     idx = np.int32 if max(bound, A.nnz, B.nnz, n, m, A.shape[1]) < 2**31 - 1 else np.int64
     Cp = np.empty(n + 1, dtype=idx)
     Cj = np.empty(bound, dtype=idx)
