@@ -323,7 +323,7 @@ class Vectorizer:
         are removed), a language-blind stand-in for stemming: ``exports`` and
         ``exported`` both become ``export`` at 6; ``None`` (default) keeps tokens whole.
         On the Reuters-21578 validation split it raised adaptive Rocchio's macro T11F
-        (see the README); kNN and Kantor did not gain.
+        (docs/engine.md); kNN and Kantor did not gain.
 
     Attributes
     ----------
