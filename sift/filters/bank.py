@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from sift.filters.base import Stack
 from sift.filters.errors import FilterError
 from sift.filters.profile import Profile
-from sift.filters.sparse import stack_rows
+from sift.filters.sparse import nonzero_2d, stack_rows
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ class ProfileBank:
         """Every (document, profile) whose score reaches the profile's threshold, row-major."""
         scores = self.score(X)
         thr = self.thresholds()
-        rows, cols = np.nonzero(scores >= thr[None, :])
+        rows, cols = nonzero_2d(scores >= thr[None, :])
         profiles = list(self._profiles.values())
         names = [p.name for p in profiles]
         versions = [p.version_ for p in profiles]

@@ -71,7 +71,7 @@ from sift.filters.examples import ExampleSet
 from sift.filters.kantor import Kantor
 from sift.filters.knn import KNN
 from sift.filters.rocchio import Rocchio
-from sift.filters.sparse import restrict
+from sift.filters.sparse import nonzero_2d, restrict
 from sift.filters.state import decode_array, encode_array
 
 __all__ = [
@@ -742,7 +742,7 @@ def _milp_pairs(
     lo_ = diff.min(axis=2)
     fixed = (lo_ > 0).sum(axis=1)  # v strictly dominates s: always before s
     mixed = (hi_ > 0) & ~(lo_ > 0)
-    s_idx, v_idx = np.nonzero(mixed)
+    s_idx, v_idx = nonzero_2d(mixed)
     n_y = s_idx.size
     big = hi_[s_idx, v_idx]
     rows: list[sp.spmatrix] = []

@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from sift.filters.base import ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError
 from sift.filters.examples import ExampleSet, _Compact
-from sift.filters.sparse import dense_product
+from sift.filters.sparse import dense_product, nonzero_2d
 
 _CHUNK = 1024
 
@@ -68,7 +68,7 @@ def select(S: NDArray[np.float64], kk: int) -> NDArray[np.int64]:
         equal = kth[extra, None] == sub
         need = kk - greater.sum(axis=1)
         mask[extra] = greater | (equal & (np.cumsum(equal, axis=1) <= need[:, None]))
-    return np.nonzero(mask)[1].reshape(n, kk).astype(np.int64)
+    return nonzero_2d(mask)[1].reshape(n, kk).astype(np.int64, copy=False)
 
 
 class _Neighbours:
@@ -149,10 +149,12 @@ class _Neighbours:
         that rank before a list's last entry take part, a few per list."""
         last = np.take_along_axis(sim, np.maximum(length - 1, 0)[:, None], 1).ravel()
         enters = (last[:, None] < C) & (length > 0)[:, None]
-        r, j = np.nonzero(enters)  # by list, then by sequence number
+        r, j = nonzero_2d(enters)  # by list, then by sequence number
         if r.size == 0:
             return nbr, sim
-        rows, first, counts = np.unique(r, return_index=True, return_counts=True)
+        # r is sorted: each list's entries are one run (np.unique without its sort)
+        first = np.flatnonzero(np.concatenate(([True], r[1:] != r[:-1])))
+        rows, counts = r[first], np.diff(np.append(first, r.size))
         slot = np.arange(r.size) - np.repeat(first, counts)  # rank of entry among its row's
         where = np.repeat(np.arange(rows.size), counts)
         width, extra = nbr.shape[1], int(counts.max())
@@ -169,9 +171,11 @@ class _Neighbours:
         order = np.argsort(-all_s, axis=1, kind="stable")[:, :width]
         new_s = np.take_along_axis(all_s, order, 1)
         new_n = np.take_along_axis(all_n, order, 1)
-        tail = np.arange(width)[None, :] >= length[rows, None]  # lengths stay
-        new_s[tail] = -np.inf
-        new_n[tail] = -1
+        short = length[rows] < width
+        if short.any():  # lengths stay
+            tail = np.arange(width)[None, :] >= length[rows, None]
+            new_s[tail] = -np.inf
+            new_n[tail] = -1
         sim[rows], nbr[rows] = new_s, new_n
         return nbr, sim
 
@@ -524,7 +528,7 @@ def _exceptions(code: NDArray[np.unsignedinteger[Any]]
     best = np.lexsort((-length, row))  # by row, the longest run first
     lead = best[np.flatnonzero(np.diff(np.append(-1, row[best])))]
     dcode = sc.ravel()[first[lead]]
-    er, ec = np.nonzero(code != dcode[:, None])
+    er, ec = nonzero_2d(code != dcode[:, None])
     ptr = np.zeros(U + 1, np.int64)
     np.cumsum(np.bincount(er, minlength=U), out=ptr[1:])
     return dcode, ptr, ec.astype(np.int64)
@@ -858,7 +862,7 @@ class KNNStack(Stack):
         tied[:, 1:] = eq
         tied[:, :-1] |= eq
         tied &= member
-        pr, pt = np.nonzero(tied)
+        pr, pt = nonzero_2d(tied)
         pos = np.zeros(sims.shape, dtype=np.int64)
         positions = self._pool_positions(gi)
         pos[pr, pt] = positions.ravel()[c[pr] * positions.shape[1] + cand[rows[pr], pt]]

@@ -94,6 +94,26 @@ def stack_rows(blocks: list[sp.csr_matrix]) -> sp.csr_matrix:
     return sp.csr_matrix((data, indices, indptr.astype(idx, copy=False)), shape=(n_rows, width))
 
 
+def nonzero_2d(mask: NDArray[Any]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """``np.nonzero(mask)`` of a 2-D array: the same row and column indices in the same
+    (row-major) order, from the flat indices. numpy's 2-D ``nonzero`` is several times
+    slower than its 1-D one (a 129 x 2,000 mask of a kNN list update: 1.2 against 0.18
+    ms; 3,299 x 2,242: 35 against 4.4 ms).
+
+    >>> import numpy as np
+    >>> m = np.array([[0, 1, 1], [1, 0, 0]], dtype=bool)
+    >>> [a.tolist() for a in nonzero_2d(m)]
+    [[0, 0, 1], [1, 2, 0]]
+    """
+    if mask.ndim != 2:
+        raise ValueError(f"nonzero_2d: expected a 2-D array, got {mask.ndim} dimensions")
+    flat = np.flatnonzero(mask)
+    if mask.shape[1] == 0:
+        return flat, flat.copy()
+    rows, cols = np.divmod(flat, mask.shape[1])
+    return rows, cols
+
+
 def rowwise_sq_norms(X: sp.csr_matrix) -> NDArray[np.float64]:
     """Squared Euclidean length of each row."""
     rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))

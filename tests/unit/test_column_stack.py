@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sift.filters.sparse import ColumnStack, stack_rows
+from sift.filters.sparse import ColumnStack, nonzero_2d, stack_rows
 
 F = 64  # hashed columns in these small cases
 
@@ -117,3 +117,28 @@ def test_stack_rows_falls_back_to_scipy_for_other_inputs() -> None:
     assert stack_rows([a, b]).toarray().tolist() == [[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]
     with pytest.raises(ValueError):
         stack_rows([a, sp.csr_matrix(np.ones((1, 4)))])
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 7), m=st.integers(0, 9),
+       density=st.floats(0.0, 1.0), layout=st.sampled_from(["C", "F", "strided"]))
+def test_nonzero_2d_equals_numpy_nonzero(seed: int, n: int, m: int, density: float, layout: str) -> None:
+    """Row and column indices in numpy's (row-major) order, for C-ordered, Fortran-ordered
+    and strided views, empty shapes included; the mask is left as it was."""
+    rng = np.random.default_rng(seed)
+    mask = rng.random((n, 2 * m if layout == "strided" else m)) < density
+    if layout == "F":
+        mask = np.asfortranarray(mask)
+    elif layout == "strided":
+        mask = mask[:, ::2]
+    before = mask.copy()
+    rows, cols = nonzero_2d(mask)
+    want_rows, want_cols = np.nonzero(mask)
+    assert np.array_equal(rows, want_rows) and np.array_equal(cols, want_cols)
+    assert rows.dtype == want_rows.dtype and cols.dtype == want_cols.dtype
+    assert np.array_equal(mask, before)
+
+
+def test_nonzero_2d_refuses_other_dimensions() -> None:
+    with pytest.raises(ValueError, match="2-D"):
+        nonzero_2d(np.ones(3, dtype=bool))
