@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from sift.filters.base import ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError
 from sift.filters.examples import ExampleSet, _Compact
-from sift.filters.sparse import dense_product, nonzero_2d
+from sift.filters.sparse import dense_product, nonzero_2d, take_rows
 
 _CHUNK = 1024
 
@@ -110,11 +110,11 @@ class _Neighbours:
             S = ex.self_dots(part) if dots is None else dots[start : start + part.size].copy()
             S[np.arange(part.size), part] = -np.inf
             cols = select(S, depth)
-            sims = np.take_along_axis(S, cols, axis=1)
+            sims = take_rows(S, cols)
             seqs = ex.seq[cols]
             order = np.lexsort((seqs, -sims), axis=1)  # rank order: similarity, then seq
-            nbr[start : start + part.size, :depth] = np.take_along_axis(seqs, order, axis=1)
-            sim[start : start + part.size, :depth] = np.take_along_axis(sims, order, axis=1)
+            nbr[start : start + part.size, :depth] = take_rows(seqs, order)
+            sim[start : start + part.size, :depth] = take_rows(sims, order)
         return nbr, sim, np.full(rows.size, depth, dtype=np.int64)
 
     @classmethod
@@ -147,7 +147,7 @@ class _Neighbours:
         then sequence number): what inserting them one after the other gives, since a
         new example ranks after an old one of equal similarity. Only the new examples
         that rank before a list's last entry take part, a few per list."""
-        last = np.take_along_axis(sim, np.maximum(length - 1, 0)[:, None], 1).ravel()
+        last = take_rows(sim, np.maximum(length - 1, 0)[:, None]).ravel()
         enters = (last[:, None] < C) & (length > 0)[:, None]
         r, j = nonzero_2d(enters)  # by list, then by sequence number
         if r.size == 0:
@@ -169,8 +169,8 @@ class _Neighbours:
         # similarities keep the order of their sequence numbers; padding (-inf) sorts
         # last, and only the first ``length`` entries are kept anyway
         order = np.argsort(-all_s, axis=1, kind="stable")[:, :width]
-        new_s = np.take_along_axis(all_s, order, 1)
-        new_n = np.take_along_axis(all_n, order, 1)
+        new_s = take_rows(all_s, order)
+        new_n = take_rows(all_n, order)
         short = length[rows] < width
         if short.any():  # lengths stay
             tail = np.arange(width)[None, :] >= length[rows, None]
@@ -254,9 +254,9 @@ def ranked(S: NDArray[np.float64], kk: int) -> tuple[NDArray[np.int64], NDArray[
     """Columns and values of the ``kk`` largest entries of each row, in rank order:
     similarity, then column (insertion order), as :func:`select` chooses them."""
     cols = select(S, kk)
-    sims = np.take_along_axis(S, cols, axis=1)
+    sims = take_rows(S, cols)
     order = np.argsort(-sims, axis=1, kind="stable")  # cols ascend: ties stay in column order
-    return np.take_along_axis(cols, order, axis=1), np.take_along_axis(sims, order, axis=1)
+    return take_rows(cols, order), take_rows(sims, order)
 
 
 def neighbours(X: sp.csr_matrix, ex: ExampleSet, k: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
@@ -689,10 +689,10 @@ class KNNStack(Stack):
                 cand = np.broadcast_to(np.arange(U), (rows.size, U))
             else:
                 cand = np.argpartition(Sr, U - T, axis=1)[:, U - T :]  # the T most similar
-            csim = np.take_along_axis(Sr, cand, axis=1)
+            csim = take_rows(Sr, cand)
             order = np.argsort(-csim, axis=1)
-            cand = np.take_along_axis(cand, order, axis=1)
-            csim = np.take_along_axis(csim, order, axis=1)
+            cand = take_rows(cand, order)
+            csim = take_rows(csim, order)
             short = np.zeros(rows.size, dtype=bool)
             for gi in range(len(self.groups)):
                 short |= self._group_votes(Sr, cand, csim, gi, out, at[rows], final=T >= U)
@@ -758,8 +758,8 @@ class KNNStack(Stack):
         T = D.shape[1]
         sel = member[fd] & (cum[fd] <= k1)
         t = (np.flatnonzero(sel) % T).reshape(-1, k1)  # ranks of the k + 1 members
-        lists = np.take_along_axis(csim[fd], t, axis=1)
-        codes = np.take_along_axis(D[fd], t, axis=1)
+        lists = take_rows(csim[fd], t)
+        codes = take_rows(D[fd], t)
         sims = np.ascontiguousarray(lists[:, :kk])
         cw = codes[:, :kk]
         votes = (sims * vals[cw]).sum(axis=1)
@@ -869,8 +869,8 @@ class KNNStack(Stack):
         big = np.int64(T + 1) << 32
         key = np.where(member, (tie_group << 32) + pos, big)
         order = np.argsort(key, axis=1, kind="stable")[:, :kk]
-        top = np.take_along_axis(sims, order, axis=1)
-        cw = np.take_along_axis(codes, order, axis=1)
+        top = take_rows(sims, order)
+        cw = take_rows(codes, order)
         enough = member.sum(axis=1) >= kk
         if S.shape[1] > T:
             enough &= top[:, kk - 1] > sims[:, T - 1]

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sift.filters.sparse import ColumnStack, nonzero_2d, stack_rows
+from sift.filters.sparse import ColumnStack, nonzero_2d, stack_rows, take_rows
 
 F = 64  # hashed columns in these small cases
 
@@ -142,3 +142,36 @@ def test_nonzero_2d_equals_numpy_nonzero(seed: int, n: int, m: int, density: flo
 def test_nonzero_2d_refuses_other_dimensions() -> None:
     with pytest.raises(ValueError, match="2-D"):
         nonzero_2d(np.ones(3, dtype=bool))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 6), m=st.integers(1, 9), k=st.integers(0, 12),
+       layout=st.sampled_from(["C", "F", "strided", "broadcast"]))
+def test_take_rows_equals_take_along_axis(seed: int, n: int, m: int, k: int, layout: str) -> None:
+    """The same values and dtype as ``np.take_along_axis(A, idx, axis=1)`` for C-ordered,
+    Fortran-ordered and strided arrays and broadcast indices; the inputs are left as
+    they were."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(n, 2 * m if layout == "strided" else m))
+    if layout == "F":
+        A = np.asfortranarray(A)
+    elif layout == "strided":
+        A = A[:, ::2]
+    idx = rng.integers(0, m, size=(n, k))
+    if layout == "broadcast":
+        idx = np.broadcast_to(rng.integers(0, m, size=(1, k)), (n, k))
+    before_a, before_i = A.copy(), idx.copy()
+    got = take_rows(A, idx)
+    want = np.take_along_axis(A, idx, axis=1)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert np.array_equal(A, before_a) and np.array_equal(idx, before_i)
+
+
+def test_take_rows_refuses_what_take_along_axis_refuses() -> None:
+    A = np.arange(6.0).reshape(2, 3)
+    with pytest.raises(IndexError, match="out of range"):
+        take_rows(A, np.array([[0], [3]]))
+    with pytest.raises(IndexError, match="out of range"):
+        take_rows(A, np.array([[-1], [0]]))
+    with pytest.raises(ValueError, match="do not match"):
+        take_rows(A, np.array([[0]]))
