@@ -158,7 +158,7 @@ def main() -> None:
     def judgments(bank: ProfileBank, names: list[str], rows: Any, which: Any) -> list[tuple[Profile, Any, bool]]:
         """``(profile, document row, relevant)`` of each judgment, made before the clock
         starts: the service stacks a batch's rows straight from its stored document blocks
-        (``sift.agents.service.stack_rows``), so taking a row out of a matrix with scipy's
+        (``sift.filters.sparse.stack_row_refs``), so taking a row out of a matrix with scipy's
         indexing (about 75 µs) is not part of applying a judgment. Until the fourteenth session it
         was timed with it."""
         return [(bank[names[w]], X_test[r], names[w].split("#")[0] in test[r].topics)

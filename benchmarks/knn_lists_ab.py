@@ -7,10 +7,12 @@ timed in one process, alternating, on the same captured inputs.
 On this shared 2-core machine the rate of one benchmark run moves by a factor of two
 within minutes (the same code, batches of 10,000 judgments: 2,099 to 5,041/s in one
 process), so comparing two runs says little. Here both versions of
-``_Neighbours.updated`` and ``_Neighbours._merged`` run in turns, case by case, on the
+``_Neighbours.updated``, ``_merged`` and ``rows`` (with the module's ``select``) run in
+turns, case by case, on the
 same lists and example sets (those of 40 kNN profiles right after a batch of 10,000
 judgments over 100 profiles, each example set full at 2,000), ``--reps`` times, and
-their results must be identical. Writes ``benchmarks/results/knn_lists_ab.json``.
+their results must be identical. Writes ``benchmarks/results/knn_lists_ab.json``
+(``--out``).
 """
 
 from __future__ import annotations
@@ -39,15 +41,21 @@ from sift.commands._common import write_json  # noqa: E402
 from sift.filters import knn as K  # noqa: E402
 
 OUT = ROOT / "benchmarks/results/knn_lists_ab.json"
-METHODS = ("_merged", "updated")
+METHODS = ("_merged", "updated", "rows")
+FUNCTIONS = ("select",)  # module functions the methods call
 
 
 def old_methods(path: Path) -> dict[str, Any]:
-    """``_Neighbours._merged`` and ``updated`` of another version of the module, compiled
-    in this module's namespace (so they build and call this version's class)."""
+    """``_Neighbours._merged``, ``updated`` and ``rows`` of another version of the module,
+    compiled in a copy of this module's namespace that holds the other version's
+    ``select`` (so they build and call this version's class, with the other version's
+    list code throughout)."""
     tree = ast.parse(path.read_text())
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_Neighbours")
     ns = dict(K.__dict__)
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name in FUNCTIONS:
+            exec(compile(ast.Module([fn], []), str(path), "exec"), ns)
     out = {}
     for fn in cls.body:
         if isinstance(fn, ast.FunctionDef) and fn.name in METHODS:
@@ -62,6 +70,7 @@ def main() -> None:
     ap.add_argument("--old", type=Path, required=True, help="the other version's knn.py")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--profiles", type=int, default=40, help="captured list updates timed per rep")
+    ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     train, test, cats, vec, X_train = reuters()
     X_test = vec.transform([d.text for d in test])
@@ -87,9 +96,11 @@ def main() -> None:
     def use(version: str) -> None:
         if version == "new":
             K._Neighbours._merged = new["_merged"]  # type: ignore[method-assign]
+            K._Neighbours.rows = new["rows"]  # type: ignore[method-assign]
             K._Neighbours.updated = new["updated"]  # type: ignore[method-assign]
         else:
             K._Neighbours._merged = staticmethod(old["_merged"])  # type: ignore[method-assign,assignment]
+            K._Neighbours.rows = staticmethod(old["rows"])  # type: ignore[method-assign,assignment]
             K._Neighbours.updated = old["updated"]  # type: ignore[method-assign]
 
     results: dict[str, list[Any]] = {}
@@ -127,8 +138,8 @@ def main() -> None:
            "new_over_old": round(new_ms / old_ms, 3), "load_average": os.getloadavg()[0]}
     print(f"updated() x{len(cases)}: old {old_ms:.0f} ms, new {new_ms:.0f} ms (median of {args.reps}), "
           f"new/old {new_ms / old_ms:.2f}; lists identical")
-    write_json(OUT, out)
-    print(f"wrote {OUT}")
+    write_json(args.out, out)
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

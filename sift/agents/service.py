@@ -52,6 +52,7 @@ from sift.errors import SiftError
 from sift.filters.bank import ProfileBank
 from sift.filters.errors import FilterError
 from sift.filters.profile import Profile
+from sift.filters.sparse import stack_row_refs
 from sift.filters.state import decode_csr
 from sift.filters.vectorize import Vectorizer
 from sift.replay import query_from_name
@@ -279,34 +280,6 @@ class DocumentStore:
     def locate(self, doc_id: str) -> tuple[sp.csr_matrix, int] | None:
         """The batch matrix holding ``doc_id`` and its row (no copy), or None."""
         return self._rows.get(doc_id)
-
-
-def stack_rows(rows: Sequence[tuple[sp.csr_matrix, int]]) -> sp.csr_matrix:
-    """One CSR matrix of the given (matrix, row) pairs, in order.
-
-    What ``sp.vstack([X[i] for X, i in rows])`` gives, built with one concatenation
-    instead of a scipy slice per row and a vstack (~0.3 ms per judgment otherwise).
-    All matrices must have the same number of columns.
-    """
-    if not rows:
-        raise ValueError("stack_rows needs at least one row")
-    n_cols = rows[0][0].shape[1]
-    data, indices, lengths = [], [], []
-    for X, i in rows:
-        if X.shape[1] != n_cols:
-            raise ValueError(f"stack_rows: {X.shape[1]} columns, expected {n_cols}")
-        a, b = X.indptr[i], X.indptr[i + 1]
-        data.append(X.data[a:b])
-        indices.append(X.indices[a:b])
-        lengths.append(b - a)
-    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    idx_dtype = np.int32 if n_cols <= np.iinfo(np.int32).max and indptr[-1] <= np.iinfo(
-        np.int32).max else np.int64
-    return sp.csr_matrix((np.concatenate(data).astype(np.float64, copy=False),
-                          np.concatenate(indices).astype(idx_dtype, copy=False),
-                          indptr.astype(idx_dtype, copy=False)),
-                         shape=(len(rows), n_cols))
 
 
 # ----------------------------------------------------------------------------- profiles
@@ -920,7 +893,7 @@ class Service:
             batches.setdefault(j.profile, []).append((j, x))
         for name, items in batches.items():
             entry = self._entries[name]
-            learn_batch(entry.profile, stack_rows([x for _, x in items]),
+            learn_batch(entry.profile, stack_row_refs([x for _, x in items]),
                         [j.relevant for j, _ in items], coalesce=self.coalesce_judgments)
             for j, _ in items:
                 entry.remember(j.key)

@@ -14,6 +14,7 @@ small dense or sparse matrices over those columns.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -92,6 +93,43 @@ def stack_rows(blocks: list[sp.csr_matrix]) -> sp.csr_matrix:
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
     indptr = np.concatenate([[0]] + [b.indptr[1:] + o for b, o in zip(blocks, offsets.tolist(), strict=True)])
     return sp.csr_matrix((data, indices, indptr.astype(idx, copy=False)), shape=(n_rows, width))
+
+
+def stack_row_refs(rows: Sequence[tuple[sp.csr_matrix, int]]) -> sp.csr_matrix:
+    """One CSR matrix of the given (matrix, row) pairs, in order.
+
+    What ``sp.vstack([X[i] for X, i in rows])`` gives, built with one concatenation
+    instead of a scipy slice per row and a vstack (~0.3 ms per judgment otherwise):
+    the streaming service stacks a judgment batch's documents straight from the
+    vectorized blocks it keeps. All matrices must have the same number of columns.
+    (:func:`stack_rows` stacks whole blocks.)
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> X = sp.csr_matrix(np.array([[1.0, 0, 2.0], [0, 3.0, 0]]))
+    >>> stack_row_refs([(X, 1), (X, 0)]).toarray().tolist()
+    [[0.0, 3.0, 0.0], [1.0, 0.0, 2.0]]
+    """
+    if not rows:
+        raise ValueError("stack_row_refs needs at least one row")
+    n_cols = rows[0][0].shape[1]
+    data: list[NDArray[np.float64]] = []
+    indices: list[NDArray[Any]] = []
+    lengths: list[int] = []
+    for X, i in rows:
+        if X.shape[1] != n_cols:
+            raise ValueError(f"stack_row_refs: {X.shape[1]} columns, expected {n_cols}")
+        a, b = X.indptr[i], X.indptr[i + 1]
+        data.append(X.data[a:b])
+        indices.append(X.indices[a:b])
+        lengths.append(b - a)
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    idx_dtype = np.int32 if n_cols <= np.iinfo(np.int32).max and indptr[-1] <= np.iinfo(
+        np.int32).max else np.int64
+    return sp.csr_matrix((np.concatenate(data).astype(np.float64, copy=False),
+                          np.concatenate(indices).astype(idx_dtype, copy=False),
+                          indptr.astype(idx_dtype, copy=False)),
+                         shape=(len(rows), n_cols))
 
 
 def nonzero_2d(mask: NDArray[Any]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:

@@ -24,7 +24,6 @@ from sift.agents.service import (
     learn_batch,
     shard_of,
     split_rows,
-    stack_rows,
 )
 from sift.filters.vectorize import Vectorizer
 
@@ -228,21 +227,6 @@ def test_messages_redelivered_to_the_same_worker_are_skipped(service: Service) -
     assert service.score(shard, first.payloads[0], table, src)
     assert service.score(shard, first.payloads[0], table, src) == []
     assert service.scored["wheat"] == 2 and service.stats["redelivered_skipped"] == 2
-
-
-def test_stack_rows_equals_vstack_of_row_slices() -> None:
-    rng = np.random.default_rng(0)
-    mats = [sp.random(5, 50, density=0.2, format="csr", random_state=s) for s in range(3)]
-    mats.append(sp.csr_matrix((2, 50)))  # empty rows
-    rows = [(mats[int(rng.integers(4))], int(rng.integers(2))) for _ in range(20)]
-    got = stack_rows(rows)
-    want = sp.vstack([X[i] for X, i in rows], format="csr")
-    assert got.shape == want.shape and (got != want).nnz == 0
-    assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
-    with pytest.raises(ValueError, match="columns"):
-        stack_rows([(mats[0], 0), (sp.csr_matrix((1, 7)), 0)])
-    with pytest.raises(ValueError, match="at least one"):
-        stack_rows([])
 
 
 def test_learn_batch_rejects_mismatched_labels(service: Service) -> None:

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sift.filters.sparse import ColumnStack, nonzero_2d, stack_rows, take_rows
+from sift.filters.sparse import ColumnStack, nonzero_2d, stack_row_refs, stack_rows, take_rows
 
 F = 64  # hashed columns in these small cases
 
@@ -175,3 +175,18 @@ def test_take_rows_refuses_what_take_along_axis_refuses() -> None:
         take_rows(A, np.array([[-1], [0]]))
     with pytest.raises(ValueError, match="do not match"):
         take_rows(A, np.array([[0]]))
+
+
+def test_stack_row_refs_equals_vstack_of_row_slices() -> None:
+    rng = np.random.default_rng(0)
+    mats = [sp.random(5, 50, density=0.2, format="csr", random_state=s) for s in range(3)]
+    mats.append(sp.csr_matrix((2, 50)))  # empty rows
+    rows = [(mats[int(rng.integers(4))], int(rng.integers(2))) for _ in range(20)]
+    got = stack_row_refs(rows)
+    want = sp.vstack([X[i] for X, i in rows], format="csr")
+    assert got.shape == want.shape and (got != want).nnz == 0
+    assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
+    with pytest.raises(ValueError, match="columns"):
+        stack_row_refs([(mats[0], 0), (sp.csr_matrix((1, 7)), 0)])
+    with pytest.raises(ValueError, match="at least one"):
+        stack_row_refs([])
