@@ -236,9 +236,16 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
         return offered
 
     offered = asyncio.run(go())
-    lat = sorted(1000 * (t - sent_at[d]) for d, t in first_decision.items() if d in sent_at)
+    pairs = sorted((sent_at[d], 1000 * (t - sent_at[d])) for d, t in first_decision.items()
+                   if d in sent_at)
+    lat = sorted(ms for _, ms in pairs)
     if not lat:
         return {"offered_per_s": round(offered), "documents_with_decisions": 0}
+    # the slowest decision of the documents sent in each half second: a stall shows where
+    halves: dict[int, float] = {}
+    for at, ms in pairs:
+        k = int((at - pairs[0][0]) / 0.5)
+        halves[k] = max(halves.get(k, 0.0), ms)
 
     def q(p: float) -> float:
         return round(lat[min(int(p * len(lat)), len(lat) - 1)], 1)
@@ -246,7 +253,9 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
     return {"offered_per_s": round(offered), "documents": len(docs),
             "documents_per_message": per_message,
             "documents_with_decisions": len(lat), "p50_ms": q(0.5), "p90_ms": q(0.9),
-            "p99_ms": q(0.99), "max_ms": round(lat[-1], 1), "load": load()}
+            "p99_ms": q(0.99), "max_ms": round(lat[-1], 1),
+            "max_ms_per_half_second": [round(halves.get(k, 0.0)) for k in range(max(halves) + 1)],
+            "load": load()}
 
 
 def warm_up(settings: Settings, corpus: Corpus, workers: list[WorkerProcess],

@@ -24,6 +24,7 @@ to the same worker, and a rebalance moves a shard's state with its streams.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import ssl
@@ -700,15 +701,23 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             # commit on the broker or, never committed, the log's first offset. Faust can
             # drop the first records it fetched after an assignment, which no offset seen
             # would show (docs/streaming.md finding 15: a shard partition's head; the
-            # seventh session: 24 messages at the head of a documents partition).
-            try:
-                starts = await asyncio.get_running_loop().run_in_executor(
-                    None, start_offsets, settings, sorted(unknown))
-            except Exception as exc:  # the broker away: no expectation, as before
-                log.warning("could not read the start offsets of %s: %s", sorted(unknown), exc)
-                starts = {}
+            # seventh session: 24 messages at the head of a documents partition). Asked
+            # at the assignment already (:func:`prefetch_starts`); asked now only if that
+            # failed or the partition was not in it.
+            starts: dict[tuple[str, int], int] = {}
+            for lookup in {id(f): f for tp in unknown if (f := start_lookups.get(tp))}.values():
+                with contextlib.suppress(Exception):  # logged by the lookup; asked again below
+                    starts.update(await asyncio.shield(lookup))
+            rest = sorted(tp for tp in unknown if tp not in starts)
+            if rest:
+                try:
+                    starts.update(await asyncio.get_running_loop().run_in_executor(
+                        None, start_offsets, settings, rest))
+                except Exception as exc:  # the broker away: no expectation, as before
+                    log.warning("could not read the start offsets of %s: %s", rest, exc)
             for (t, p), off in starts.items():
-                service.expect(t, p, off)
+                if (t, p) in unknown:
+                    service.expect(t, p, off)
         gaps = service.gaps(msgs)
         if gaps:
             log.warning("consumer skipped %s; reading them back",
@@ -756,10 +765,39 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             consumer._unacked_messages.add(m)
             consumer.ack(m)
 
-    @app.on_partitions_revoked.connect  # type: ignore[misc]
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def forget_offsets(sender: Any, revoked: Any, **kwargs: Any) -> None:
         service.forget_offsets()  # the next owner of a partition goes on from there
         tails.reset()
+        start_lookups.clear()
+
+    #: the start offsets of the input partitions assigned, being asked of the broker
+    start_lookups: dict[tuple[str, int], asyncio.Future[dict[tuple[str, int], int]]] = {}
+
+    @app.on_partitions_assigned.connect  # type: ignore[arg-type]
+    async def prefetch_starts(sender: Any, assigned: Any, **kwargs: Any) -> None:
+        """Ask the broker where the group starts on each input partition assigned, in the
+        background, as soon as the partitions are assigned: the first batch of a partition
+        with no commit known here needs it (:func:`complete`), and asking then, with
+        kafka-python's synchronous clients, held that batch up for about half a second
+        (a fresh worker's first documents on each partition; docs/streaming.md finding
+        20). Cleared when partitions are revoked."""
+        if app.conf.consumer_auto_offset_reset != "earliest":
+            return
+        tps = sorted({(tp.topic, tp.partition) for tp in assigned if tp.topic in inputs})
+        start_lookups.clear()
+        if not tps:
+            return
+        lookup = asyncio.get_running_loop().run_in_executor(None, start_offsets, settings, tps)
+
+        def retrieved(f: asyncio.Future[Any]) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                log.warning("could not read the start offsets of %s at their assignment "
+                            "(asked again at their first message): %s", tps, f.exception())
+
+        lookup.add_done_callback(retrieved)
+        for tp in tps:
+            start_lookups[tp] = lookup
 
     inputs = {settings.topic(t) for t in ("documents", "judgments", "profiles", SHARD_TOPIC)}
     gaps_left_to_the_agents(inputs)

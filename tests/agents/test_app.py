@@ -488,6 +488,85 @@ def test_a_documents_partition_never_committed_is_read_from_the_log_start(
     assert worker.service.stats["offset_gaps"] == 0
 
 
+def test_start_offsets_are_asked_at_the_assignment_not_at_the_first_message(
+        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The group's start on each input partition is asked of the broker once, when the
+    partitions are assigned (in the background); the first message of a partition with
+    no commit known then uses that answer instead of waiting for a lookup of its own,
+    and a gap before it is still read back from there."""
+    import sift.agents.app as app_module
+
+    documents_topic = worker.topics["documents"].get_topic_name()
+    judgments_topic = worker.topics["judgments"].get_topic_name()
+
+    def document(i: int) -> bytes:
+        return orjson.dumps({"id": f"d{i}", "text": TRAIN[i % 5]})
+
+    asked = read_back_from(monkeypatch, worker, None, document)
+    calls: list[list[Any]] = []
+
+    def start_offsets(settings: Any, tps: Any) -> dict[Any, int]:
+        calls.append(list(tps))
+        return dict.fromkeys(tps, 1)
+
+    monkeypatch.setattr(app_module, "start_offsets", start_offsets)
+    assigned = {TP(documents_topic, 0), TP(documents_topic, 1), TP(judgments_topic, 0),
+                TP("someone-elses-topic", 0)}
+
+    async def run() -> None:
+        await worker.app.on_partitions_assigned.send(assigned)
+        await asyncio.sleep(0.1)  # the lookup runs in a thread
+        assert calls == [[(documents_topic, 0), (documents_topic, 1), (judgments_topic, 0)]]
+        async with agent(worker, "route_documents").test_context() as a:
+            for i in (3, 4):
+                a.sent_offset = i
+                await a.put(document(i), partition=0)
+            await asyncio.sleep(0.3)
+
+    asyncio.run(run())
+    assert len(calls) == 1  # not asked again at the first message
+    assert asked == [(documents_topic, 0, 1, 3)]
+    assert worker.service.stats["documents"] == 4  # d1..d4, each once
+
+
+def test_a_failed_start_lookup_at_the_assignment_is_asked_again_at_the_first_message(
+        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lookup at the assignment fails (the broker away): the first message of the
+    partition asks again, as before there was a lookup at the assignment."""
+    import sift.agents.app as app_module
+    from sift.kafkaclient import KafkaClientError
+
+    documents_topic = worker.topics["documents"].get_topic_name()
+
+    def document(i: int) -> bytes:
+        return orjson.dumps({"id": f"d{i}", "text": TRAIN[i % 5]})
+
+    asked = read_back_from(monkeypatch, worker, None, document)
+    calls: list[list[Any]] = []
+
+    def start_offsets(settings: Any, tps: Any) -> dict[Any, int]:
+        calls.append(list(tps))
+        if len(calls) == 1:
+            raise KafkaClientError("cannot read the start offsets: broker away")
+        return dict.fromkeys(tps, 2)
+
+    monkeypatch.setattr(app_module, "start_offsets", start_offsets)
+
+    async def run() -> None:
+        await worker.app.on_partitions_assigned.send({TP(documents_topic, 0)})
+        await asyncio.sleep(0.1)
+        async with agent(worker, "route_documents").test_context() as a:
+            for i in (3, 4):
+                a.sent_offset = i
+                await a.put(document(i), partition=0)
+            await asyncio.sleep(0.3)
+
+    asyncio.run(run())
+    assert calls == [[(documents_topic, 0)], [(documents_topic, 0)]]
+    assert asked == [(documents_topic, 0, 2, 3)]
+    assert worker.service.stats["documents"] == 3  # d2..d4
+
+
 def test_the_worker_consumer_long_polls_for_the_configured_time() -> None:
     """Faust creates its consumer with fetch_max_wait_ms=1500; the worker's own wait
     (SIFT_FETCH_MAX_WAIT_MS) replaces it before the consumer starts."""
