@@ -42,6 +42,7 @@ import orjson
 from faust.exceptions import NotReady
 from faust.types import TP, EventT
 
+from sift.agents import gcwatch
 from sift.agents import review as review_mode
 from sift.agents.service import (
     InputMessage,
@@ -557,6 +558,8 @@ class Worker:
             actives = set()
         out["partitions"] = sorted(tp.partition for tp in actives if tp.topic == shard_topic)
         out["app_id"] = self.settings.app_id
+        if gcwatch.WATCH is not None:
+            out["gc"] = gcwatch.WATCH.summary()
         out["pid"] = os.getpid()
         out["ts"] = time.time()
         return out

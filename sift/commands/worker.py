@@ -108,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=level, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     watchdog = StopWatchdog(settings.stop_timeout)
     freeze_heap()
+    from sift.agents import gcwatch
+
+    gcwatch.install()  # the collector's pauses, in the stats (``gc``)
 
     class Worker(FaustWorker):  # type: ignore[misc]
         def _schedule_shutdown(self, signal: Any) -> None:  # SIGTERM, SIGINT

@@ -56,3 +56,25 @@ def test_freeze_heap_takes_what_lives_out_of_the_collector_and_frees_later_cycle
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_the_gc_watch_times_collections_by_generation() -> None:
+    """Each collection is counted under its generation with its pause; uninstalled, the
+    watch no longer counts."""
+    import gc
+
+    from sift.agents.gcwatch import GcPauses
+
+    watch = GcPauses().install()
+    try:
+        gc.collect(0)
+        gc.collect(2)
+        s = watch.summary()
+        assert s["collections"][0] >= 1 and s["collections"][2] >= 1
+        assert s["pause_ms_max"][2] > 0
+        assert s["pause_ms_total"][2] >= s["pause_ms_max"][2]
+    finally:
+        watch.uninstall()
+    before = watch.summary()["collections"]
+    gc.collect()
+    assert watch.summary()["collections"] == before
