@@ -802,6 +802,13 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         for tp in tps:
             start_lookups[tp] = lookup
 
+    def known_start(topic: str, partition: int) -> int | None:
+        """The group's start on a partition as asked at its assignment, if answered."""
+        lookup = start_lookups.get((topic, partition))
+        if lookup is None or not lookup.done() or lookup.cancelled() or lookup.exception():
+            return None
+        return lookup.result().get((topic, partition))
+
     inputs = {settings.topic(t) for t in ("documents", "judgments", "profiles", SHARD_TOPIC)}
     gaps_left_to_the_agents(inputs)
     tails = TailWatch(stall_s=TAIL_STALL_S)
@@ -819,7 +826,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         try:
             views = [PartitionView(tp.topic, tp.partition, consumer.highwater(tp),
                                    service.last_offset(tp.topic, tp.partition),
-                                   committed.get(tp), min(acked.get(tp) or (), default=None))
+                                   committed.get(tp), min(acked.get(tp) or (), default=None),
+                                   known_start(tp.topic, tp.partition))
                      for tp in consumer.assignment() if tp.topic in inputs]
         except Exception as exc:  # the consumer not started or being replaced
             log.debug("tail check skipped: %s", exc)

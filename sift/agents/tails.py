@@ -7,7 +7,9 @@ the scale-out test: the last two document batches of a partition taken over neve
 arrived, and nothing else was ever written there). :class:`TailWatch` looks at each
 assigned input partition from the other end: the broker's high-water mark (the next
 offset to be written, which the consumer learns from every fetch response) against
-the last offset this worker processed. A partition that stays behind without moving
+the last offset this worker processed (nothing processed yet: the committed offset, or
+for a partition the group never committed, the log's first offset as the broker gave it
+at the assignment). A partition that stays behind without moving
 for ``stall_s`` seconds is reported once, so the worker can seek it back to the first
 missing offset and have it delivered again. A false alarm (messages only slow to come)
 costs a re-delivery, which the service drops (``redelivered_skipped``) or applies
@@ -41,6 +43,10 @@ class PartitionView:
     committed: int | None
     #: lowest offset acknowledged and not yet committed (None: none)
     acked_min: int | None = None
+    #: where the group starts on the partition, asked of the broker at the assignment:
+    #: its commit or, never committed, the log's first offset (None: not known). What
+    #: is expected first when nothing was seen and no commit is known here.
+    start: int | None = None
 
 
 @dataclass
@@ -107,8 +113,9 @@ class TailWatch:
         if v.committed is not None and v.acked_min is not None and v.acked_min > v.committed:
             out.append(v.committed)  # a hole below the acknowledged offsets
         last = v.last_seen
-        if last is None and v.committed is not None:
-            last = v.committed - 1
+        if last is None:
+            first = v.committed if v.committed is not None else v.start
+            last = None if first is None else first - 1
         if last is not None and v.highwater is not None and v.highwater > last + 1:
             out.append(last + 1)  # behind the high-water mark
         return min(out) if out else None

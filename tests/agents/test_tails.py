@@ -46,6 +46,28 @@ def test_nothing_seen_since_the_assignment_falls_back_to_the_committed_offset() 
     assert w.check([view(None, 40)], now=50.0) == []
 
 
+def test_nothing_seen_and_never_committed_falls_back_to_the_groups_start() -> None:
+    """A partition the group never committed whose messages never came at all (seen: a
+    fresh worker on a backlog got nothing of one documents partition for a minute): the
+    start the broker gave at the assignment (the log's first offset) is expected first."""
+    w = TailWatch(stall_s=5)
+    stuck = PartitionView("documents", 3, highwater=750, last_seen=None, committed=None,
+                          start=0)
+    assert w.check([stuck], now=0.0) == []
+    assert w.check([stuck], now=5.0) == [("documents", 3, 0)]
+    # a commit known here wins over the start asked at the assignment
+    w = TailWatch(stall_s=5)
+    moved_on = PartitionView("documents", 3, highwater=750, last_seen=None, committed=700,
+                             start=0)
+    assert w.check([moved_on], now=0.0) == []
+    assert w.check([moved_on], now=5.0) == [("documents", 3, 700)]
+    # nothing on the broker past the start: not behind
+    w = TailWatch(stall_s=5)
+    empty = PartitionView("documents", 3, highwater=12, last_seen=None, committed=None,
+                          start=12)
+    assert w.check([empty], now=0.0) == [] and w.check([empty], now=50.0) == []
+
+
 def test_reset_and_revoked_partitions_start_the_clock_again() -> None:
     w = TailWatch(stall_s=10)
     w.check([view(5, 9)], now=0.0)
