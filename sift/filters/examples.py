@@ -477,7 +477,16 @@ class ExampleSet:
         c = self._compact()
         if c.n_rows == 0:
             return np.zeros((X.shape[0], 0))
-        return dense_product(c.restrict(sp.csr_matrix(X)), c.transposed())
+        Xr = c.restrict(sp.csr_matrix(X))
+        if Xr.shape[0] <= 8 and c._mt is None:
+            # A few rows against examples not transposed since they last changed (a
+            # document scored right after judgments): one pass over the examples' rows
+            # against the rows made dense, instead of transposing every example for
+            # them. Each cell adds the same products in the same (column) order, the
+            # other terms only adding zeros: the same bits (as in dots_to).
+            W = Xr.T.toarray()
+            return np.ascontiguousarray((c.matrix() @ W).T, dtype=np.float64)
+        return dense_product(Xr, c.transposed())
 
     def self_dots(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """Dot products of the examples ``rows`` with every example (``len(rows) x m``).

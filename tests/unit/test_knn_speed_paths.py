@@ -119,3 +119,27 @@ def test_loop_reference_is_the_definition() -> None:
     # neighbours: example 1 (0.8, first inserted of the tie), then example 2 (0.8)
     assert math.isclose(_loop_score(X, ex, m)[0], -0.8 + 0.8, abs_tol=1e-15)
     assert math.isclose(float(m.score(X)[0]), 0.0, abs_tol=1e-15)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_few_rows_against_untransposed_examples_give_the_same_bits(seed: int) -> None:
+    """``ExampleSet.dots`` of up to 8 rows, before the examples were transposed, passes
+    over the examples' rows instead of transposing them: the same bits as the product
+    with the transposed examples, which more rows (or a second call) use."""
+    rng = np.random.default_rng(seed)
+    D = sp.random(120, 400, density=0.05, random_state=seed, format="csr")
+    D.data = rng.random(D.data.size)
+    D.sort_indices()
+    for n in (1, 3, 8):
+        ex = ExampleSet(None, 400)
+        ex.add(D[:100], np.where(rng.random(100) < 0.3, 1, -1), np.ones(100), np.ones(100, bool))
+        X = sp.csr_matrix(D[100 : 100 + n])
+        c = ex._compact()
+        assert c._mt is None
+        few = ex.dots(X)
+        assert c._mt is None  # nothing transposed for them
+        c.transposed()
+        full = ex.dots(X)  # the transposed path, as for more rows
+        assert few.shape == full.shape == (n, 100)
+        assert few.dtype == full.dtype and few.flags.c_contiguous
+        assert np.array_equal(few.view(np.int64), full.view(np.int64))
