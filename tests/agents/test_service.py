@@ -179,6 +179,25 @@ def test_delete_and_replace_profiles(service: Service) -> None:
     assert score_all(service, table, [{"id": "n1", "text": "wheat"}]) == []
 
 
+def test_a_changed_profile_scores_with_its_new_model_at_once(service: Service) -> None:
+    """A profile re-created by a new spec, fitted as often as the one it replaces (the
+    same version number), scores with its new query from the next document on. Until
+    the fifteenth session the shard's bank knew its stacked models by name and version
+    and went on scoring the old model until the profile's first judgment."""
+    table: dict[str, bytes] = {}
+    texts = ["wheat harvest in kansas", "crude oil opec output", "gold mine"]
+    X = service.vectorizer.transform(texts)
+    shard = service.shard("p")
+    service.apply_specs([spec_msg(service, profile="p", query="wheat harvest")], table)
+    old = service.entry("p", table).profile
+    np.testing.assert_array_equal(service.sync_shard(shard, table).score(X)[:, 0], old.score(X))
+    service.apply_specs([spec_msg(service, profile="p", query="crude oil opec")], table)
+    new = service.entry("p", table).profile
+    assert new is not old and new.version_ == old.version_
+    assert not np.array_equal(new.score(X), old.score(X))
+    np.testing.assert_array_equal(service.sync_shard(shard, table).score(X)[:, 0], new.score(X))
+
+
 def test_profile_record_round_trip_is_exact(service: Service) -> None:
     table: dict[str, bytes] = {}
     add_wheat(service, table)

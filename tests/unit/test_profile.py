@@ -384,3 +384,35 @@ def test_exploration_parameters_and_counter_round_trip(vec: Vectorizer) -> None:
     assert q.n_relevant_ == 1 and q.get_params() == p.get_params() and q.threshold_ == p.threshold_
     del state["n_relevant"]  # a state written before the counter existed
     assert Profile.from_state(state, vec.feature_weights()).n_relevant_ == 0
+
+
+def test_bank_reuses_its_stacks_until_a_profile_changes_or_is_added(vec: Vectorizer) -> None:
+    """Scoring again with nothing changed reuses the stacks (no pass per profile beyond
+    their versions); a judgment, a replaced profile or a new one rebuilds them, and the
+    scores follow."""
+    bank = ProfileBank()
+    X_train = vec.transform(TRAIN)
+    for name in ("wheat", "oil"):
+        p = Profile(name, query=name, pseudolabel={})
+        p.fit(vec.transform([name]), X_train, positives=[i for i, t in enumerate(TRAIN) if name in t][:2])
+        bank.add(p)
+    X = vec.transform(TRAIN)
+    bank.score(X)
+    groups = bank._stack_groups()
+    assert bank._stack_groups() is groups
+    bank["wheat"].learn_one(vec.transform(["wheat harvest"]), relevant=True)
+    assert bank._stack_groups() is not groups
+    np.testing.assert_allclose(bank.score(X)[:, 0], bank["wheat"].score(X))
+    # the same name, another profile with the same version number (a profile re-created
+    # by a new spec, fitted as often as the old one): rebuilt, where the stacks, which
+    # know their members by name and version, kept scoring the old model before
+    other = Profile("oil", query="gold", pseudolabel={})
+    other.fit(vec.transform(["gold"]), X_train, positives=[i for i, t in enumerate(TRAIN) if "gold" in t][:2])
+    other.version_ = bank["oil"].version_
+    bank.add(other)
+    np.testing.assert_allclose(bank.score(X)[:, 1], other.score(X))
+    assert list(bank.thresholds()) == [bank["wheat"].threshold_, other.threshold_]
+    third = Profile("gold", query="gold", pseudolabel={})
+    third.fit(vec.transform(["gold"]), X_train, positives=[])
+    bank.add(third)
+    assert bank.score(X).shape == (X.shape[0], 3) and bank.names == ["wheat", "oil", "gold"]
