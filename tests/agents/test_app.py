@@ -458,30 +458,41 @@ def test_a_shard_partition_never_committed_is_read_from_its_first_offset(
     assert worker.service.scored["wheat"] == 5  # d0..d4, each once
 
 
+def _document(i: int) -> bytes:
+    return orjson.dumps({"id": f"d{i}", "text": TRAIN[i % 5]})
+
+
+def route_from_offset_3(worker: Any, monkeypatch: pytest.MonkeyPatch, starts: Any,
+                        assigned: set[TP] | None = None) -> list[Any]:
+    """Documents partition 0 delivers offsets 3 and 4 first (Faust dropped the head);
+    ``starts`` serves ``start_offsets``, the partitions ``assigned`` are announced
+    first (the lookup runs in a thread). Returns the ranges read back."""
+    import sift.agents.app as app_module
+
+    asked = read_back_from(monkeypatch, worker, None, _document)
+    monkeypatch.setattr(app_module, "start_offsets", starts)
+
+    async def run() -> None:
+        if assigned is not None:
+            await worker.app.on_partitions_assigned.send(assigned)
+            await asyncio.sleep(0.1)
+        async with agent(worker, "route_documents").test_context() as a:
+            for i in (3, 4):
+                a.sent_offset = i
+                await a.put(_document(i), partition=0)
+            await asyncio.sleep(0.3)
+
+    asyncio.run(run())
+    return asked
+
+
 def test_a_documents_partition_never_committed_is_read_from_the_log_start(
         worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same on the documents topic (seen in the seventh session: the first 24
     messages of a partition a new group had never committed were never delivered). The
     log there starts at offset 1 (retention deleted 0): 1..2 are read back, not 0."""
-    import sift.agents.app as app_module
-
     documents_topic = worker.topics["documents"].get_topic_name()
-
-    def document(i: int) -> bytes:
-        return orjson.dumps({"id": f"d{i}", "text": TRAIN[i % 5]})
-
-    asked = read_back_from(monkeypatch, worker, None, document)
-    monkeypatch.setattr(app_module, "start_offsets",
-                        lambda settings, tps: dict.fromkeys(tps, 1))
-
-    async def run() -> None:
-        async with agent(worker, "route_documents").test_context() as a:
-            for i in (3, 4):
-                a.sent_offset = i
-                await a.put(document(i), partition=0)
-            await asyncio.sleep(0.3)
-
-    asyncio.run(run())
+    asked = route_from_offset_3(worker, monkeypatch, lambda settings, tps: dict.fromkeys(tps, 1))
     assert asked == [(documents_topic, 0, 1, 3)]
     assert worker.service.stats["offsets_recovered"] == 2
     assert worker.service.stats["documents"] == 4  # d1..d4, each once
@@ -494,37 +505,19 @@ def test_start_offsets_are_asked_at_the_assignment_not_at_the_first_message(
     partitions are assigned (in the background); the first message of a partition with
     no commit known then uses that answer instead of waiting for a lookup of its own,
     and a gap before it is still read back from there."""
-    import sift.agents.app as app_module
-
     documents_topic = worker.topics["documents"].get_topic_name()
     judgments_topic = worker.topics["judgments"].get_topic_name()
-
-    def document(i: int) -> bytes:
-        return orjson.dumps({"id": f"d{i}", "text": TRAIN[i % 5]})
-
-    asked = read_back_from(monkeypatch, worker, None, document)
     calls: list[list[Any]] = []
 
     def start_offsets(settings: Any, tps: Any) -> dict[Any, int]:
         calls.append(list(tps))
         return dict.fromkeys(tps, 1)
 
-    monkeypatch.setattr(app_module, "start_offsets", start_offsets)
     assigned = {TP(documents_topic, 0), TP(documents_topic, 1), TP(judgments_topic, 0),
                 TP("someone-elses-topic", 0)}
-
-    async def run() -> None:
-        await worker.app.on_partitions_assigned.send(assigned)
-        await asyncio.sleep(0.1)  # the lookup runs in a thread
-        assert calls == [[(documents_topic, 0), (documents_topic, 1), (judgments_topic, 0)]]
-        async with agent(worker, "route_documents").test_context() as a:
-            for i in (3, 4):
-                a.sent_offset = i
-                await a.put(document(i), partition=0)
-            await asyncio.sleep(0.3)
-
-    asyncio.run(run())
-    assert len(calls) == 1  # not asked again at the first message
+    asked = route_from_offset_3(worker, monkeypatch, start_offsets, assigned)
+    # once, at the assignment, for the input partitions only; not again at the message
+    assert calls == [[(documents_topic, 0), (documents_topic, 1), (judgments_topic, 0)]]
     assert asked == [(documents_topic, 0, 1, 3)]
     assert worker.service.stats["documents"] == 4  # d1..d4, each once
 
@@ -533,15 +526,9 @@ def test_a_failed_start_lookup_at_the_assignment_is_asked_again_at_the_first_mes
         worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The lookup at the assignment fails (the broker away): the first message of the
     partition asks again, as before there was a lookup at the assignment."""
-    import sift.agents.app as app_module
     from sift.kafkaclient import KafkaClientError
 
     documents_topic = worker.topics["documents"].get_topic_name()
-
-    def document(i: int) -> bytes:
-        return orjson.dumps({"id": f"d{i}", "text": TRAIN[i % 5]})
-
-    asked = read_back_from(monkeypatch, worker, None, document)
     calls: list[list[Any]] = []
 
     def start_offsets(settings: Any, tps: Any) -> dict[Any, int]:
@@ -550,18 +537,7 @@ def test_a_failed_start_lookup_at_the_assignment_is_asked_again_at_the_first_mes
             raise KafkaClientError("cannot read the start offsets: broker away")
         return dict.fromkeys(tps, 2)
 
-    monkeypatch.setattr(app_module, "start_offsets", start_offsets)
-
-    async def run() -> None:
-        await worker.app.on_partitions_assigned.send({TP(documents_topic, 0)})
-        await asyncio.sleep(0.1)
-        async with agent(worker, "route_documents").test_context() as a:
-            for i in (3, 4):
-                a.sent_offset = i
-                await a.put(document(i), partition=0)
-            await asyncio.sleep(0.3)
-
-    asyncio.run(run())
+    asked = route_from_offset_3(worker, monkeypatch, start_offsets, {TP(documents_topic, 0)})
     assert calls == [[(documents_topic, 0)], [(documents_topic, 0)]]
     assert asked == [(documents_topic, 0, 2, 3)]
     assert worker.service.stats["documents"] == 3  # d2..d4
