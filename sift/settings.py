@@ -38,6 +38,9 @@ class Settings:
     #: latency (at 1,000 profiles, 1,000 doc/s, one a message: p99 110 ms with 0.05 s,
     #: 64 ms with 0.02 s); under a backlog batches fill at once and it does not act.
     batch_timeout: float = 0.02
+    #: A batch of document messages is routed and scored in steps of at most this many
+    #: bytes of messages (a larger message is a step of its own), as if taken so.
+    batch_bytes: int = 2_000_000
     #: Judgments are taken in larger, longer batches: the judgments of one profile in one
     #: batch share one re-threshold and one state write, and a human's feedback taking
     #: effect a quarter second later changes nothing.
@@ -83,8 +86,8 @@ class Settings:
     ssl_keyfile: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("partitions", "batch_size", "judgment_batch_size", "max_batch_documents",
-                     "fetch_max_wait_ms"):
+        for name in ("partitions", "batch_size", "batch_bytes", "judgment_batch_size",
+                     "max_batch_documents", "fetch_max_wait_ms"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"SIFT_{name.upper()} must be >= 1, got {getattr(self, name)!r}")
         if self.truncate < 0:

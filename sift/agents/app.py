@@ -455,6 +455,20 @@ def guarded(fn: Callable[..., R], messages: list[InputMessage], *args: Any) -> R
     return first
 
 
+def byte_steps(messages: Sequence[InputMessage], max_bytes: int) -> Iterator[slice]:
+    """Consecutive slices of ``messages`` whose values add up to at most ``max_bytes``
+    (a larger message is a step of its own), in order."""
+    start = size = 0
+    for i, m in enumerate(messages):
+        n = len(m.value) if m.value is not None else 0
+        if i > start and size + n > max_bytes:
+            yield slice(start, i)
+            start, size = i, 0
+        size += n
+    if start < len(messages):
+        yield slice(start, len(messages))
+
+
 def to_message(event: EventT) -> InputMessage:
     m = event.message
     value = m.value if isinstance(m.value, bytes | None) else bytes(m.value)
@@ -844,20 +858,26 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         recovered: list[tuple[str, int, int]] = []
         stats = service.stats
         done: float | None = None
-        async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout):
+        async for batch in stream.take_events(settings.batch_size, within=settings.batch_timeout):
             # where the agent's time goes: waiting for a batch (Faust's reading and
             # per-message machinery, or no input) against processing it; the wait for
             # the first batch (start-up, recovery) is left out
             start = time.monotonic()
-            msgs = await complete([to_message(e) for e in events], recovered)
-            result = guarded(service.route, msgs)
-            await reviews.route_documents(result.with_metadata)
-            await emit_dead(result.dead_letters)
-            await fan_out(result)
-            ack_recovered(recovered)
-            mark_processed(events)
-            stats["document_batches"] += 1
-            stats["document_batch_messages"] += len(events)
+            everything = [to_message(e) for e in batch]
+            # in steps of at most SIFT_BATCH_BYTES of messages, as if taken so: 256
+            # messages of 100 documents are 25,600 documents, whose working arrays
+            # outgrow the caches (docs/streaming.md, fifteenth session)
+            for step in byte_steps(everything, settings.batch_bytes):
+                events = batch[step]
+                msgs = await complete(everything[step], recovered)
+                result = guarded(service.route, msgs)
+                await reviews.route_documents(result.with_metadata)
+                await emit_dead(result.dead_letters)
+                await fan_out(result)
+                ack_recovered(recovered)
+                mark_processed(events)
+                stats["document_batches"] += 1
+                stats["document_batch_messages"] += len(events)
             if done is not None:
                 stats["document_batch_wait_us"] += int(1e6 * (start - done))
             done = time.monotonic()

@@ -741,3 +741,19 @@ def test_only_faust_delivery_races_take_the_direct_path(worker: Any) -> None:
         assert seen == ["on_message"]
 
     asyncio.run(run())
+
+
+def test_byte_steps_split_a_batch_in_order_under_the_limit() -> None:
+    """Consecutive slices whose values add up to at most the limit; a message over it
+    is a step of its own; nothing is left out or repeated."""
+    from sift.agents.app import byte_steps
+    from sift.agents.service import InputMessage
+
+    sizes = [3, 4, 2, 9, 1, 1, 1, 0, 5]
+    msgs = [InputMessage(b"x" * n if n else None, "documents", 0, i) for i, n in enumerate(sizes)]
+    steps = list(byte_steps(msgs, 7))
+    assert [(s.start, s.stop) for s in steps] == [(0, 2), (2, 3), (3, 4), (4, 8), (8, 9)]
+    assert [m.offset for s in steps for m in msgs[s]] == list(range(len(sizes)))
+    assert all(sum(sizes[s]) <= 7 or s.stop - s.start == 1 for s in steps)
+    assert list(byte_steps([], 7)) == []
+    assert [(s.start, s.stop) for s in byte_steps(msgs, 10**9)] == [(0, 9)]

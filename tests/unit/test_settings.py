@@ -21,6 +21,7 @@ def test_environment_values_are_parsed_by_the_field_type() -> None:
     ({"SIFT_PARTITIONS": "four"}, "SIFT_PARTITIONS must be a int, got 'four'"),
     ({"SIFT_LOG_JSON": "maybe"}, "SIFT_LOG_JSON must be a boolean"),
     ({"SIFT_BATCH_SIZE": "0"}, "SIFT_BATCH_SIZE must be >= 1, got 0"),
+    ({"SIFT_BATCH_BYTES": "0"}, "SIFT_BATCH_BYTES must be >= 1, got 0"),
     ({"SIFT_JUDGMENT_BATCH_SIZE": "-5"}, "SIFT_JUDGMENT_BATCH_SIZE must be >= 1"),
     ({"SIFT_BATCH_TIMEOUT": "0"}, "SIFT_BATCH_TIMEOUT must be a positive number"),
     ({"SIFT_STOP_TIMEOUT": "-1"}, "SIFT_STOP_TIMEOUT must be a positive number"),
