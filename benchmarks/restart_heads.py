@@ -17,8 +17,6 @@ import argparse
 import re
 import sys
 import time
-import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +26,12 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.stream_bench import (  # noqa: E402
     Corpus,
     add_profiles,
+    fresh_run,
     load,
     produce_fast,
     single,
     start_workers,
 )
-from sift.agents.app import prepare_topics  # noqa: E402
 from sift.commands._common import write_json  # noqa: E402
 from sift.settings import Settings  # noqa: E402
 
@@ -47,12 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     corpus = Corpus()
-    run_id = uuid.uuid4().hex[:6]
-    tmp = corpus.dir / run_id
-    settings = replace(Settings.from_env(broker=args.broker), topic_prefix=f"rh{run_id}.",
-                       app_id=f"rh-{run_id}", partitions=4, idf_corpus=str(corpus.idf),
-                       data_dir=str(tmp))
-    prepare_topics(settings)
+    settings, tmp = fresh_run(Settings.from_env(broker=args.broker), corpus, 4, "rh")
     workers = start_workers(settings, 1, tmp / "profiles")
     try:
         add_profiles(settings, corpus, workers, args.profiles)

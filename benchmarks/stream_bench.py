@@ -379,6 +379,19 @@ def steady_throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int
     return out
 
 
+def fresh_run(base: Settings, corpus: Corpus, partitions: int,
+              name: str = "bench") -> tuple[Settings, Path]:
+    """Settings for a run of its own: topics under a new prefix (created here), a new
+    consumer group and data directory, the benchmark's IDF corpus; and the run's
+    directory (``corpus.dir / <run id>``)."""
+    run_id = uuid.uuid4().hex[:6]
+    run_dir = corpus.dir / run_id
+    settings = replace(base, topic_prefix=f"{name}{run_id}.", app_id=f"{name}-{run_id}",
+                       partitions=partitions, idf_corpus=str(corpus.idf), data_dir=str(run_dir))
+    prepare_topics(settings)
+    return settings, run_dir
+
+
 def scale_out(base: Settings, corpus: Corpus, n_prof: int, n_docs: int, partitions: int,
               broker_pid: int | None) -> dict[str, Any]:
     """One worker against two on fresh topics with ``partitions`` partitions and ``n_prof``
@@ -386,11 +399,7 @@ def scale_out(base: Settings, corpus: Corpus, n_prof: int, n_docs: int, partitio
     start-up rebalance inside the window), then steady (workers up, assigned and warm
     before the documents are produced). ``broker_cpu_seconds``: the local broker's CPU
     over each steady phase, to see whether the machine had a core left."""
-    run_id = uuid.uuid4().hex[:6]
-    tmp = corpus.dir / run_id
-    settings = replace(base, topic_prefix=f"bench{run_id}.", app_id=f"bench-{run_id}",
-                       partitions=partitions, idf_corpus=str(corpus.idf), data_dir=str(tmp))
-    prepare_topics(settings)
+    settings, tmp = fresh_run(base, corpus, partitions)
     print(f"[1 vs 2 workers, {partitions} partitions, {n_prof} profiles, {n_docs:,} documents]",
           flush=True)
     workers = start_workers(settings, 2, tmp)
@@ -464,7 +473,6 @@ def baselines(settings: Settings, n: int) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     corpus = Corpus()
-    tmp = corpus.dir
     base = Settings.from_env(broker=args.broker_url)
     result: dict[str, Any] = {
         "benchmark": "stream_bench", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -474,26 +482,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "partitions": args.partitions, "runs": {},
     }
     for n_prof in args.profiles:
-        run_id = uuid.uuid4().hex[:6]
-        settings = replace(base, topic_prefix=f"bench{run_id}.", app_id=f"bench-{run_id}",
-                           partitions=args.partitions, idf_corpus=str(corpus.idf),
-                           data_dir=str(tmp / run_id))
-        prepare_topics(settings)
+        settings, run_dir = fresh_run(base, corpus, args.partitions)
         print(f"[{n_prof} profiles] starting a worker", flush=True)
         r: dict[str, Any] = {}
-        workers = start_workers(settings, 1, tmp / run_id)
+        workers = start_workers(settings, 1, run_dir)
         try:
             r["profile_creation"] = add_profiles(settings, corpus, workers, n_prof)
             print(f"  profiles: {r['profile_creation']}", flush=True)
         finally:
             for w in workers:
                 w.stop()
-        r["one_per_message"] = throughput(settings, corpus, 1, args.single, 1, tmp / run_id,
+        r["one_per_message"] = throughput(settings, corpus, 1, args.single, 1, run_dir,
                                          n_prof)
         print(f"  one document per message: {r['one_per_message']}", flush=True)
-        r["batched_100"] = throughput(settings, corpus, 1, args.batched, 100, tmp / run_id, n_prof)
+        r["batched_100"] = throughput(settings, corpus, 1, args.batched, 100, run_dir, n_prof)
         print(f"  100 documents per message: {r['batched_100']}", flush=True)
-        workers = start_workers(settings, 1, tmp / run_id / "live")
+        workers = start_workers(settings, 1, run_dir / "live")
         since = corpus.serial
         try:
             # warm up: the worker decodes its profiles lazily, on its first scoring batch;

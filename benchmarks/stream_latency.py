@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +25,12 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.stream_bench import (  # noqa: E402
     Corpus,
     add_profiles,
+    fresh_run,
     latency,
     load,
     start_workers,
     warm_up,
 )
-from sift.agents.app import prepare_topics  # noqa: E402
 from sift.commands._common import write_json  # noqa: E402
 from sift.settings import Settings  # noqa: E402
 
@@ -47,16 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     corpus = Corpus()
-    run_id = uuid.uuid4().hex[:6]
-    settings = replace(Settings.from_env(broker=args.broker), topic_prefix=f"lat{run_id}.",
-                       app_id=f"lat-{run_id}", partitions=4, idf_corpus=str(corpus.idf),
-                       data_dir=str(corpus.dir / run_id))
-    prepare_topics(settings)
+    settings, run_dir = fresh_run(Settings.from_env(broker=args.broker), corpus, 4, "lat")
     result: dict[str, Any] = {
         "benchmark": "stream_latency", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": "python benchmarks/stream_latency.py " + " ".join(sys.argv[1:]),
         "load_at_start": load(), "profiles": args.profiles, "phases": []}
-    workers = start_workers(settings, 1, corpus.dir / run_id)
+    workers = start_workers(settings, 1, run_dir)
     try:
         add_profiles(settings, corpus, workers, args.profiles)
         warm_up(settings, corpus, workers, args.profiles)
