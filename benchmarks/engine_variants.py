@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def _value(v: str) -> Any:
     if v in ("True", "False"):
         return v == "True"
+    if v == "None":
+        return None
     try:
         return int(v)
     except ValueError:

@@ -551,9 +551,11 @@ def replay(
         "model": cfg.model, "model_params": cfg.model_params, "update": cfg.update,
         "measure": cfg.measure, "initial_positives": cfg.initial_positives,
         "full_training": cfg.full_training, "seed": cfg.seed, "vectorizer": cfg.vectorizer,
+        "profile_params": cfg.profile_params,
     }
     if len(bank):  # the hyperparameters that ran, defaults included (a spec's own may differ)
         metrics["config"]["model_params_effective"] = next(iter(bank)).model_.get_params()
+        metrics["config"]["negative_mass_effective"] = next(iter(bank)).negative_mass_
     if cfg.full_training:
         metrics["config"]["full"] = cfg.full.as_dict()
         metrics["config"]["model_params"] = {**cfg.full.model_params.get(cfg.model, {}),

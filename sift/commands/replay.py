@@ -58,6 +58,18 @@ def _param(value: str) -> tuple[str, Any]:
     return key.strip(), parsed
 
 
+def _negative_mass(value: str) -> float | str | None:
+    if value in ("auto", "none"):
+        return None if value == "none" else value
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be 'auto', 'none' or a positive number, got {value!r}") from None
+    if not (x > 0 and x != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be 'auto', 'none' or a positive number, got {value!r}")
+    return x
+
+
 def _fraction(value: str) -> float:
     try:
         x = float(value)
@@ -111,6 +123,10 @@ def register(sub: Any) -> None:
     p.add_argument("--truncate", type=_positive_int, default=None, metavar="N",
                    help="keep the first N characters of every token (a stand-in for stemming; "
                         "6 raised adaptive Rocchio's T11F on the validation split)")
+    p.add_argument("--negative-mass", type=_negative_mass, default="auto", metavar="auto|none|M",
+                   help="TROT weight of the pseudo-negatives scaled to each profile's prevalence "
+                        "(see Profile.negative_mass; auto: 3, none for fusion; "
+                        "none: the pseudolabel weight)")
     p.add_argument("--full-training", action="store_true",
                    help="batch categorization: every training label known, no feedback")
     ft = p.add_argument_group(
@@ -164,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
         full_training=args.full_training,
         seed=args.seed,
         vectorizer={} if args.truncate is None else {"truncate": args.truncate},
+        profile_params={"negative_mass": args.negative_mass},
         full=FullTrainingConfig(
             threshold=args.threshold, fbr=args.fbr, fbr_fallback=args.fbr_fallback,
             min_score=args.min_score, placement=args.placement,

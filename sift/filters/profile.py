@@ -53,6 +53,10 @@ from sift.filters.threshold import stable_argsort, trot, zero_utility_threshold
 
 MODEL_CLASSES: dict[str, type[ScoringModel]] = {"rocchio": Rocchio, "kantor": Kantor, "knn": KNN}
 
+#: ``negative_mass="auto"`` per model: chosen on the validation split (see ``Profile``);
+#: fusion was not measured, so it keeps the design's weights.
+AUTO_NEGATIVE_MASS: dict[str, float | None] = {"rocchio": 3.0, "kantor": 3.0, "knn": 3.0}
+
 #: Chosen on a validation split of the Reuters-21578 training set (first 70% as
 #: training, last 30% as the stream), never on the test stream: 3 of the top 10 as
 #: relevant at weight 0.5; a random fifth of all unlabelled training documents as
@@ -159,6 +163,21 @@ class Profile:
         the flag depends on the state alone, not on how often the threshold was
         re-trained, and :meth:`learn_many` stays exact. Chosen on the validation split
         (there ``earn`` 0.33 -> 0.71 to 0.81 T11SU over 3 seeds).
+    negative_mass
+        The TROT weight of the pseudo-negatives, scaled to the profile's prevalence.
+        They are a random sample of the unlabelled training documents, so those of
+        them scoring at least as high as the lowest real positive (leave-one-out
+        scores; ``K`` of them, at least 1) estimate how common documents like the
+        relevant ones are. Each pseudo-negative then weighs ``m / K`` in TROT (not in
+        the model), ``m`` the real positives' total weight capped at
+        ``negative_mass``: those ``K`` weigh as much together as the positives they
+        were counted against. A rare category (small ``K``) gets a strict threshold, a
+        common one a lenient one; one fixed weight (the pseudolabel's ``neg_weight``)
+        is right for one prevalence only. ``None``: the pseudolabel weight, as the
+        design has it; ``"auto"`` (default): 3.0 for Rocchio, Kantor and kNN, ``None``
+        for fusion (not measured). Chosen on the validation split with ten seeds
+        (``benchmarks/engine_features.py``, ``benchmarks/results/engine_negative_mass.json``;
+        the figures are in ``docs/engine.md``).
     explore, explore_rate, explore_window, explore_precision
         Exploration below TROT's threshold. Only delivered documents are judged, so no
         relevant document below the threshold is ever seen and TROT's threshold can only
@@ -211,6 +230,7 @@ class Profile:
         explore_window: int = 5,
         explore_precision: float = 0.5,
         silent_explore: bool = True,
+        negative_mass: float | str | None = "auto",
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ParameterError(f"name must be a non-empty string, got {name!r}")
@@ -231,6 +251,12 @@ class Profile:
         self.explore_window = explore_window
         self.explore_precision = explore_precision
         self.silent_explore = silent_explore
+        self.negative_mass = negative_mass
+        if not (negative_mass is None or negative_mass == "auto"
+                or (isinstance(negative_mass, int | float) and not isinstance(negative_mass, bool)
+                    and math.isfinite(negative_mass) and negative_mass > 0)):
+            raise ParameterError(f"negative_mass must be 'auto', None or a positive number, "
+                                 f"got {negative_mass!r}")
         if not isinstance(silent_explore, bool):
             raise ParameterError(f"silent_explore must be a boolean, got {silent_explore!r}")
         if not isinstance(trot_pseudo_positives, bool):
@@ -273,7 +299,14 @@ class Profile:
                 "trot_pseudo_positives": self.trot_pseudo_positives, "explore": self.explore,
                 "explore_rate": self.explore_rate, "explore_window": self.explore_window,
                 "explore_precision": self.explore_precision,
-                "silent_explore": self.silent_explore}
+                "silent_explore": self.silent_explore, "negative_mass": self.negative_mass}
+
+    @property
+    def negative_mass_(self) -> float | None:
+        """``negative_mass`` resolved: ``"auto"`` becomes the model's value."""
+        if self.negative_mass == "auto":
+            return AUTO_NEGATIVE_MASS.get(self.model)
+        return None if self.negative_mass is None else float(self.negative_mass)
 
     @property
     def n_pending_(self) -> int:
@@ -489,6 +522,7 @@ class Profile:
         if np.any((ex.labels > 0) & trusted):
             loo = self.model_.loo_scores()
             scores, labels, weights = loo[trusted], ex.labels[trusted], ex.weights[trusted]
+            weights = self.trot_weights(scores, labels, ex.real[trusted], weights)
             thr = trot(scores, labels, weights, measure=self.measure, placement=self.threshold_placement)
             self.silenced_ = self.silent_explore and (math.isinf(thr) or self.silenced_at_fit_)
             if self.silenced_:
@@ -503,6 +537,33 @@ class Profile:
             self.threshold_ = self.fallback_threshold_
             self.silenced_ = False
         self.version_ += 1
+
+    def trot_weights(self, scores: NDArray[np.float64], labels: NDArray[np.int8], real: NDArray[np.bool_],
+                     weights: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The examples' weights in TROT: ``weights`` with each pseudo-negative's set to
+        ``m / K``, ``K`` the number of pseudo-negatives scoring at least as high as the
+        lowest real positive (at least 1) and ``m`` the real positives' total weight, at
+        most ``negative_mass`` (see there). Unchanged (the same array) without a mass, a
+        real positive or a pseudo-negative.
+
+        >>> p = Profile("x", negative_mass=3.0)
+        >>> scores = np.array([0.9, 0.5, 0.6, 0.5, 0.2, 0.1])  # m = 2 positives, K = 2 (0.6, 0.5)
+        >>> labels = np.array([1, 1, -1, -1, -1, -1], dtype=np.int8)
+        >>> real = np.array([True, True, False, False, False, False])
+        >>> p.trot_weights(scores, labels, real, np.array([1, 1, .1, .1, .1, .1])).tolist()
+        [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+        """
+        mass = self.negative_mass_
+        if mass is None:
+            return weights
+        sample = (labels < 0) & ~real
+        pos = (labels > 0) & real
+        if not sample.any() or not pos.any():
+            return weights
+        k = max(int(np.count_nonzero(scores[sample] >= scores[pos].min())), 1)
+        out = weights.copy()
+        out[sample] = min(mass, float(weights[pos].sum())) / k
+        return out
 
     def silent_threshold(self, loo: NDArray[np.float64] | None = None) -> float:
         """The exploration threshold of a profile that TROT has silenced (``+inf``: none).
@@ -619,6 +680,8 @@ class Profile:
                                  "feature weights")
         try:
             params = dict(s["params"])
+            # states written before negative_mass existed keep the weights they were fitted with
+            params.setdefault("negative_mass", None)
             p = cls(params.pop("name"), **params)
             width = s["n_features"]
             if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= 2**31 - 1:

@@ -9,7 +9,8 @@ the implementation before the incremental re-threshold produced
 ``.venv/bin/python tests/unit/test_judgment_replay.py``). Regenerated once since, on
 purpose: when pseudolabeling began picking by one random key per example (the tenth
 session), which changes every profile's initial sample, and for the state digests
-alone when the fallback cut came from the pseudo-negatives' leave-one-out scores.
+alone when the fallback cut came from the pseudo-negatives' leave-one-out scores and
+when profiles gained ``negative_mass`` (a new key in their parameters).
 """
 
 from __future__ import annotations
@@ -56,7 +57,11 @@ def replay(model: str, cap: int, cat: str) -> dict[str, Any]:
     # was recorded (the state digests were regenerated when the two models' parameters
     # gained query_weight; the values were not)
     params = {"knn": {"query_weight": 0.0}, "kantor": {"query_weight": 1.0}}.get(model, {})
-    p = Profile(cat, query=cat, model=model, model_params=params, max_examples=cap, seed=3)
+    # and the pseudo-negatives at their pseudolabel weight in TROT (negative_mass=None), as
+    # then: the state digests were regenerated when the parameter came (sixteenth
+    # session), the values were not
+    p = Profile(cat, query=cat, model=model, model_params=params, max_examples=cap, seed=3,
+                negative_mass=None)
     pos = [i for i, g in enumerate(gold_train) if cat in g][:3]
     p.fit(vec.transform([cat]), X_train, positives=pos, feature_weights=vec.feature_weights())
     rng = np.random.default_rng(7)

@@ -348,7 +348,8 @@ def test_pseudo_positives_stay_out_of_trot_by_default(vec: Vectorizer) -> None:
         assert np.any((ex.labels > 0) & ~ex.real)  # pseudo-positives exist
         keep = np.ones(len(ex), bool) if flag else ex.real | (ex.labels < 0)
         loo = p.model_.loo_scores()
-        assert p.threshold_ == trot(loo[keep], ex.labels[keep], ex.weights[keep], measure="t11su",
+        weights = p.trot_weights(loo[keep], ex.labels[keep], ex.real[keep], ex.weights[keep])
+        assert p.threshold_ == trot(loo[keep], ex.labels[keep], weights, measure="t11su",
                                     placement=p.threshold_placement)
 
 
@@ -416,3 +417,45 @@ def test_bank_reuses_its_stacks_until_a_profile_changes_or_is_added(vec: Vectori
     third.fit(vec.transform(["gold"]), X_train, positives=[])
     bank.add(third)
     assert bank.score(X).shape == (X.shape[0], 3) and bank.names == ["wheat", "oil", "gold"]
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, True, "3", "none", [3]])
+def test_negative_mass_is_validated(bad: object) -> None:
+    with pytest.raises(ParameterError, match="negative_mass"):
+        Profile("x", negative_mass=bad)  # type: ignore[arg-type]
+
+
+def test_negative_mass_auto_resolves_per_model_and_old_states_keep_the_design_weights(vec: Vectorizer) -> None:
+    assert [Profile("x", model=m).negative_mass_ for m in ("rocchio", "knn", "kantor")] == [3.0, 3.0, 3.0]
+    assert Profile("x", model="fusion").negative_mass_ is None
+    assert Profile("x", negative_mass=2).negative_mass_ == 2.0
+    pseudo = {"neg_fraction": 1.0, "neg_weight": 0.1, "min_pool": 0}
+    p = _fit(vec, pseudolabel=pseudo)
+    state = orjson.loads(orjson.dumps(p.to_state(), option=orjson.OPT_SERIALIZE_NUMPY))
+    assert Profile.from_state(state, vec.feature_weights()).negative_mass == "auto"
+    del state["params"]["negative_mass"]  # a state written before the parameter
+    old = Profile.from_state(state, vec.feature_weights())
+    assert old.negative_mass is None and old.negative_mass_ is None
+
+
+def test_negative_mass_sets_the_pseudo_negatives_trot_weight(vec: Vectorizer) -> None:
+    """Each pseudo-negative weighs m / K in TROT (m: the real positives' weight, at most the
+    mass; K: pseudo-negatives at or above the lowest real positive); the model keeps the
+    pseudolabel weight, and the examples' stored weights do not change."""
+    from sift.filters.threshold import trot
+
+    pseudo = {"neg_fraction": 1.0, "neg_weight": 0.1, "min_pool": 0}
+    for mass in (1.0, 3.0, 50.0):
+        p = _fit(vec, pseudolabel=pseudo, negative_mass=mass, explore=0.0)
+        ex = p.examples_
+        loo = p.model_.loo_scores()
+        sample = (ex.labels < 0) & ~ex.real
+        pos = (ex.labels > 0) & ex.real
+        k = max(int(np.count_nonzero(loo[sample] >= loo[pos].min())), 1)
+        w = p.trot_weights(loo, ex.labels, ex.real, ex.weights)
+        assert np.allclose(w[sample], min(mass, pos.sum()) / k)
+        assert np.array_equal(w[~sample], ex.weights[~sample])
+        assert np.all(ex.weights[sample] == 0.1)
+        keep = ex.real | (ex.labels < 0)
+        assert p.threshold_ == trot(loo[keep], ex.labels[keep], w[keep], measure="t11su",
+                                    placement=p.threshold_placement)

@@ -124,6 +124,29 @@ def test_truncate_reaches_the_vectorizer(files: tuple[Path, Path], tmp_path: Pat
     assert exc.value.code == 1
 
 
+@pytest.mark.parametrize(("value", "effective"), [(None, 3.0), ("none", None), ("1.5", 1.5)])
+def test_negative_mass_reaches_the_profiles(files: tuple[Path, Path], tmp_path: Path, value: str | None,
+                                            effective: float | None) -> None:
+    """``--negative-mass`` (default auto: 3 for Rocchio) is the profiles' parameter, recorded
+    in the metrics' config as given and as resolved; a bad value is a one-line error."""
+    train, test = files
+    out = tmp_path / "nm"
+    extra = [] if value is None else ["--negative-mass", value]
+    assert main(["replay", "--train", str(train), "--test", str(test), "--out", str(out), "--no-plot", *extra]) == 0
+    config = orjson.loads((out / "metrics.json").read_bytes())["config"]
+    assert config["negative_mass_effective"] == effective
+    assert config["profile_params"]["negative_mass"] == {None: "auto", "none": None, "1.5": 1.5}[value]
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "inf", "nan", "many"])
+def test_bad_negative_mass_is_a_one_line_error(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", "--negative-mass", bad])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--negative-mass" in err[-1] and "Traceback" not in "".join(err)
+
+
 def test_missing_file_and_bad_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", "--train", str(tmp_path / "none.jsonl"), "--out", str(tmp_path)]) == 1
     assert "no such file" in capsys.readouterr().err

@@ -37,6 +37,9 @@ def data() -> tuple[Vectorizer, list[str], list[str]]:
 
 
 def _profile(v: Vectorizer, train: list[str], **kw: object) -> Profile:
+    # the pseudo-negatives at their pseudolabel weight, as the design has it: scaled to
+    # the category's prevalence (the default negative_mass) they do not silence it
+    kw.setdefault("negative_mass", None)
     p = Profile("earn", query="profit", pseudolabel={"neg_fraction": 1.0, "neg_weight": 1.0},
                 fallback_rate=RATE, **kw)  # type: ignore[arg-type]
     p.fit(v.transform(["profit"]), v.transform(train), positives=[0, 1, 2],
@@ -83,6 +86,20 @@ def test_silenced_profile_learns_and_stops_on_junk(data) -> None:
         p.learn_one(J[i], relevant=False)
     assert p.silent_threshold() == math.inf
     assert not p.decide(J[4:]).any()
+
+
+def test_negative_mass_scales_a_common_category_out_of_silence(data) -> None:
+    """The same common category with the pseudo-negatives' TROT weight scaled to its
+    prevalence: the many unlabelled look-alikes of its positives say relevant documents
+    are common, so TROT itself delivers them (no silence, no fallback cut) and leaves
+    the other documents out."""
+    v, train, _ = data
+    p = _profile(v, train, negative_mass=3.0)
+    assert not p.silenced_ and math.isfinite(p.threshold_)
+    assert p.threshold_ != p.silent_threshold()
+    hits = p.decide(v.transform(train[3:]))  # the 150 relevant, then 250 others
+    assert hits[:150].all()
+    assert hits[:150].sum() / hits.sum() > 1.5 * 150 / 400
 
 
 def test_silent_explore_is_validated_and_kept_in_params() -> None:
