@@ -459,3 +459,12 @@ def test_negative_mass_sets_the_pseudo_negatives_trot_weight(vec: Vectorizer) ->
         keep = ex.real | (ex.labels < 0)
         assert p.threshold_ == trot(loo[keep], ex.labels[keep], w[keep], measure="t11su",
                                     placement=p.threshold_placement)
+
+
+def test_explore_auto_resolves_per_model() -> None:
+    assert [Profile("x", model=m).explore_ for m in ("rocchio", "kantor", "knn")] == [0.8, 0.8, 0.4]
+    assert Profile("x", model="knn", explore=0.8).explore_ == 0.8
+    assert Profile("x").get_params()["explore"] == "auto"
+    for bad in ("8", "always", -0.1, 1.5):
+        with pytest.raises(ParameterError, match="explore"):
+            Profile("x", explore=bad)  # type: ignore[arg-type]
