@@ -22,6 +22,7 @@ scoring call, when a member's ``version_`` changed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -186,8 +187,9 @@ class ProfileBank:
         rows, cols = nonzero_2d(scores >= thr[None, :])
         profiles, names = self._ordered()
         versions = [p.version_ for p in profiles]
-        return [
-            Hit(r, names[c], s, t, versions[c])
-            for r, c, s, t in zip(rows.tolist(), cols.tolist(), scores[rows, cols].tolist(),
-                                  thr[cols].tolist(), strict=True)
-        ]
+        at = cols.tolist()
+        # tuple.__new__ mapped over the columns: a quarter of the time of Hit(...) per
+        # delivery, which a profile set delivering a few times per document pays
+        fields = zip(rows.tolist(), map(names.__getitem__, at), scores[rows, cols].tolist(),
+                     thr[cols].tolist(), map(versions.__getitem__, at), strict=True)
+        return list(map(tuple.__new__, repeat(Hit), fields))

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sift.filters.bank import ProfileBank
+from sift.filters.bank import Hit, ProfileBank
 from sift.filters.errors import FilterError, ParameterError, StateError
 from sift.filters.profile import Profile
 from sift.filters.vectorize import Vectorizer
@@ -237,6 +237,11 @@ def test_bank_stacked_scores_equal_single_scores(vec: Vectorizer, model: str) ->
     assert {(h.row, h.profile) for h in hits} == {
         (int(r), bank.names[c]) for r, c in zip(*np.nonzero(bank.thresholds() <= S2), strict=True)
     }
+    # every field, row-major, as named tuples of plain Python values
+    thr = bank.thresholds()
+    assert hits == [Hit(int(r), bank.names[c], float(S2[r, c]), float(thr[c]), bank[bank.names[c]].version_)
+                    for r, c in zip(*np.nonzero(thr <= S2), strict=True)]
+    assert all(type(h) is Hit and type(h.row) is int and type(h.score) is float for h in hits)
     assert bank.remove("gold") is not None and bank.score(X).shape == (X.shape[0], 2)
 
 
