@@ -193,7 +193,7 @@ class Profile:
         it off; ``"auto"`` (default) is 0.8, and 0.4 for kNN: with the prevalence-scaled
         pseudo-negatives (``negative_mass``) kNN explored too far for T11F on the
         validation split (ten seeds: 0.8 gave 0.460 / 0.431 macro T11SU / T11F, 0.4
-        0.464 / 0.442, 0 0.462 / 0.444, against batch kNN's 0.393 / 0.441), while for
+        0.464 / 0.442, 0 0.462 / 0.444, against batch kNN's 0.393 / 0.440), while for
         Rocchio and Kantor 0.4 changed nothing beyond the seeds' spread.
 
     Attributes
