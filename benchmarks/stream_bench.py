@@ -67,6 +67,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (every core; /proc/stat: all but
+    idle and iowait) since boot: over a window, busy seconds / wall seconds is the
+    number of cores in use, whoever used them (workers, broker, this script)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -141,15 +149,18 @@ def measure(workers: list[WorkerProcess], key: str, base: int, target: int,
     t0 = c0 = None
     first = last = base
     moved = time.monotonic()
-    t1 = c1 = 0.0
+    t1 = c1 = m0 = m1 = 0.0
     deadline = time.monotonic() + timeout
     while True:
         now = total(workers, key)
         if t0 is None and now > base:
             t0, c0, first = time.monotonic(), sum(cpu_seconds(p) for p in pids), now
+            m0 = m1 = machine_busy_seconds()
         if now != last:
             last, moved = now, time.monotonic()
             t1, c1 = moved, sum(cpu_seconds(p) for p in pids)
+            if t0 is not None:
+                m1 = machine_busy_seconds()
         if now >= target:
             break
         # a few messages can stay in Faust's take() buffer (see docs/streaming.md): stop
@@ -169,7 +180,11 @@ def measure(workers: list[WorkerProcess], key: str, base: int, target: int,
     return {"count": n, "missing": target - last, "seconds": round(wall, 3),
             "per_s": round(n / wall),
             "cpu_seconds": round(c1 - c0, 3), "cpu_us_per_item": round(1e6 * (c1 - c0) / n, 1),
-            "per_cpu_s": round(n / max(c1 - c0, 1e-9))}
+            "per_cpu_s": round(n / max(c1 - c0, 1e-9)),
+            # cores in use over the window: by the workers, and by the whole machine (the
+            # broker, the producer and anything else too); the machine has os.cpu_count()
+            "worker_cores": round((c1 - c0) / wall, 2),
+            "machine_busy_cores": round((m1 - m0) / wall, 2)}
 
 
 def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], rate: float,
@@ -481,7 +496,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "documents": "Reuters-21578 test texts, ~760 characters, cycled",
         "partitions": args.partitions, "runs": {},
     }
-    for n_prof in args.profiles:
+    for n_prof in [] if args.only_two_workers else args.profiles:
         settings, run_dir = fresh_run(base, corpus, args.partitions)
         print(f"[{n_prof} profiles] starting a worker", flush=True)
         r: dict[str, Any] = {}
@@ -542,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--judgments", type=int, default=3_000)
     p.add_argument("--latency-s", type=float, default=10.0)
     p.add_argument("--skip-two-workers", action="store_true")
+    p.add_argument("--only-two-workers", action="store_true",
+                   help="run the 1-vs-2-worker phases (--two-workers) alone")
     p.add_argument("--two-workers", type=lambda s: [tuple(int(v) for v in x.split(":"))
                                                     for x in s.split(",")],
                    default=None, metavar="PROFILES:DOCUMENTS,...",
