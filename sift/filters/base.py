@@ -51,6 +51,9 @@ class ScoringModel(ABC):
     """Base class of the scoring models (Rocchio, Kantor, kNN, fusion)."""
 
     name: ClassVar[str] = ""
+    #: A score at or below this carries no evidence of relevance, so a profile never
+    #: delivers it whatever its threshold (``None``: every score may be delivered).
+    no_evidence_score: ClassVar[float | None] = None
 
     n_features_: int
     feature_weights_: NDArray[np.float64] | None

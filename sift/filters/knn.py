@@ -313,6 +313,8 @@ class KNN(ScoringModel):
     """
 
     name = "knn"
+    #: a vote of 0: none of the k nearest judged documents is relevant
+    no_evidence_score = 0.0
 
     def __init__(self, k: int = 30, vote: str = "positive", normalize: bool = False,
                  query_weight: float = 4.0) -> None:

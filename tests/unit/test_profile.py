@@ -473,3 +473,20 @@ def test_explore_auto_resolves_per_model() -> None:
     for bad in ("8", "always", -0.1, 1.5):
         with pytest.raises(ParameterError, match="explore"):
             Profile("x", explore=bad)  # type: ignore[arg-type]
+
+
+def test_knn_never_delivers_a_document_it_scores_zero(vec: Vectorizer) -> None:
+    """Three positives with no term in common (and no query): each scores 0 leave-one-out,
+    so TROT's threshold would be 0 and every document would be delivered."""
+    docs = ["alpha beta", "gamma delta", "epsilon zeta", "opec oil output", "beta gamma"]
+    p = Profile("x", query="", model="knn", pseudolabel={})
+    p.fit(None, vec.transform(docs), positives=[0, 1, 2], feature_weights=vec.feature_weights())
+    assert np.all(p.model_.loo_scores()[p.examples_.real] == 0)
+    assert 0 < p.threshold_ < 1e-300
+    scores = p.score(vec.transform(["opec oil output", "alpha wheat"]))
+    assert scores[0] == 0 and scores[1] > 0
+    assert p.decide(vec.transform(["opec oil output", "alpha wheat"])).tolist() == [False, True]
+    state = orjson.loads(orjson.dumps(p.to_state(), option=orjson.OPT_SERIALIZE_NUMPY))
+    assert Profile.from_state(state, vec.feature_weights()).threshold_ == p.threshold_
+    # models whose scores may be negative or zero on purpose have no such floor
+    assert Profile("y", model="fusion").model_.no_evidence_score is None
