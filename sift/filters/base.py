@@ -51,13 +51,16 @@ class ScoringModel(ABC):
     """Base class of the scoring models (Rocchio, Kantor, kNN, fusion)."""
 
     name: ClassVar[str] = ""
-    #: A score at or below this carries no evidence of relevance, so a profile never
-    #: delivers it whatever its threshold (``None``: every score may be delivered).
-    no_evidence_score: ClassVar[float | None] = None
 
     n_features_: int
     feature_weights_: NDArray[np.float64] | None
     examples_: ExampleSet | None
+
+    @property
+    def no_evidence_score(self) -> float | None:
+        """A score at or below this carries no evidence of relevance, so a profile never
+        delivers it whatever its threshold (``None``, the default: any score may be)."""
+        return None
 
     def bind(
         self,

@@ -313,8 +313,6 @@ class KNN(ScoringModel):
     """
 
     name = "knn"
-    #: a vote of 0: none of the k nearest judged documents is relevant
-    no_evidence_score = 0.0
 
     def __init__(self, k: int = 30, vote: str = "positive", normalize: bool = False,
                  query_weight: float = 4.0) -> None:
@@ -335,6 +333,17 @@ class KNN(ScoringModel):
     def get_params(self) -> dict[str, Any]:
         return {"k": self.k, "vote": self.vote, "normalize": self.normalize,
                 "query_weight": self.query_weight}
+
+    @property
+    def no_evidence_score(self) -> float | None:
+        """0 for the positive vote: none of the k nearest judged documents is relevant.
+        A signed vote of 0 is evidence balanced either way, and below 0 evidence against:
+        ``None``, no floor.
+
+        >>> KNN().no_evidence_score, KNN(vote="signed").no_evidence_score
+        (0.0, None)
+        """
+        return 0.0 if self.vote == "positive" else None
 
     def start(self, query: sp.csr_matrix | None) -> None:
         """kNN keeps no state of its own: the pool is the profile's example set."""

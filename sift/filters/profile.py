@@ -201,9 +201,9 @@ class Profile:
     model_ : ScoringModel
     examples_ : ExampleSet
     threshold_ : float
-        Deliver when ``score >= threshold_`` (``inf``: deliver nothing). Always above the
-        model's ``no_evidence_score`` (kNN: 0), so a document the model scores with no
-        evidence is never delivered (seventeenth session: 16 of the 82 kNN profiles on the
+        Deliver when ``score >= threshold_`` (``inf``: deliver nothing). Kept above the
+        model's ``no_evidence_score`` (kNN's positive vote: 0), so a document the model
+        scores with no evidence is never delivered (seventeenth session: 16 of the 82 kNN profiles on the
         validation split started at 0 and delivered every document; validation, ten
         seeds, 0.464 / 0.442 -> 0.466 / 0.443, T11SU up in 9).
     version_ : int

@@ -490,3 +490,5 @@ def test_knn_never_delivers_a_document_it_scores_zero(vec: Vectorizer) -> None:
     assert Profile.from_state(state, vec.feature_weights()).threshold_ == p.threshold_
     # models whose scores may be negative or zero on purpose have no such floor
     assert Profile("y", model="fusion").model_.no_evidence_score is None
+    signed = Profile("z", query="", model="knn", model_params={"vote": "signed"}, pseudolabel={})
+    assert signed.model_.no_evidence_score is None
