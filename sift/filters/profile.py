@@ -203,9 +203,9 @@ class Profile:
     threshold_ : float
         Deliver when ``score >= threshold_`` (``inf``: deliver nothing). Kept above the
         model's ``no_evidence_score`` (kNN's positive vote: 0), so a document the model
-        scores with no evidence is never delivered (seventeenth session: 16 of the 82 kNN profiles on the
-        validation split started at 0 and delivered every document; validation, ten
-        seeds, 0.464 / 0.442 -> 0.466 / 0.443, T11SU up in 9).
+        scores with no evidence is never delivered. Before the seventeenth session some
+        kNN profiles started at 0 and delivered every document (validation, ten seeds,
+        0.464 / 0.442 -> 0.466 / 0.443 with the floor; ``docs/engine.md``).
     version_ : int
         Incremented every time the model or threshold changes.
     n_relevant_ : int
