@@ -55,6 +55,7 @@ from sift.agents.service import (
     default_corpus,
     encode_vector_batch,
     release_free_memory,
+    same_payloads,
     shard_of,
 )
 from sift.agents.tails import PartitionView, TailWatch
@@ -984,18 +985,21 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
 
     @app.agent(shard_topic)
     async def score_documents(stream: faust.StreamT) -> None:
+        # taken in batches: a worker holding several shards gets each routed batch once
+        # per shard, and the copies are scored as one (Service.score_copies)
         recovered: list[tuple[str, int, int]] = []
-        async for event in stream.events():
-            for msg in await complete([to_message(event)], recovered):
+        async for batch in stream.take_events(settings.batch_size, within=settings.batch_timeout):
+            for copies in same_payloads(await complete([to_message(e) for e in batch], recovered)):
                 try:
-                    decisions = service.score(msg.partition, msg.value or b"", table, msg)
+                    decisions = service.score_copies(copies, table)
                 except Exception as exc:  # a bug must not stop the stream: dead-letter it
                     log.exception("scoring failed")
-                    await emit_dead([internal_error(msg, exc)])
+                    await emit_dead([internal_error(m, exc) for m in copies])
                     continue
                 await publish(decisions_topic, [(d.profile.encode(), encode(d))
                                                 for d in decisions])
             ack_recovered(recovered)
+            mark_processed(batch)
 
     @app.agent(profiles_topic)
     async def apply_specs(stream: faust.StreamT) -> None:

@@ -15,6 +15,7 @@ from sift.agents.service import (
     DocumentStore,
     InputMessage,
     Service,
+    ServiceError,
     TrainingSet,
     decode_profile_record,
     decode_vector_batch,
@@ -22,6 +23,7 @@ from sift.agents.service import (
     encode_profile_record,
     encode_vector_batch,
     learn_batch,
+    same_payloads,
     shard_of,
     split_rows,
 )
@@ -122,6 +124,52 @@ def test_profiles_score_documents_once_per_shard(service: Service) -> None:
     assert ("n1", "wheat") in got and ("n2", "oil") in got and ("n1", "oil") not in got
     assert dict(service.scored) == {"wheat": 2, "oil": 2, "gold": 2}
     assert "n1" in service.store
+
+
+def test_copies_of_a_payload_are_scored_once_for_all_their_shards(training: TrainingSet) -> None:
+    """What a worker holding several shards gets from the shard topic: the same routed
+    batch once per shard. Scored as one, the decisions are those of scoring each copy
+    for its own shard, every profile scores each document once, and a re-delivered
+    copy is skipped."""
+    names = ["wheat", "oil", "gold", "grain", "crude", "bullion", "egypt", "opec"]
+    texts = [{"id": f"n{i}", "text": t} for i, t in enumerate(
+        ["wheat exports to egypt", "opec crude oil output", "gold bullion steady",
+         "grain harvest and wheat crop", "refinery output and oil stocks"])]
+
+    def fresh() -> tuple[Service, dict[str, bytes]]:
+        svc = Service(training, n_shards=N_SHARDS, recent_documents=50,
+                      max_document_bytes=2000, max_batch_documents=10)
+        table: dict[str, bytes] = {}
+        res = svc.apply_specs([spec_msg(svc, profile=n, query=n, positives=[f"t{1 + k % 8}"])
+                               for k, n in enumerate(names)], table)
+        assert not res.dead_letters
+        return svc, table
+
+    one, t1 = fresh()
+    assert len({one.shard(n) for n in names}) >= 3  # the copies below span several shards
+    (payload,) = one.route([msg(d, offset=i) for i, d in enumerate(texts)]).payloads
+    each = [d for p in range(N_SHARDS) for d in one.score(p, payload, t1)]
+    two, t2 = fresh()
+    copies = [InputMessage(payload, "shard", p, 10 + p) for p in range(N_SHARDS)]
+    joint = two.score_copies(copies, t2)
+    key = lambda d: (d.doc_id, d.profile, d.score, d.threshold)  # noqa: E731
+    assert each and sorted(map(key, joint)) == sorted(map(key, each))
+    assert dict(two.scored) == {n: len(texts) for n in names}
+    assert two.stats["scored_from_shard_topic"] == len(texts) * N_SHARDS
+    # copies already processed are skipped, a new one is scored (for its shard only)
+    again = two.score_copies([*copies[:2], InputMessage(payload, "shard", 2, 20)], t2)
+    assert two.stats["redelivered_skipped"] == 2
+    assert {d.profile for d in again} == {d.profile for d in each if two.shard(d.profile) == 2}
+    with pytest.raises(ServiceError, match="copies of one payload"):
+        two.score_copies([InputMessage(payload, "shard", 0, 30), InputMessage(b"x", "shard", 1, 30)],
+                         t2)
+
+
+def test_same_payloads_groups_equal_values_in_arrival_order() -> None:
+    ms = [InputMessage(b"a", "s", 0, 1), InputMessage(b"b", "s", 1, 1), InputMessage(b"a", "s", 2, 4),
+          InputMessage(None, "s", 3, 2), InputMessage(b"b", "s", 0, 2)]
+    assert [[(m.partition, m.offset) for m in g] for g in same_payloads(ms)] == [
+        [(0, 1), (2, 4)], [(1, 1), (0, 2)], [(3, 2)]]
 
 
 def test_judgments_are_idempotent_and_late_ones_work(service: Service) -> None:
