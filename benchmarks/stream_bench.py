@@ -362,14 +362,21 @@ def batch_split(workers: list[WorkerProcess]) -> dict[str, Any]:
     s: dict[str, float] = {}
     for w in workers:
         for k, v in w.stats().get("stats", {}).items():
-            if k.startswith("document_batch"):
+            if k.startswith(("document_batch", "shard_")):
                 s[k] = s.get(k, 0) + v
     n = s.get("document_batches", 0)
     wait, work = s.get("document_batch_wait_us", 0), s.get("document_batch_work_us", 0)
-    return {"batches": int(n),
-            "mean_messages": round(s.get("document_batch_messages", 0) / n, 1) if n else None,
-            "wait_s": round(wait / 1e6, 3), "work_s": round(work / 1e6, 3),
-            "wait_share": round(wait / (wait + work), 3) if wait + work else None}
+    out: dict[str, Any] = {
+        "batches": int(n),
+        "mean_messages": round(s.get("document_batch_messages", 0) / n, 1) if n else None,
+        "wait_s": round(wait / 1e6, 3), "work_s": round(work / 1e6, 3),
+        "wait_share": round(wait / (wait + work), 3) if wait + work else None}
+    if s.get("shard_payloads"):
+        # shard-topic messages against the payloads scored: copies of one routed batch
+        # for several shards held by one worker are scored as one (Service.score_copies)
+        out["shard_messages"] = int(s.get("shard_messages", 0))
+        out["shard_payloads"] = int(s["shard_payloads"])
+    return out
 
 
 def steady_throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int, batch: int,
@@ -385,6 +392,7 @@ def steady_throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int
         produce_fast(settings, settings.topic("documents"), msgs)
         pairs = measure(workers, "scored", base, base + n * n_profiles)
         out = per_document(pairs, n_profiles)
+        out["document_batches"] = batch_split(workers)
     finally:
         for w in workers:
             w.stop()

@@ -729,6 +729,8 @@ class Service:
         bank = banks[0] if len(banks) == 1 else self._joint_bank(banks)
         decisions = self._decide(bank, ids, X)
         self.stats["scored_from_shard_topic"] += len(ids) * len(fresh)
+        self.stats["shard_payloads"] += 1  # against shard_messages: copies scored as one
+        self.stats["shard_messages"] += len(fresh)
         self.processed(fresh)
         return decisions
 
