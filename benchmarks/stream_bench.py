@@ -142,6 +142,14 @@ def produce_fast(settings: Settings, topic: str,
     return asyncio.run(go())
 
 
+#: the local broker's process, when this script started it (its CPU over each window)
+BROKER_PID: int | None = None
+
+
+def broker_cpu() -> float:
+    return cpu_seconds(BROKER_PID) if BROKER_PID else 0.0
+
+
 def measure(workers: list[WorkerProcess], key: str, base: int, target: int,
             timeout: float = 300.0) -> dict[str, Any]:
     """Rate of a counter from its first move past ``base`` until it reaches ``target``."""
@@ -149,18 +157,20 @@ def measure(workers: list[WorkerProcess], key: str, base: int, target: int,
     t0 = c0 = None
     first = last = base
     moved = time.monotonic()
-    t1 = c1 = m0 = m1 = 0.0
+    t1 = c1 = m0 = m1 = b0 = b1 = 0.0
     deadline = time.monotonic() + timeout
     while True:
         now = total(workers, key)
         if t0 is None and now > base:
             t0, c0, first = time.monotonic(), sum(cpu_seconds(p) for p in pids), now
             m0 = m1 = machine_busy_seconds()
+            b0 = b1 = broker_cpu()
         if now != last:
             last, moved = now, time.monotonic()
             t1, c1 = moved, sum(cpu_seconds(p) for p in pids)
             if t0 is not None:
                 m1 = machine_busy_seconds()
+                b1 = broker_cpu()
         if now >= target:
             break
         # a few messages can stay in Faust's take() buffer (see docs/streaming.md): stop
@@ -177,14 +187,17 @@ def measure(workers: list[WorkerProcess], key: str, base: int, target: int,
     assert t0 is not None and c0 is not None
     n = last - first  # counted from the first sample that moved
     wall = max(t1 - t0, 1e-9)
-    return {"count": n, "missing": target - last, "seconds": round(wall, 3),
-            "per_s": round(n / wall),
-            "cpu_seconds": round(c1 - c0, 3), "cpu_us_per_item": round(1e6 * (c1 - c0) / n, 1),
-            "per_cpu_s": round(n / max(c1 - c0, 1e-9)),
-            # cores in use over the window: by the workers, and by the whole machine (the
-            # broker, the producer and anything else too); the machine has os.cpu_count()
-            "worker_cores": round((c1 - c0) / wall, 2),
-            "machine_busy_cores": round((m1 - m0) / wall, 2)}
+    out = {"count": n, "missing": target - last, "seconds": round(wall, 3),
+           "per_s": round(n / wall),
+           "cpu_seconds": round(c1 - c0, 3), "cpu_us_per_item": round(1e6 * (c1 - c0) / n, 1),
+           "per_cpu_s": round(n / max(c1 - c0, 1e-9)),
+           # cores in use over the window: by the workers, and by the whole machine (the
+           # broker, the producer and anything else too); the machine has os.cpu_count()
+           "worker_cores": round((c1 - c0) / wall, 2),
+           "machine_busy_cores": round((m1 - m0) / wall, 2)}
+    if BROKER_PID:
+        out["broker_cores"] = round((b1 - b0) / wall, 2)
+    return out
 
 
 def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], rate: float,
@@ -555,6 +568,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global BROKER_PID
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--broker", default="", help="kafka://host:port (default: start a local one)")
     p.add_argument("--profiles", type=lambda s: [int(x) for x in s.split(",")],
@@ -590,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"starting a broker on {broker.bootstrap}", flush=True)
         broker.start(timeout=180)
         args.broker_url = broker.url
-        args.broker_pid = broker.pid()
+        args.broker_pid = BROKER_PID = broker.pid()
     try:
         result = run(args)
     finally:
