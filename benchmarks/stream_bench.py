@@ -384,6 +384,9 @@ def batch_split(workers: list[WorkerProcess]) -> dict[str, Any]:
         "mean_messages": round(s.get("document_batch_messages", 0) / n, 1) if n else None,
         "wait_s": round(wait / 1e6, 3), "work_s": round(work / 1e6, 3),
         "wait_share": round(wait / (wait + work), 3) if wait + work else None}
+    for part in ("complete", "route", "publish"):  # parts of the work (since 18th session)
+        if f"document_batch_{part}_us" in s:
+            out[f"{part}_s"] = round(s[f"document_batch_{part}_us"] / 1e6, 3)
     if s.get("shard_payloads"):
         # shard-topic messages against the payloads scored: copies of one routed batch
         # for several shards held by one worker are scored as one (Service.score_copies)

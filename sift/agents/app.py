@@ -70,6 +70,8 @@ log = logging.getLogger("sift.worker")
 
 #: Upper bound of one profile record (the changelog topic's max.message.bytes).
 MAX_STATE_BYTES = 16 * 1024 * 1024
+#: The producer's record batch (aiokafka's ``max_batch_size``; see ``create_app``).
+PRODUCER_BATCH_BYTES = 512 * 1024
 SHARD_TOPIC = "shard-documents"
 #: Changelog segment size: Kafka never compacts the active segment (1 GiB by default), and
 #: every judgment batch writes its profile's whole record (up to a few MB), so with the
@@ -630,6 +632,12 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         table_standby_replicas=0,
         processing_guarantee=settings.processing_guarantee,
         producer_max_request_size=MAX_STATE_BYTES,
+        # aiokafka keeps one request in flight per broker and drains one batch per
+        # partition into it: with its 16 KiB default a batch's 300 KB of decisions took
+        # about twenty round trips, a quarter of the routing agent's time (eighteenth
+        # session, docs/streaming.md). A batch stays under the broker's 1 MiB
+        # max.message.bytes.
+        producer_max_batch_size=PRODUCER_BATCH_BYTES,
         consumer_max_fetch_size=MAX_STATE_BYTES,
         stream_buffer_maxsize=max(4 * settings.batch_size, settings.judgment_batch_size, 4096),
         # Faust's default (None) hands its drain loop every record aiokafka has buffered
@@ -868,17 +876,28 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             # in steps of at most SIFT_BATCH_BYTES of messages, as if taken so: 256
             # messages of 100 documents are 25,600 documents, whose working arrays
             # outgrow the caches (docs/streaming.md, fifteenth session)
+            # the decisions of each step are sent without waiting for the broker, so the
+            # next step is routed and scored during the round trips; the batch is
+            # acknowledged (by Faust, when this body ends) after all are delivered
+            in_flight: list[asyncio.Future[Any]] = []
             for step in byte_steps(everything, settings.batch_bytes):
                 events = batch[step]
+                t = time.monotonic()
                 msgs = await complete(everything[step], recovered)
+                t_routed = time.monotonic()
+                stats["document_batch_complete_us"] += int(1e6 * (t_routed - t))
                 result = guarded(service.route, msgs)
+                stats["document_batch_route_us"] += int(1e6 * (time.monotonic() - t_routed))
                 await reviews.route_documents(result.with_metadata)
                 await emit_dead(result.dead_letters)
-                await fan_out(result)
-                ack_recovered(recovered)
-                mark_processed(events)
+                in_flight += await fan_out(result)
                 stats["document_batches"] += 1
                 stats["document_batch_messages"] += len(events)
+            t = time.monotonic()
+            await asyncio.gather(*in_flight)
+            stats["document_batch_publish_us"] += int(1e6 * (time.monotonic() - t))
+            ack_recovered(recovered)
+            mark_processed(batch)
             if done is not None:
                 stats["document_batch_wait_us"] += int(1e6 * (start - done))
             done = time.monotonic()
@@ -907,11 +926,13 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         owned = {tp.partition for tp in actives if tp.topic == shard_topic_name}
         return owned & {tp.partition for tp in actives if tp.topic == changelog}
 
-    async def fan_out(result: RouteResult) -> None:
+    async def fan_out(result: RouteResult) -> list[asyncio.Future[Any]]:
         """Score each routed chunk for the shards held here and send it to the shard
         topic for the others. Scoring here is what the shard's owner would do with the
-        payload (same profiles, same vectors), minus an internal message per shard; the
-        documents' messages are acknowledged only after their decisions are delivered."""
+        payload (same profiles, same vectors), minus an internal message per shard.
+        Returns the futures of the decisions' delivery: the documents' messages are
+        acknowledged only after they are done."""
+        sent: list[asyncio.Future[Any]] = []
         for ids, X in result.batches:
             # which shards are here and their scoring, with no await in between: a
             # rebalance cannot take a shard away between the two
@@ -930,14 +951,21 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                 for p in elsewhere:
                     await shard_topic.send(value=payload, partition=p)
             if decisions:
-                await publish(decisions_topic, [(d.profile.encode(), encode(d))
-                                                for d in decisions])
+                sent += await send_records(decisions_topic, [(d.profile.encode(), encode(d))
+                                                             for d in decisions])
+        return sent
 
     batched_sends = settings.processing_guarantee == "at_least_once"
     partition_cache: dict[str, tuple[frozenset[int] | None, dict[bytes, int]]] = {}
 
     async def publish(topic: faust.TopicT, records: list[tuple[bytes, bytes]]) -> None:
-        """Send keyed records and wait until the broker has them all.
+        """Send keyed records and wait until the broker has them all (:func:`send_records`)."""
+        await asyncio.gather(*await send_records(topic, records))
+
+    async def send_records(topic: faust.TopicT,
+                           records: list[tuple[bytes, bytes]]) -> list[asyncio.Future[Any]]:
+        """Send keyed records; the futures of their delivery (done already under
+        exactly-once processing, where each record is sent and awaited through Faust).
 
         Decisions are most of what a worker writes (one per document and matching
         profile). Faust's ``topic.send`` costs tens of microseconds of its own machinery
@@ -947,11 +975,11 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         processing the records go through Faust's transactional producer instead.
         """
         if not records:
-            return
+            return []
         if not batched_sends:
             for key, value in records:
                 await topic.send(key=key, value=value)
-            return
+            return []
         producer = app.producer._ensure_producer()
         name = topic.get_topic_name()
         await producer.client._wait_on_metadata(name)
@@ -981,7 +1009,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                                            "a producer batch")
             batch.close()
             futures.append(await producer.send_batch(batch, name, partition=part))
-        await asyncio.gather(*futures)
+        return futures
 
     @app.agent(shard_topic)
     async def score_documents(stream: faust.StreamT) -> None:
