@@ -431,8 +431,8 @@ def fresh_run(base: Settings, corpus: Corpus, partitions: int,
     return settings, run_dir
 
 
-def scale_out(base: Settings, corpus: Corpus, n_prof: int, n_docs: int, partitions: int,
-              broker_pid: int | None) -> dict[str, Any]:
+def scale_out(base: Settings, corpus: Corpus, n_prof: int, n_docs: int,
+              partitions: int) -> dict[str, Any]:
     """One worker against two on fresh topics with ``partitions`` partitions and ``n_prof``
     profiles, ``n_docs`` documents 100 a message: started together on a backlog (the
     start-up rebalance inside the window), then steady (workers up, assigned and warm
@@ -452,11 +452,11 @@ def scale_out(base: Settings, corpus: Corpus, n_prof: int, n_docs: int, partitio
         out["backlog"][f"{n}_workers"] = throughput(settings, corpus, n, n_docs, 100, tmp, n_prof)
         print(f"  backlog, {n} worker(s): {out['backlog'][f'{n}_workers']}", flush=True)
     for n in (1, 2):
-        b0 = cpu_seconds(broker_pid) if broker_pid else None
+        b0 = broker_cpu()
         w0 = time.monotonic()
         r = steady_throughput(settings, corpus, n, n_docs, 100, tmp, n_prof)
-        if b0 is not None:
-            r["broker_cpu_seconds_whole_phase"] = round(cpu_seconds(broker_pid) - b0, 2)
+        if BROKER_PID:
+            r["broker_cpu_seconds_whole_phase"] = round(broker_cpu() - b0, 2)
             r["phase_seconds"] = round(time.monotonic() - w0, 1)
         out["steady"][f"{n}_workers"] = r
         print(f"  steady, {n} worker(s): {r}", flush=True)
@@ -565,7 +565,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["two_workers"] = {}
         for n_prof, n_docs in args.two_workers:
             result["two_workers"][f"{n_prof}_profiles"] = scale_out(
-                base, corpus, n_prof, n_docs, args.partitions, args.broker_pid)
+                base, corpus, n_prof, n_docs, args.partitions)
     result["machine"]["load_at_end"] = load()
     return result
 
@@ -596,7 +596,6 @@ def main(argv: list[str] | None = None) -> int:
     if any(len(t) != 2 or min(t) < 1 for t in args.two_workers):
         p.error(f"--two-workers: expected PROFILES:DOCUMENTS,..., got {args.two_workers}")
     broker = None
-    args.broker_pid = None
     if args.broker:
         args.broker_url = args.broker
     else:
@@ -607,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"starting a broker on {broker.bootstrap}", flush=True)
         broker.start(timeout=180)
         args.broker_url = broker.url
-        args.broker_pid = BROKER_PID = broker.pid()
+        BROKER_PID = broker.pid()
     try:
         result = run(args)
     finally:

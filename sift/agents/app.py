@@ -633,10 +633,10 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         processing_guarantee=settings.processing_guarantee,
         producer_max_request_size=MAX_STATE_BYTES,
         # aiokafka keeps one request in flight per broker and drains one batch per
-        # partition into it: with its 16 KiB default a batch's 300 KB of decisions took
-        # about twenty round trips, a quarter of the routing agent's time (eighteenth
-        # session, docs/streaming.md). A batch stays under the broker's 1 MiB
-        # max.message.bytes.
+        # partition into it: with its 16 KiB default a step's decisions (some hundreds
+        # of KB, an estimate) took many round trips, a quarter of the routing agent's
+        # time (eighteenth session, docs/streaming.md finding 23). A batch stays under
+        # the broker's 1 MiB max.message.bytes.
         producer_max_batch_size=PRODUCER_BATCH_BYTES,
         consumer_max_fetch_size=MAX_STATE_BYTES,
         stream_buffer_maxsize=max(4 * settings.batch_size, settings.judgment_batch_size, 4096),
