@@ -22,6 +22,10 @@ Measured, in one run and on the same broker:
    started together on a backlog and steady, at the profile counts of
    ``--two-workers`` (e.g. ``100:300000,1000:120000``).
 
+``--worker-cores 0.5`` caps every worker process at half a core (a cgroup each, needs
+root): each worker then has the same fixed CPU budget whether one or two run, and the
+broker the rest of the machine, as with a worker per host (:mod:`cpucap`).
+
 Results go to ``benchmarks/results/stream_bench.json``. The machine has 2 cores
 shared with the broker (and, during development, with other work): read the
 wall-clock rates with ``load`` and compare CPU microseconds per document.
@@ -33,6 +37,7 @@ import argparse
 import gzip
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -47,6 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 for p in (str(ROOT), str(ROOT / "benchmarks")):
     if p not in sys.path:
         sys.path.insert(0, p)
+
+from cpucap import CpuCap  # noqa: E402
 
 from sift.agents.app import prepare_topics  # noqa: E402
 from sift.agents.harness import WorkerProcess, send_all, total, wait_for  # noqa: E402
@@ -144,6 +151,8 @@ def produce_fast(settings: Settings, topic: str,
 
 #: the local broker's process, when this script started it (its CPU over each window)
 BROKER_PID: int | None = None
+# --worker-cores: every worker process capped at this many cores (a cgroup each)
+CAP: CpuCap | None = None
 
 
 def broker_cpu() -> float:
@@ -306,6 +315,10 @@ def warm_up(settings: Settings, corpus: Corpus, workers: list[WorkerProcess],
 def start_workers(settings: Settings, n: int, tmp: Path) -> list[WorkerProcess]:
     workers = [WorkerProcess(replace(settings, data_dir=str(tmp / f"w{i}")), f"w{i}").start()
                for i in range(n)]
+    if CAP is not None:
+        for w in workers:
+            assert w.proc is not None
+            CAP.add(w.proc.pid)
     for w in workers:
         w.wait_ready(180)
     wait_for(lambda: sorted(p for w in workers for p in w.stats().get("partitions", []))
@@ -332,7 +345,8 @@ def per_document(pairs: dict[str, Any], n_profiles: int) -> dict[str, Any]:
     """:func:`measure` of (document, profile) pairs expressed per document."""
     out = {**pairs, "count": round(pairs["count"] / n_profiles),
            "per_s": round(pairs["per_s"] / n_profiles),
-           "cpu_us_per_item": round(pairs["cpu_us_per_item"] * n_profiles, 1),
+           # from the unrounded figures (the pairs' is rounded to 0.1 us)
+           "cpu_us_per_item": round(1e6 * pairs["cpu_seconds"] * n_profiles / pairs["count"], 1),
            "per_cpu_s": round(pairs["per_cpu_s"] / n_profiles),
            "missing_pairs": pairs["missing"]}
     out.pop("missing")
@@ -356,6 +370,7 @@ def throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int, batch
         pairs = measure(workers, "scored", n_profiles, (n + 1) * n_profiles)
         out = per_document(pairs, n_profiles)
         out["document_batches"] = batch_split(workers)
+        capped(out, workers)
     finally:
         for w in workers:
             w.stop()
@@ -406,9 +421,12 @@ def steady_throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int
         base = total(workers, "scored")
         msgs = batched(corpus.documents(n), batch) if batch > 1 else single(corpus.documents(n))
         produce_fast(settings, settings.topic("documents"), msgs)
-        pairs = measure(workers, "scored", base, base + n * n_profiles)
+        # timed from the end of the production (a second or so of this process's CPU,
+        # which the workers would otherwise share the machine with, while they start)
+        pairs = measure(workers, "scored", total(workers, "scored"), base + n * n_profiles)
         out = per_document(pairs, n_profiles)
         out["document_batches"] = batch_split(workers)
+        capped(out, workers)
     finally:
         for w in workers:
             w.stop()
@@ -416,6 +434,18 @@ def steady_throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int
     out["workers"] = n_workers
     out["load"] = load()
     return out
+
+
+def capped(out: dict[str, Any], workers: list[WorkerProcess]) -> None:
+    """With ``--worker-cores``: the cap, and how much of the workers' lives it held them
+    back (periods throttled of those with demand, summed over the workers)."""
+    if CAP is None:
+        return
+    use = [CAP.usage(w.proc.pid) for w in workers if w.proc is not None]
+    periods = sum(u["periods"] for u in use)
+    out["worker_cores_cap"] = CAP.cores
+    out["throttled_share"] = round(sum(u["throttled_periods"] for u in use) / periods, 3) \
+        if periods else None
 
 
 def fresh_run(base: Settings, corpus: Corpus, partitions: int,
@@ -432,11 +462,12 @@ def fresh_run(base: Settings, corpus: Corpus, partitions: int,
 
 
 def scale_out(base: Settings, corpus: Corpus, n_prof: int, n_docs: int,
-              partitions: int) -> dict[str, Any]:
+              partitions: int, repeat: int = 1) -> dict[str, Any]:
     """One worker against two on fresh topics with ``partitions`` partitions and ``n_prof``
     profiles, ``n_docs`` documents 100 a message: started together on a backlog (the
     start-up rebalance inside the window), then steady (workers up, assigned and warm
-    before the documents are produced). ``broker_cpu_seconds``: the local broker's CPU
+    before the documents are produced), ``repeat`` pairs of steady phases (medians of
+    their ratios in ``steady_repeats``). ``broker_cpu_seconds``: the local broker's CPU
     over each steady phase, to see whether the machine had a core left."""
     settings, tmp = fresh_run(base, corpus, partitions)
     print(f"[1 vs 2 workers, {partitions} partitions, {n_prof} profiles, {n_docs:,} documents]",
@@ -451,19 +482,37 @@ def scale_out(base: Settings, corpus: Corpus, n_prof: int, n_docs: int,
     for n in (1, 2):
         out["backlog"][f"{n}_workers"] = throughput(settings, corpus, n, n_docs, 100, tmp, n_prof)
         print(f"  backlog, {n} worker(s): {out['backlog'][f'{n}_workers']}", flush=True)
-    for n in (1, 2):
-        b0 = broker_cpu()
-        w0 = time.monotonic()
-        r = steady_throughput(settings, corpus, n, n_docs, 100, tmp, n_prof)
-        if BROKER_PID:
-            r["broker_cpu_seconds_whole_phase"] = round(broker_cpu() - b0, 2)
-            r["phase_seconds"] = round(time.monotonic() - w0, 1)
-        out["steady"][f"{n}_workers"] = r
-        print(f"  steady, {n} worker(s): {r}", flush=True)
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for _ in range(repeat):  # one worker, then two, then (with --repeat) again
+        pair = []
+        for n in (1, 2):
+            b0 = broker_cpu()
+            w0 = time.monotonic()
+            r = steady_throughput(settings, corpus, n, n_docs, 100, tmp, n_prof)
+            if BROKER_PID:
+                r["broker_cpu_seconds_whole_phase"] = round(broker_cpu() - b0, 2)
+                r["phase_seconds"] = round(time.monotonic() - w0, 1)
+            pair.append(r)
+            print(f"  steady, {n} worker(s): {r}", flush=True)
+        pairs.append((pair[0], pair[1]))
+    out["steady"]["1_workers"], out["steady"]["2_workers"] = pairs[0]
     for phase in ("backlog", "steady"):
         one, two = out[phase]["1_workers"], out[phase]["2_workers"]
         out[phase]["speedup"] = round(two["per_s"] / one["per_s"], 2)
         out[phase]["per_cpu_s_ratio"] = round(two["per_cpu_s"] / one["per_cpu_s"], 2)
+    if repeat > 1:
+        # the machine's speed drifts between phases: each pair is measured back to back,
+        # and the median of the pairs' ratios is the figure
+        speedups = [b["per_s"] / a["per_s"] for a, b in pairs]
+        per_cpu = [b["per_cpu_s"] / a["per_cpu_s"] for a, b in pairs]
+        out["steady_repeats"] = {
+            "pairs": [{"1_workers": a, "2_workers": b} for a, b in pairs],
+            "speedups": [round(x, 2) for x in speedups],
+            "per_cpu_s_ratios": [round(x, 2) for x in per_cpu],
+            "median_speedup": round(statistics.median(speedups), 2),
+            "median_per_cpu_s_ratio": round(statistics.median(per_cpu), 2)}
+        print(f"  steady pairs: {out['steady_repeats']['speedups']}, median "
+              f"{out['steady_repeats']['median_speedup']}", flush=True)
     return out
 
 
@@ -517,6 +566,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "stream_bench", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": "python benchmarks/stream_bench.py " + " ".join(sys.argv[1:]),
         "machine": {"cpus": os.cpu_count(), "load_at_start": load()},
+        "worker_cores_cap": CAP.cores if CAP is not None else None,
         "documents": "Reuters-21578 test texts, ~760 characters, cycled",
         "partitions": args.partitions, "runs": {},
     }
@@ -564,14 +614,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not args.skip_two_workers:
         result["two_workers"] = {}
         for n_prof, n_docs in args.two_workers:
-            result["two_workers"][f"{n_prof}_profiles"] = scale_out(
-                base, corpus, n_prof, n_docs, args.partitions)
+            key = f"{n_prof}_profiles"
+            runs = sum(k.split("#")[0] == key for k in result["two_workers"])
+            # a profile count given again is measured again: "100_profiles#2", ...
+            result["two_workers"][key if not runs else f"{key}#{runs + 1}"] = scale_out(
+                base, corpus, n_prof, n_docs, args.partitions, args.repeat)
     result["machine"]["load_at_end"] = load()
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    global BROKER_PID
+    global BROKER_PID, CAP
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--broker", default="", help="kafka://host:port (default: start a local one)")
     p.add_argument("--profiles", type=lambda s: [int(x) for x in s.split(",")],
@@ -589,8 +642,16 @@ def main(argv: list[str] | None = None) -> int:
                    default=None, metavar="PROFILES:DOCUMENTS,...",
                    help="1 vs 2 workers at these profile counts with this many documents "
                         "(100 a message); default: the first --profiles with --batched")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="pairs of steady phases (one worker, then two) per --two-workers "
+                        "entry; with more than one, the medians of their ratios")
+    p.add_argument("--worker-cores", type=float, default=None, metavar="CORES",
+                   help="cap every worker process at CORES cores (a Linux cgroup each; "
+                        "root): a fixed CPU budget per worker, the rest for the broker")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
+    if args.worker_cores is not None:
+        CAP = CpuCap(args.worker_cores)
     if args.two_workers is None:
         args.two_workers = [(args.profiles[0], args.batched)]
     if any(len(t) != 2 or min(t) < 1 for t in args.two_workers):
@@ -612,6 +673,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if broker is not None:
             broker.stop()
+        if CAP is not None:
+            CAP.close()
     write_json(args.out, result)
     print(f"results in {args.out}")
     return 0

@@ -51,9 +51,9 @@ from sift.agents.service import (
     ServiceError,
     TrainingSet,
     UpdateResult,
+    chunks,
     dead_letter,
     default_corpus,
-    encode_vector_batch,
     release_free_memory,
     same_payloads,
     shard_of,
@@ -449,7 +449,7 @@ def guarded(fn: Callable[..., R], messages: list[InputMessage], *args: Any) -> R
     for r in results[1:]:
         first.dead_letters.extend(r.dead_letters)
         if isinstance(first, RouteResult) and isinstance(r, RouteResult):
-            first.batches.extend(r.batches)
+            first.parts.extend(r.parts)
             first.with_metadata.extend(r.with_metadata)
             first.n_documents += r.n_documents
         elif isinstance(first, UpdateResult) and isinstance(r, UpdateResult):
@@ -927,15 +927,16 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         return owned & {tp.partition for tp in actives if tp.topic == changelog}
 
     async def fan_out(result: RouteResult) -> list[asyncio.Future[Any]]:
-        """Score each routed chunk for the shards held here and send it to the shard
+        """Score the routed documents for the shards held here and send them to the shard
         topic for the others. Scoring here is what the shard's owner would do with the
         payload (same profiles, same vectors), minus an internal message per shard.
         Returns the futures of the decisions' delivery: the documents' messages are
         acknowledged only after they are done."""
         sent: list[asyncio.Future[Any]] = []
-        for ids, X in result.batches:
+        for ids, X in result.parts:
             # which shards are here and their scoring, with no await in between: a
-            # rebalance cannot take a shard away between the two
+            # rebalance cannot take a shard away between the two; scored whole, sent in
+            # chunks (the shard topic's messages stay under the broker's 1 MiB)
             here = shards_here() if settings.score_here else set()
             decisions: list[Decision] = []
             if here:
@@ -946,9 +947,11 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                     service.stats["scored_here_failed"] += 1
                     here = set()
             elsewhere = [p for p in range(P) if p not in here]
-            if elsewhere:
-                payload = encode_vector_batch(ids, X)
-                for p in elsewhere:
+            for chunk_ids, chunk in chunks(ids, X) if elsewhere else ():
+                # one copy for all the shards elsewhere, to the first of them; its owner
+                # scores those it holds and sends the rest on (Service.score_copies)
+                for p, payload in service.shard_copies(chunk_ids, chunk, elsewhere,
+                                                       one_copy=settings.score_here):
                     await shard_topic.send(value=payload, partition=p)
             if decisions:
                 sent += await send_records(decisions_topic, [(d.profile.encode(), encode(d))
@@ -1019,13 +1022,21 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         async for batch in stream.take_events(settings.batch_size, within=settings.batch_timeout):
             for copies in same_payloads(await complete([to_message(e) for e in batch], recovered)):
                 try:
-                    decisions = service.score_copies(copies, table)
+                    # the shards held here, and their scoring, with no await in between
+                    here = shards_here() if settings.score_here else set()
+                    scoring = service.score_copies(copies, table, here)
+                except RecordError as err:  # a malformed payload (another producer's)
+                    await emit_dead([dead_letter(m, err) for m in copies])
+                    continue
                 except Exception as exc:  # a bug must not stop the stream: dead-letter it
                     log.exception("scoring failed")
                     await emit_dead([internal_error(m, exc) for m in copies])
                     continue
+                if scoring.forward is not None:  # shards for which this is the wrong worker
+                    part, payload = scoring.forward
+                    await shard_topic.send(value=payload, partition=part)
                 await publish(decisions_topic, [(d.profile.encode(), encode(d))
-                                                for d in decisions])
+                                                for d in scoring.decisions])
             ack_recovered(recovered)
             mark_processed(batch)
 

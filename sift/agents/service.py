@@ -9,12 +9,14 @@ Data flow (``P`` = number of partitions = number of profile shards):
 1. ``route``: a message of the documents topic (one document or a batch) is
    decoded, checked and vectorized once. The routing worker scores the vectors
    itself for the shards it holds (:meth:`Service.score_here`, one product over
-   all of them); for every other shard they go out as :func:`encode_vector_batch`
-   payloads, one copy per shard, to the internal shard topic.
-2. ``score``: the owner of shard ``p`` scores a payload against the profiles of
-   shard ``p`` (one stacked sparse product per model family, see
-   :class:`~sift.filters.bank.ProfileBank`), keeps the vectors in a bounded
-   :class:`DocumentStore` for later judgments, and returns the decisions.
+   all of them); for the other shards they go out as :func:`encode_vector_batch`
+   payloads to the internal shard topic: one copy naming all those shards, sent to
+   the first of them (:meth:`Service.shard_copies`).
+2. ``score``: the owner of that partition scores the payload against the profiles
+   of the shards it holds among those named (one stacked sparse product per model
+   family, see :class:`~sift.filters.bank.ProfileBank`), keeps the vectors in a
+   bounded :class:`DocumentStore` for later judgments, returns the decisions, and
+   sends one copy on for the shards it does not hold (:meth:`Service.score_copies`).
 3. ``apply_specs`` / ``apply_judgments``: profile specs and judgments are keyed
    by profile, so they arrive on partition ``shard_of(profile, P)`` (Kafka's
    default murmur2 partitioner), the partition whose owner holds the
@@ -180,8 +182,10 @@ VECTOR_BATCH_MAGIC = b"SIFTVB\x01\x00"
 _HEADER_LEN = struct.Struct("<I")
 
 
-def encode_vector_batch(ids: Sequence[str], X: sp.csr_matrix) -> bytes:
-    """Internal payload: document ids and their vectors (bit-exact, no pickle)."""
+def encode_vector_batch(ids: Sequence[str], X: sp.csr_matrix,
+                        shards: Iterable[int] | None = None) -> bytes:
+    """Internal payload: document ids and their vectors (bit-exact, no pickle), and the
+    profile shards it is to be scored for (``None``: the partition it is sent to)."""
     X = sp.csr_matrix(X)
     if not X.has_sorted_indices:
         X = X.copy()
@@ -194,38 +198,85 @@ def encode_vector_batch(ids: Sequence[str], X: sp.csr_matrix) -> bytes:
     start = int(indptr[0]) if n else 0
     data = np.asarray(X.data[start:start + nnz], dtype="<f8")
     indices = np.asarray(X.indices[start:start + nnz], dtype="<i4")
-    header = orjson.dumps({"ids": list(ids), "shape": [n, m], "nnz": nnz, "ts": time.time()})
+    head: dict[str, Any] = {"ids": list(ids), "shape": [n, m], "nnz": nnz, "ts": time.time()}
+    if shards is not None:
+        head["shards"] = sorted({int(s) for s in shards})
+    return b"".join((_vector_batch_header(head), data.tobytes(), (indptr - start).tobytes(),
+                     indices.tobytes()))
+
+
+def _vector_batch_header(head: dict[str, Any]) -> bytes:
+    """Magic, length and JSON header, padded so that the arrays after it are aligned."""
+    header = orjson.dumps(head)
     header += b" " * ((-(len(VECTOR_BATCH_MAGIC) + _HEADER_LEN.size + len(header))) % 8)
-    return b"".join((VECTOR_BATCH_MAGIC, _HEADER_LEN.pack(len(header)), header, data.tobytes(),
-                     (indptr - start).tobytes(), indices.tobytes()))
+    return b"".join((VECTOR_BATCH_MAGIC, _HEADER_LEN.pack(len(header)), header))
+
+
+def _vector_batch_head(data: bytes) -> tuple[dict[str, Any], int]:
+    """The JSON header of a binary vector batch and the offset of its arrays."""
+    k = len(VECTOR_BATCH_MAGIC)
+    if data[:k] != VECTOR_BATCH_MAGIC or len(data) < k + _HEADER_LEN.size:
+        raise RecordError("bad_vector_batch",
+                          "vector batch: not a sift vector batch (or another format version)")
+    (hlen,) = _HEADER_LEN.unpack_from(data, k)
+    body = k + _HEADER_LEN.size + hlen
+    try:
+        head = orjson.loads(data[k + _HEADER_LEN.size:body])
+    except orjson.JSONDecodeError:
+        raise RecordError("bad_vector_batch", "vector batch: bad header (JSONDecodeError)") \
+            from None
+    if not isinstance(head, dict):
+        raise RecordError("bad_vector_batch", "vector batch: bad header (not an object)")
+    return head, body
+
+
+def vector_batch_shards(head: dict[str, Any]) -> list[int] | None:
+    """The ``shards`` of a vector batch header (None when absent), checked."""
+    shards = head.get("shards")
+    if shards is None:
+        return None
+    if not isinstance(shards, list) or not all(
+            type(s) is int and 0 <= s < 2**31 for s in shards):
+        raise RecordError("bad_vector_batch",
+                          f"vector batch: shards must be a list of partitions, got {shards!r:.80}")
+    return shards
+
+
+def reshard_vector_batch(data: bytes, shards: Iterable[int]) -> bytes:
+    """The same vector batch (arrays untouched) for other ``shards``."""
+    head, body = _vector_batch_head(data)
+    head["shards"] = sorted({int(s) for s in shards})
+    return _vector_batch_header(head) + data[body:]
 
 
 def decode_vector_batch(data: bytes) -> tuple[list[str], sp.csr_matrix]:
     """Inverse of :func:`encode_vector_batch` (also reads the earlier JSON payloads);
     a malformed payload raises :class:`RecordError` (``bad_vector_batch``)."""
+    ids, X, _ = read_vector_batch(data)
+    return ids, X
+
+
+def read_vector_batch(data: bytes) -> tuple[list[str], sp.csr_matrix, list[int] | None]:
+    """:func:`decode_vector_batch`, and the shards the batch is for (None: not said)."""
     if data[:1] == b"{":  # format 0: orjson with base64 arrays (payloads from before v1)
         obj = orjson.loads(data)
         ids = obj["ids"]
         X = decode_csr(obj["X"], name="vector batch")
         if not isinstance(ids, list) or len(ids) != X.shape[0]:
             raise RecordError("bad_vector_batch", "vector batch ids and rows disagree")
-        return [str(i) for i in ids], X
+        return [str(i) for i in ids], X, None
 
     def bad(why: str) -> RecordError:
         return RecordError("bad_vector_batch", f"vector batch: {why}")
 
-    k = len(VECTOR_BATCH_MAGIC)
-    if data[:k] != VECTOR_BATCH_MAGIC or len(data) < k + _HEADER_LEN.size:
-        raise bad("not a sift vector batch (or another format version)")
-    (hlen,) = _HEADER_LEN.unpack_from(data, k)
-    body = k + _HEADER_LEN.size + hlen
+    head, body = _vector_batch_head(data)
     try:
-        head = orjson.loads(data[k + _HEADER_LEN.size:body])
         ids = head["ids"]
         n, m = (int(v) for v in head["shape"])
         nnz = int(head["nnz"])
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise bad(f"bad header ({type(exc).__name__})") from None
+    shards = vector_batch_shards(head)
     if not isinstance(ids, list) or len(ids) != n or not all(isinstance(i, str) for i in ids):
         raise bad("ids and rows disagree")
     if not (0 <= n < 2**31 and 0 <= m < 2**31 and 0 <= nnz < 2**31):
@@ -241,7 +292,7 @@ def decode_vector_batch(data: bytes) -> tuple[list[str], sp.csr_matrix]:
         raise bad("column index out of range")
     if not np.all(np.isfinite(values)):
         raise bad("NaN or infinite values")
-    return ids, sp.csr_matrix((values, indices, indptr), shape=(n, m), copy=False)
+    return ids, sp.csr_matrix((values, indices, indptr), shape=(n, m), copy=False), shards
 
 
 def split_rows(X: sp.csr_matrix, max_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, int]]:
@@ -390,19 +441,40 @@ def default_corpus() -> str:
 # ----------------------------------------------------------------------------- the service
 @dataclass
 class RouteResult:
-    """A routed batch: its documents' ids and vectors in chunks of at most
-    :data:`CHUNK_BYTES` encoded, the dead letters and the number of documents."""
+    """A routed batch: its documents' ids and vectors (one block per call of
+    :meth:`Service.route`, normally one), the dead letters and the number of documents."""
 
-    batches: list[tuple[list[str], sp.csr_matrix]]
+    parts: list[tuple[list[str], sp.csr_matrix]]
     dead_letters: list[DeadLetter]
     n_documents: int
     #: the documents carrying metadata (which may name a review), with their message
     with_metadata: list[tuple[InputMessage, list[Document]]] = field(default_factory=list)
 
     @property
+    def batches(self) -> list[tuple[list[str], sp.csr_matrix]]:
+        """The parts in chunks of at most :data:`CHUNK_BYTES` encoded (shard-topic messages)."""
+        return [chunk for ids, X in self.parts for chunk in chunks(ids, X)]
+
+    @property
     def payloads(self) -> list[bytes]:
         """The chunks as shard-topic payloads (:func:`encode_vector_batch`)."""
         return [encode_vector_batch(ids, X) for ids, X in self.batches]
+
+
+def chunks(ids: list[str], X: sp.csr_matrix) -> list[tuple[list[str], sp.csr_matrix]]:
+    """``(ids, X)`` in row ranges of at most :data:`CHUNK_BYTES` encoded (:func:`split_rows`)."""
+    if X.shape[0] <= 1:
+        return [(ids, X)]
+    return [(ids[a:b], X[a:b]) for a, b in split_rows(X)]
+
+
+@dataclass
+class ShardScoring:
+    """What scoring a shard-topic payload gives: the decisions, and the payload to send
+    on to the shards it is for that are not held here, as (partition, payload)."""
+
+    decisions: list[Decision]
+    forward: tuple[int, bytes] | None
 
 
 @dataclass
@@ -649,12 +721,9 @@ class Service:
             self.processed(fresh)
             return RouteResult([], dead, 0)
         X = self.vectorizer.transform([d.text for d in docs])
-        ids = [d.id for d in docs]
-        batches = [(ids, X)] if X.shape[0] == 1 else [(ids[a:b], X[a:b])
-                                                      for a, b in split_rows(X)]
         self.stats["documents"] += len(docs)
         self.processed(fresh)
-        return RouteResult(batches, dead, len(docs), with_metadata)
+        return RouteResult([([d.id for d in docs], X)], dead, len(docs), with_metadata)
 
     # -- 2. scoring one shard ------------------------------------------------------------------
     def sync_shard(self, shard: int, table: MutableMapping[str, bytes]) -> ProfileBank:
@@ -702,37 +771,68 @@ class Service:
         """
         if source is None:
             source = InputMessage(payload, "", shard, -1)
-        return self.score_copies([source], table)
+        return self.score_copies([source], table).decisions
 
-    def score_copies(self, messages: Sequence[InputMessage],
-                     table: MutableMapping[str, bytes]) -> list[Decision]:
-        """Score copies of one vector batch, each sent to a shard's partition: decoded,
-        stored and scored once, against the profiles of all their shards together.
+    def score_copies(self, messages: Sequence[InputMessage], table: MutableMapping[str, bytes],
+                     here: Iterable[int] = ()) -> ShardScoring:
+        """Score the copies of one vector batch from the shard topic, decoded, stored and
+        scored once against the profiles of all the shards they are for together.
 
-        The router sends a batch to every shard partition it does not hold, so a worker
-        holding several shards receives the same payload once per shard. Scoring each
-        copy on its own decoded, stored and restricted the batch once per copy (with two
-        workers on four shards, the shard agent spent 1.7 times the time the router spent
-        scoring the same documents for its own shards, docs/streaming.md). The messages
-        must carry equal values (:func:`same_payloads`); the re-delivered ones are
-        skipped, and the rest are marked processed.
+        A payload is for the partition it arrived on and for the ``shards`` of its
+        header: the router sends one copy for all the shards it does not hold to the
+        first of them (:meth:`shard_copies`). Of those, this worker scores the
+        partitions the messages arrived on and the shards in ``here`` (the ones it
+        holds, its table recovered); the rest go on as one copy, :attr:`ShardScoring.forward`,
+        to the first of them. So each shard of a payload is scored by exactly one
+        worker whichever way the partitions moved since it was routed, and with two
+        workers a payload crosses the broker once, not once per shard.
+
+        Copies of one payload arriving on several partitions (from routers of earlier
+        versions, or ``SIFT_SCORE_HERE=false``, which send one per shard) are scored as
+        one too. The messages must carry equal values (:func:`same_payloads`); the
+        re-delivered ones are skipped, and the rest are marked processed.
         """
         fresh = [m for m in messages if not self.redelivered(m)]
         if not fresh:
-            return []
+            return ShardScoring([], None)
         payload = fresh[0].value or b""
         if any(m.value != payload for m in fresh[1:]):
             raise ServiceError("score_copies takes copies of one payload only")
-        ids, X = decode_vector_batch(payload)
+        ids, X, for_shards = read_vector_batch(payload)
+        arrived = {m.partition for m in fresh}
+        wanted = arrived | set(for_shards or ())
+        if max(wanted) >= self.n_shards:
+            raise RecordError("bad_vector_batch", f"vector batch for shards {sorted(wanted)} "
+                                                  f"of {self.n_shards}")
+        scored = sorted(wanted & (arrived | set(here)))
+        rest = sorted(wanted.difference(scored))
         self.store.put(ids, X)
-        banks = self.sync_shards(sorted({m.partition for m in fresh}), table)
+        banks = self.sync_shards(scored, table)
         bank = banks[0] if len(banks) == 1 else self._joint_bank(banks)
         decisions = self._decide(bank, ids, X)
-        self.stats["scored_from_shard_topic"] += len(ids) * len(fresh)
+        self.stats["scored_from_shard_topic"] += len(ids) * len(scored)
         self.stats["shard_payloads"] += 1  # against shard_messages: copies scored as one
         self.stats["shard_messages"] += len(fresh)
+        forward = None
+        if rest:
+            self.stats["shard_forwards"] += 1
+            forward = (rest[0], reshard_vector_batch(payload, rest))
         self.processed(fresh)
-        return decisions
+        return ShardScoring(decisions, forward)
+
+    @staticmethod
+    def shard_copies(ids: Sequence[str], X: sp.csr_matrix, elsewhere: Sequence[int],
+                     *, one_copy: bool = True) -> list[tuple[int, bytes]]:
+        """The shard-topic messages (partition, payload) that send a routed batch to the
+        shards ``elsewhere`` (those its router does not hold): one copy for all of them
+        to the first (whose owner scores the ones it holds and sends the rest on,
+        :meth:`score_copies`), or with ``one_copy=False`` one copy per shard."""
+        if not elsewhere:
+            return []
+        if one_copy:
+            return [(min(elsewhere), encode_vector_batch(ids, X, shards=elsewhere))]
+        payload = encode_vector_batch(ids, X)
+        return [(p, payload) for p in sorted(set(elsewhere))]
 
     def score_here(self, shards: Iterable[int], ids: list[str], X: sp.csr_matrix,
                    table: MutableMapping[str, bytes]) -> list[Decision]:

@@ -23,11 +23,14 @@ from sift.agents.service import (
     encode_profile_record,
     encode_vector_batch,
     learn_batch,
+    read_vector_batch,
+    reshard_vector_batch,
     same_payloads,
     shard_of,
     split_rows,
 )
 from sift.filters.vectorize import Vectorizer
+from sift.topics.errors import RecordError
 
 TRAIN = [
     ("t1", "wheat exports rose sharply this season"), ("t2", "wheat crop harvest in kansas"),
@@ -151,18 +154,78 @@ def test_copies_of_a_payload_are_scored_once_for_all_their_shards(training: Trai
     each = [d for p in range(N_SHARDS) for d in one.score(p, payload, t1)]
     two, t2 = fresh()
     copies = [InputMessage(payload, "shard", p, 10 + p) for p in range(N_SHARDS)]
-    joint = two.score_copies(copies, t2)
+    joint = two.score_copies(copies, t2).decisions
     key = lambda d: (d.doc_id, d.profile, d.score, d.threshold)  # noqa: E731
     assert each and sorted(map(key, joint)) == sorted(map(key, each))
     assert dict(two.scored) == {n: len(texts) for n in names}
     assert two.stats["scored_from_shard_topic"] == len(texts) * N_SHARDS
     # copies already processed are skipped, a new one is scored (for its shard only)
-    again = two.score_copies([*copies[:2], InputMessage(payload, "shard", 2, 20)], t2)
+    again = two.score_copies([*copies[:2], InputMessage(payload, "shard", 2, 20)], t2).decisions
     assert two.stats["redelivered_skipped"] == 2
     assert {d.profile for d in again} == {d.profile for d in each if two.shard(d.profile) == 2}
     with pytest.raises(ServiceError, match="copies of one payload"):
         two.score_copies([InputMessage(payload, "shard", 0, 30), InputMessage(b"x", "shard", 1, 30)],
                          t2)
+
+
+def test_one_copy_for_the_shards_elsewhere_is_scored_once_per_shard(
+        training: TrainingSet) -> None:
+    """The router sends one copy naming all the shards it does not hold, to the first.
+    Its receiver scores those it holds and sends one copy on for the rest, which their
+    owner scores: together, the decisions of scoring each shard on its own, every
+    profile scoring each document exactly once, whatever the receiver holds."""
+    names = ["wheat", "oil", "gold", "grain", "crude", "bullion", "egypt", "opec"]
+    texts = [{"id": f"n{i}", "text": t} for i, t in enumerate(
+        ["wheat exports to egypt", "opec crude oil output", "gold bullion steady",
+         "grain harvest and wheat crop", "refinery output and oil stocks"])]
+
+    def fresh() -> tuple[Service, dict[str, bytes]]:
+        svc = Service(training, n_shards=N_SHARDS, recent_documents=50,
+                      max_document_bytes=2000, max_batch_documents=10)
+        table: dict[str, bytes] = {}
+        assert not svc.apply_specs([spec_msg(svc, profile=n, query=n, positives=[f"t{1 + k}"])
+                                    for k, n in enumerate(names)], table).dead_letters
+        return svc, table
+
+    ref, t0 = fresh()
+    routed = ref.route([msg(d, offset=i) for i, d in enumerate(texts)])
+    ((ids, X),) = routed.parts
+    (payload,) = routed.payloads
+    each = sorted((d.doc_id, d.profile, d.score, d.threshold)
+                  for p in range(N_SHARDS) for d in ref.score(p, payload, t0))
+    assert each
+    elsewhere = [1, 2, 3]  # the router holds shard 0
+    ((first, copy),) = Service.shard_copies(ids, X, elsewhere)
+    assert first == 1 and read_vector_batch(copy)[2] == elsewhere
+    assert [p for p, _ in Service.shard_copies(ids, X, elsewhere, one_copy=False)] == elsewhere
+    for held in ([1, 2, 3], [1, 3], [1], []):
+        got = []
+        svc, table = fresh()
+        scoring = svc.score_copies([InputMessage(copy, "shard", first, 7)], table, here=held)
+        got += scoring.decisions
+        rest = sorted(set(elsewhere) - set(held) - {first})
+        if rest:
+            assert scoring.forward is not None
+            part, onward = scoring.forward
+            assert part == rest[0] and read_vector_batch(onward)[2] == rest
+            assert read_vector_batch(onward)[1].nnz == X.nnz  # the arrays are unchanged
+            other, t2 = fresh()
+            more = other.score_copies([InputMessage(onward, "shard", part, 3)], t2, here=rest)
+            assert more.forward is None
+            got += more.decisions
+            assert all(other.scored[n] == len(texts) for n in names if other.shard(n) in rest)
+        else:
+            assert scoring.forward is None
+        assert all(svc.scored[n] == len(texts) for n in names
+                   if svc.shard(n) in {first, *held})
+        assert sorted((d.doc_id, d.profile, d.score, d.threshold) for d in got) == sorted(
+            e for e in each if ref.shard(e[1]) != 0), held
+    # a payload naming a shard the service does not have is refused with a reason
+    svc, table = fresh()
+    bad = InputMessage(reshard_vector_batch(copy, [1, N_SHARDS]), "shard", 1, 1)
+    with pytest.raises(RecordError, match="shards") as err:
+        svc.score_copies([bad], table)
+    assert err.value.reason == "bad_vector_batch"
 
 
 def test_same_payloads_groups_equal_values_in_arrival_order() -> None:
