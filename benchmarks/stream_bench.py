@@ -168,6 +168,7 @@ def measure(workers: list[WorkerProcess], key: str, base: int, target: int,
     moved = time.monotonic()
     t1 = c1 = m0 = m1 = b0 = b1 = 0.0
     deadline = time.monotonic() + timeout
+    samples: list[tuple[float, int, float]] = []  # (time, count, workers' CPU) at each move
     while True:
         now = total(workers, key)
         if t0 is None and now > base:
@@ -177,6 +178,7 @@ def measure(workers: list[WorkerProcess], key: str, base: int, target: int,
         if now != last:
             last, moved = now, time.monotonic()
             t1, c1 = moved, sum(cpu_seconds(p) for p in pids)
+            samples.append((t1, now, c1))
             if t0 is not None:
                 m1 = machine_busy_seconds()
                 b1 = broker_cpu()
@@ -206,6 +208,15 @@ def measure(workers: list[WorkerProcess], key: str, base: int, target: int,
            "machine_busy_cores": round((m1 - m0) / wall, 2)}
     if BROKER_PID:
         out["broker_cores"] = round((b1 - b0) / wall, 2)
+    # the same from the sample past 10 % of the count to the one past 90 %: the rate
+    # once every worker is busy and before the first runs out of its share (with two
+    # workers the partitions rarely drain together; the tail runs on one worker)
+    lo = next((x for x in samples if x[1] - base >= 0.1 * (target - base)), None)
+    hi = next((x for x in samples if x[1] - base >= 0.9 * (target - base)), None)
+    if lo is not None and hi is not None and hi[0] > lo[0] and hi[2] > lo[2]:
+        out["middle_80"] = {"count": hi[1] - lo[1], "seconds": round(hi[0] - lo[0], 3),
+                            "per_s": round((hi[1] - lo[1]) / (hi[0] - lo[0])),
+                            "per_cpu_s": round((hi[1] - lo[1]) / (hi[2] - lo[2]))}
     return out
 
 
@@ -350,6 +361,11 @@ def per_document(pairs: dict[str, Any], n_profiles: int) -> dict[str, Any]:
            "per_cpu_s": round(pairs["per_cpu_s"] / n_profiles),
            "missing_pairs": pairs["missing"]}
     out.pop("missing")
+    if "middle_80" in pairs:
+        mid = pairs["middle_80"]
+        out["middle_80"] = {**mid, "count": round(mid["count"] / n_profiles),
+                            "per_s": round(mid["per_s"] / n_profiles),
+                            "per_cpu_s": round(mid["per_cpu_s"] / n_profiles)}
     return out
 
 
@@ -407,6 +423,8 @@ def batch_split(workers: list[WorkerProcess]) -> dict[str, Any]:
         # for several shards held by one worker are scored as one (Service.score_copies)
         out["shard_messages"] = int(s.get("shard_messages", 0))
         out["shard_payloads"] = int(s["shard_payloads"])
+        # payloads sent on for shards their receiver did not hold (since the 19th session)
+        out["shard_forwards"] = int(s.get("shard_forwards", 0))
     return out
 
 
@@ -500,17 +518,24 @@ def scale_out(base: Settings, corpus: Corpus, n_prof: int, n_docs: int,
         one, two = out[phase]["1_workers"], out[phase]["2_workers"]
         out[phase]["speedup"] = round(two["per_s"] / one["per_s"], 2)
         out[phase]["per_cpu_s_ratio"] = round(two["per_cpu_s"] / one["per_cpu_s"], 2)
+        if "middle_80" in one and "middle_80" in two:
+            out[phase]["middle_80_speedup"] = round(
+                two["middle_80"]["per_s"] / one["middle_80"]["per_s"], 2)
     if repeat > 1:
         # the machine's speed drifts between phases: each pair is measured back to back,
         # and the median of the pairs' ratios is the figure
         speedups = [b["per_s"] / a["per_s"] for a, b in pairs]
+        middle = [b["middle_80"]["per_s"] / a["middle_80"]["per_s"] for a, b in pairs
+                  if "middle_80" in a and "middle_80" in b]
         per_cpu = [b["per_cpu_s"] / a["per_cpu_s"] for a, b in pairs]
         out["steady_repeats"] = {
             "pairs": [{"1_workers": a, "2_workers": b} for a, b in pairs],
             "speedups": [round(x, 2) for x in speedups],
             "per_cpu_s_ratios": [round(x, 2) for x in per_cpu],
             "median_speedup": round(statistics.median(speedups), 2),
-            "median_per_cpu_s_ratio": round(statistics.median(per_cpu), 2)}
+            "median_per_cpu_s_ratio": round(statistics.median(per_cpu), 2),
+            "middle_80_speedups": [round(x, 2) for x in middle],
+            "median_middle_80_speedup": round(statistics.median(middle), 2) if middle else None}
         print(f"  steady pairs: {out['steady_repeats']['speedups']}, median "
               f"{out['steady_repeats']['median_speedup']}", flush=True)
     return out
