@@ -759,3 +759,32 @@ def test_byte_steps_split_a_batch_in_order_under_the_limit() -> None:
     assert all(sum(sizes[s]) <= 7 or s.stop - s.start == 1 for s in steps)
     assert list(byte_steps([], 7)) == []
     assert [(s.start, s.stop) for s in byte_steps(msgs, 10**9)] == [(0, 9)]
+
+
+def test_the_shard_agent_sends_on_the_shards_it_does_not_hold(
+        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy naming shards 0 and 1 arrives on partition 0 of a worker that holds no shard
+    (no consumer here): it is scored for shard 0, the partition it arrived on, and one copy
+    naming shard 1 goes on to partition 1, the vectors unchanged."""
+    import sift.agents.app as app_module
+    from sift.agents.service import encode_vector_batch
+
+    X = worker.service.training.vectorizer.transform([TRAIN[0], TRAIN[1]])
+    read_back_from(monkeypatch, worker, None, lambda offset: b"")
+    monkeypatch.setattr(app_module, "start_offsets",
+                        lambda settings, tps: dict.fromkeys(tps, 0))
+
+    async def run() -> None:
+        async with agent(worker, "score_documents").test_context() as a:
+            a.sent_offset = 0
+            await a.put(encode_vector_batch(["d0", "d1"], X, shards=[0, 1]), partition=0)
+            await asyncio.sleep(0.3)
+
+    asyncio.run(run())
+    sends = worker.topics["shard-documents"].send.await_args_list
+    assert [c.kwargs["partition"] for c in sends] == [1]
+    ids, got, shards = read_vector_batch(sends[0].kwargs["value"])
+    assert ids == ["d0", "d1"] and shards == [1]
+    assert (got != X).nnz == 0
+    assert worker.service.stats["shard_forwards"] == 1
+    assert worker.service.stats["shard_payloads"] == 1
