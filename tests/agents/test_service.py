@@ -129,24 +129,33 @@ def test_profiles_score_documents_once_per_shard(service: Service) -> None:
     assert "n1" in service.store
 
 
+EIGHT_PROFILES = ["wheat", "oil", "gold", "grain", "crude", "bullion", "egypt", "opec"]
+FIVE_TEXTS = [{"id": f"n{i}", "text": t} for i, t in enumerate(
+    ["wheat exports to egypt", "opec crude oil output", "gold bullion steady",
+     "grain harvest and wheat crop", "refinery output and oil stocks"])]
+
+
+def eight_profiles(training: TrainingSet) -> tuple[Service, dict[str, bytes]]:
+    """A fresh service and table with the profiles of :data:`EIGHT_PROFILES` (over
+    several shards), each with its name as query and one training positive."""
+    svc = Service(training, n_shards=N_SHARDS, recent_documents=50,
+                  max_document_bytes=2000, max_batch_documents=10)
+    table: dict[str, bytes] = {}
+    res = svc.apply_specs([spec_msg(svc, profile=n, query=n, positives=[f"t{1 + k % 8}"])
+                           for k, n in enumerate(EIGHT_PROFILES)], table)
+    assert not res.dead_letters
+    return svc, table
+
+
 def test_copies_of_a_payload_are_scored_once_for_all_their_shards(training: TrainingSet) -> None:
     """What a worker holding several shards gets from the shard topic: the same routed
     batch once per shard. Scored as one, the decisions are those of scoring each copy
     for its own shard, every profile scores each document once, and a re-delivered
     copy is skipped."""
-    names = ["wheat", "oil", "gold", "grain", "crude", "bullion", "egypt", "opec"]
-    texts = [{"id": f"n{i}", "text": t} for i, t in enumerate(
-        ["wheat exports to egypt", "opec crude oil output", "gold bullion steady",
-         "grain harvest and wheat crop", "refinery output and oil stocks"])]
+    names, texts = EIGHT_PROFILES, FIVE_TEXTS
 
     def fresh() -> tuple[Service, dict[str, bytes]]:
-        svc = Service(training, n_shards=N_SHARDS, recent_documents=50,
-                      max_document_bytes=2000, max_batch_documents=10)
-        table: dict[str, bytes] = {}
-        res = svc.apply_specs([spec_msg(svc, profile=n, query=n, positives=[f"t{1 + k % 8}"])
-                               for k, n in enumerate(names)], table)
-        assert not res.dead_letters
-        return svc, table
+        return eight_profiles(training)
 
     one, t1 = fresh()
     assert len({one.shard(n) for n in names}) >= 3  # the copies below span several shards
@@ -174,18 +183,10 @@ def test_one_copy_for_the_shards_elsewhere_is_scored_once_per_shard(
     Its receiver scores those it holds and sends one copy on for the rest, which their
     owner scores: together, the decisions of scoring each shard on its own, every
     profile scoring each document exactly once, whatever the receiver holds."""
-    names = ["wheat", "oil", "gold", "grain", "crude", "bullion", "egypt", "opec"]
-    texts = [{"id": f"n{i}", "text": t} for i, t in enumerate(
-        ["wheat exports to egypt", "opec crude oil output", "gold bullion steady",
-         "grain harvest and wheat crop", "refinery output and oil stocks"])]
+    names, texts = EIGHT_PROFILES, FIVE_TEXTS
 
     def fresh() -> tuple[Service, dict[str, bytes]]:
-        svc = Service(training, n_shards=N_SHARDS, recent_documents=50,
-                      max_document_bytes=2000, max_batch_documents=10)
-        table: dict[str, bytes] = {}
-        assert not svc.apply_specs([spec_msg(svc, profile=n, query=n, positives=[f"t{1 + k}"])
-                                    for k, n in enumerate(names)], table).dead_letters
-        return svc, table
+        return eight_profiles(training)
 
     ref, t0 = fresh()
     routed = ref.route([msg(d, offset=i) for i, d in enumerate(texts)])
