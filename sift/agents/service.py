@@ -174,11 +174,16 @@ def memory_usage() -> dict[str, int]:
 
 # ----------------------------------------------------------------------------- vectors
 #: Internal vector-batch payload (the shard topic): magic and format version, then the
-#: length of an orjson header, the header (ids, shape, nnz, ts) padded to 8 bytes, then
+#: length of an orjson header, the header (ids, shape, nnz, ts; and in format 2 the
+#: shards it is for) padded to 8 bytes, then
 #: the CSR arrays as little-endian bytes: data (float64), indptr (int64), indices (int32).
 #: Binary so that each shard's decode is a few ``np.frombuffer`` views, not base64 and
 #: JSON (4 decodes per document with 4 shards); still no pickle, and validated.
 VECTOR_BATCH_MAGIC = b"SIFTVB\x01\x00"
+#: A batch naming the shards it is for (nineteenth session): a worker of an earlier
+#: version, which would score it for its partition's shard only and silently skip the
+#: others, refuses it as another format version (a dead letter) instead.
+VECTOR_BATCH_MAGIC_SHARDS = b"SIFTVB\x02\x00"
 _HEADER_LEN = struct.Struct("<I")
 
 
@@ -207,15 +212,18 @@ def encode_vector_batch(ids: Sequence[str], X: sp.csr_matrix,
 
 def _vector_batch_header(head: dict[str, Any]) -> bytes:
     """Magic, length and JSON header, padded so that the arrays after it are aligned."""
+    magic = VECTOR_BATCH_MAGIC if "shards" not in head else VECTOR_BATCH_MAGIC_SHARDS
     header = orjson.dumps(head)
-    header += b" " * ((-(len(VECTOR_BATCH_MAGIC) + _HEADER_LEN.size + len(header))) % 8)
-    return b"".join((VECTOR_BATCH_MAGIC, _HEADER_LEN.pack(len(header)), header))
+    header += b" " * ((-(len(magic) + _HEADER_LEN.size + len(header))) % 8)
+    return b"".join((magic, _HEADER_LEN.pack(len(header)), header))
 
 
 def _vector_batch_head(data: bytes) -> tuple[dict[str, Any], int]:
     """The JSON header of a binary vector batch and the offset of its arrays."""
     k = len(VECTOR_BATCH_MAGIC)
-    if data[:k] != VECTOR_BATCH_MAGIC or len(data) < k + _HEADER_LEN.size:
+    magic = data[:k]
+    if magic not in (VECTOR_BATCH_MAGIC, VECTOR_BATCH_MAGIC_SHARDS) \
+            or len(data) < k + _HEADER_LEN.size:
         raise RecordError("bad_vector_batch",
                           "vector batch: not a sift vector batch (or another format version)")
     (hlen,) = _HEADER_LEN.unpack_from(data, k)
@@ -227,6 +235,8 @@ def _vector_batch_head(data: bytes) -> tuple[dict[str, Any], int]:
             from None
     if not isinstance(head, dict):
         raise RecordError("bad_vector_batch", "vector batch: bad header (not an object)")
+    if ("shards" in head) != (magic == VECTOR_BATCH_MAGIC_SHARDS):
+        raise RecordError("bad_vector_batch", "vector batch: shards and format disagree")
     return head, body
 
 

@@ -12,6 +12,8 @@ import scipy.sparse as sp
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
 from sift.agents.service import (
+    VECTOR_BATCH_MAGIC,
+    VECTOR_BATCH_MAGIC_SHARDS,
     DocumentStore,
     InputMessage,
     Service,
@@ -198,6 +200,11 @@ def test_one_copy_for_the_shards_elsewhere_is_scored_once_per_shard(
     elsewhere = [1, 2, 3]  # the router holds shard 0
     ((first, copy),) = Service.shard_copies(ids, X, elsewhere)
     assert first == 1 and read_vector_batch(copy)[2] == elsewhere
+    # format 2: a worker of an earlier version refuses it (another format version)
+    # rather than scoring its partition's shard only
+    assert copy.startswith(VECTOR_BATCH_MAGIC_SHARDS) and payload.startswith(VECTOR_BATCH_MAGIC)
+    with pytest.raises(RecordError, match="shards and format disagree"):
+        read_vector_batch(VECTOR_BATCH_MAGIC + copy[len(VECTOR_BATCH_MAGIC):])
     assert [p for p, _ in Service.shard_copies(ids, X, elsewhere, one_copy=False)] == elsewhere
     for held in ([1, 2, 3], [1, 3], [1], []):
         got = []
