@@ -53,7 +53,7 @@ for p in (str(ROOT), str(ROOT / "benchmarks")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from cpucap import CpuCap  # noqa: E402
+from cpucap import CpuCap, CpuCapError  # noqa: E402
 
 from sift.agents.app import prepare_topics  # noqa: E402
 from sift.agents.harness import WorkerProcess, send_all, total, wait_for  # noqa: E402
@@ -675,8 +675,13 @@ def main(argv: list[str] | None = None) -> int:
                         "root): a fixed CPU budget per worker, the rest for the broker")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error(f"--repeat: expected at least 1, got {args.repeat}")
     if args.worker_cores is not None:
-        CAP = CpuCap(args.worker_cores)
+        try:
+            CAP = CpuCap(args.worker_cores)
+        except (CpuCapError, ValueError, OSError) as exc:
+            p.error(f"--worker-cores: {exc}")
     if args.two_workers is None:
         args.two_workers = [(args.profiles[0], args.batched)]
     if any(len(t) != 2 or min(t) < 1 for t in args.two_workers):

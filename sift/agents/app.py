@@ -908,13 +908,14 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     def shards_here() -> set[int]:
         """The shards whose profiles this worker holds and may score right now: it owns
         the shard topic's partition and the table's, no rebalance is under way (flow
-        active) and the table is recovered.
+        active) and the table is recovered. None with ``SIFT_SCORE_HERE=false`` (each
+        shard's copy then goes to its own partition's owner).
 
         Flow alone is not enough: Faust resumes it while it restores the table from the
         changelog, and a batch taken before the rebalance was then scored against the
         profiles restored so far (two workers starting on a backlog lost up to 1 % of
         their (document, profile) pairs, docs/streaming.md finding 15)."""
-        if not app.flow_control.is_active() or app.in_recovery:
+        if not settings.score_here or not app.flow_control.is_active() or app.in_recovery:
             return set()
         try:
             # the consumer's assignment, not the assignor's: after a rebalance the
@@ -937,7 +938,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             # which shards are here and their scoring, with no await in between: a
             # rebalance cannot take a shard away between the two; scored whole, sent in
             # chunks (the shard topic's messages stay under the broker's 1 MiB)
-            here = shards_here() if settings.score_here else set()
+            here = shards_here()
             decisions: list[Decision] = []
             if here:
                 try:
@@ -1023,7 +1024,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             for copies in same_payloads(await complete([to_message(e) for e in batch], recovered)):
                 try:
                     # the shards held here, and their scoring, with no await in between
-                    here = shards_here() if settings.score_here else set()
+                    here = shards_here()
                     scoring = service.score_copies(copies, table, here)
                 except RecordError as err:  # a malformed payload (another producer's)
                     await emit_dead([dead_letter(m, err) for m in copies])
