@@ -51,7 +51,6 @@ from sift.agents.service import (
     ServiceError,
     TrainingSet,
     UpdateResult,
-    chunks,
     dead_letter,
     default_corpus,
     release_free_memory,
@@ -450,6 +449,7 @@ def guarded(fn: Callable[..., R], messages: list[InputMessage], *args: Any) -> R
         first.dead_letters.extend(r.dead_letters)
         if isinstance(first, RouteResult) and isinstance(r, RouteResult):
             first.parts.extend(r.parts)
+            first.counts.extend(r.counts)
             first.with_metadata.extend(r.with_metadata)
             first.n_documents += r.n_documents
         elif isinstance(first, UpdateResult) and isinstance(r, UpdateResult):
@@ -934,7 +934,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         Returns the futures of the decisions' delivery: the documents' messages are
         acknowledged only after they are done."""
         sent: list[asyncio.Future[Any]] = []
-        for ids, X in result.parts:
+        for i, (ids, X) in enumerate(result.parts):
+            counts = result.counts[i] if len(result.counts) == len(result.parts) else None
             # which shards are here and their scoring, with no await in between: a
             # rebalance cannot take a shard away between the two; scored whole, sent in
             # chunks (the shard topic's messages stay under the broker's 1 MiB)
@@ -948,12 +949,12 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                     service.stats["scored_here_failed"] += 1
                     here = set()
             elsewhere = [p for p in range(P) if p not in here]
-            for chunk_ids, chunk in chunks(ids, X) if elsewhere else ():
-                # one copy for all the shards elsewhere, to the first of them; its owner
-                # scores those it holds and sends the rest on (Service.score_copies)
-                for p, payload in service.shard_copies(chunk_ids, chunk, elsewhere,
-                                                       one_copy=settings.score_here):
-                    await shard_topic.send(value=payload, partition=p)
+            # one copy for all the shards elsewhere, to the first of them, as term
+            # counts; its owner scores those it holds and sends the rest on
+            # (Service.score_copies)
+            for p, payload in service.copies(ids, X, counts, elsewhere,
+                                             one_copy=settings.score_here):
+                await shard_topic.send(value=payload, partition=p)
             if decisions:
                 sent += await send_records(decisions_topic, [(d.profile.encode(), encode(d))
                                                              for d in decisions])

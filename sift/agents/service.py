@@ -184,13 +184,28 @@ VECTOR_BATCH_MAGIC = b"SIFTVB\x01\x00"
 #: version, which would score it for its partition's shard only and silently skip the
 #: others, refuses it as another format version (a dead letter) instead.
 VECTOR_BATCH_MAGIC_SHARDS = b"SIFTVB\x02\x00"
+#: A batch of term counts (twentieth session): the documents' counts and columns, 5
+#: bytes a term instead of 12, which the receiver weighs with its vectorizer
+#: (:meth:`Vectorizer.weigh`, bit for bit the router's vectors); it names the
+#: vectorizer's fingerprint, and a worker whose vectorizer differs refuses it.
+VECTOR_BATCH_MAGIC_COUNTS = b"SIFTVB\x03\x00"
+_MAGICS = (VECTOR_BATCH_MAGIC, VECTOR_BATCH_MAGIC_SHARDS, VECTOR_BATCH_MAGIC_COUNTS)
+_COUNT_DTYPES = {"<u1": 1, "<u2": 2, "<u4": 4}
 _HEADER_LEN = struct.Struct("<I")
 
 
 def encode_vector_batch(ids: Sequence[str], X: sp.csr_matrix,
-                        shards: Iterable[int] | None = None) -> bytes:
+                        shards: Iterable[int] | None = None, *,
+                        counts: np.ndarray | None = None, vectorizer: str = "") -> bytes:
     """Internal payload: document ids and their vectors (bit-exact, no pickle), and the
-    profile shards it is to be scored for (``None``: the partition it is sent to)."""
+    profile shards it is to be scored for (``None``: the partition it is sent to).
+
+    With ``counts`` (the term count behind each entry of ``X.data``, as
+    :meth:`Vectorizer.transform_counts` gives them) the payload carries the counts
+    instead of the weights, and ``vectorizer`` (its fingerprint) for the receiver to
+    check that it weighs them the same way (:func:`read_vector_batch`)."""
+    if counts is not None:
+        return _encode_counts(ids, X, counts, shards, vectorizer)
     X = sp.csr_matrix(X)
     if not X.has_sorted_indices:
         X = X.copy()
@@ -210,9 +225,37 @@ def encode_vector_batch(ids: Sequence[str], X: sp.csr_matrix,
                      indices.tobytes()))
 
 
+def _encode_counts(ids: Sequence[str], X: sp.csr_matrix, counts: np.ndarray,
+                   shards: Iterable[int] | None, vectorizer: str) -> bytes:
+    """Format 3: header, then indptr (int64), columns (int32) and counts (the smallest
+    of uint8, uint16, uint32 that holds them)."""
+    if not isinstance(X, sp.csr_matrix) or not X.has_sorted_indices:
+        raise ValueError("encode_vector_batch: counts need the CSR matrix they came with")
+    n, m = X.shape
+    if len(ids) != n:
+        raise ValueError(f"encode_vector_batch: {len(ids)} ids for {n} rows")
+    start, stop = int(X.indptr[0]), int(X.indptr[-1])
+    nnz = stop - start
+    values = np.asarray(counts)
+    if values.shape != (nnz,) and values.shape != X.data.shape:
+        raise ValueError(f"encode_vector_batch: {values.size} counts for {nnz} entries")
+    values = values[start:stop] if values.shape == X.data.shape else values
+    top = float(values.max()) if nnz else 0.0
+    dtype = "<u1" if top < 2**8 else "<u2" if top < 2**16 else "<u4"
+    head: dict[str, Any] = {"ids": list(ids), "shape": [n, m], "nnz": nnz, "ts": time.time(),
+                            "counts": dtype, "vectorizer": vectorizer}
+    if shards is not None:
+        head["shards"] = sorted({int(s) for s in shards})
+    indptr = np.asarray(X.indptr, dtype="<i8") - start
+    return b"".join((_vector_batch_header(head), indptr.tobytes(),
+                     np.asarray(X.indices[start:stop], dtype="<i4").tobytes(),
+                     values.astype(dtype).tobytes()))
+
+
 def _vector_batch_header(head: dict[str, Any]) -> bytes:
     """Magic, length and JSON header, padded so that the arrays after it are aligned."""
-    magic = VECTOR_BATCH_MAGIC if "shards" not in head else VECTOR_BATCH_MAGIC_SHARDS
+    magic = (VECTOR_BATCH_MAGIC_COUNTS if "counts" in head
+             else VECTOR_BATCH_MAGIC_SHARDS if "shards" in head else VECTOR_BATCH_MAGIC)
     header = orjson.dumps(head)
     header += b" " * ((-(len(magic) + _HEADER_LEN.size + len(header))) % 8)
     return b"".join((magic, _HEADER_LEN.pack(len(header)), header))
@@ -222,8 +265,7 @@ def _vector_batch_head(data: bytes) -> tuple[dict[str, Any], int]:
     """The JSON header of a binary vector batch and the offset of its arrays."""
     k = len(VECTOR_BATCH_MAGIC)
     magic = data[:k]
-    if magic not in (VECTOR_BATCH_MAGIC, VECTOR_BATCH_MAGIC_SHARDS) \
-            or len(data) < k + _HEADER_LEN.size:
+    if magic not in _MAGICS or len(data) < k + _HEADER_LEN.size:
         raise RecordError("bad_vector_batch",
                           "vector batch: not a sift vector batch (or another format version)")
     (hlen,) = _HEADER_LEN.unpack_from(data, k)
@@ -235,7 +277,9 @@ def _vector_batch_head(data: bytes) -> tuple[dict[str, Any], int]:
             from None
     if not isinstance(head, dict):
         raise RecordError("bad_vector_batch", "vector batch: bad header (not an object)")
-    if ("shards" in head) != (magic == VECTOR_BATCH_MAGIC_SHARDS):
+    if ("counts" in head) != (magic == VECTOR_BATCH_MAGIC_COUNTS) or (
+            magic != VECTOR_BATCH_MAGIC_COUNTS
+            and ("shards" in head) != (magic == VECTOR_BATCH_MAGIC_SHARDS)):
         raise RecordError("bad_vector_batch", "vector batch: shards and format disagree")
     return head, body
 
@@ -259,15 +303,22 @@ def reshard_vector_batch(data: bytes, shards: Iterable[int]) -> bytes:
     return _vector_batch_header(head) + data[body:]
 
 
-def decode_vector_batch(data: bytes) -> tuple[list[str], sp.csr_matrix]:
+def decode_vector_batch(data: bytes, vectorizer: Vectorizer | None = None
+                        ) -> tuple[list[str], sp.csr_matrix]:
     """Inverse of :func:`encode_vector_batch` (also reads the earlier JSON payloads);
-    a malformed payload raises :class:`RecordError` (``bad_vector_batch``)."""
-    ids, X, _ = read_vector_batch(data)
+    a malformed payload raises :class:`RecordError` (``bad_vector_batch``). A payload of
+    counts needs the ``vectorizer`` that weighs them."""
+    ids, X, _ = read_vector_batch(data, vectorizer)
     return ids, X
 
 
-def read_vector_batch(data: bytes) -> tuple[list[str], sp.csr_matrix, list[int] | None]:
-    """:func:`decode_vector_batch`, and the shards the batch is for (None: not said)."""
+def read_vector_batch(data: bytes, vectorizer: Vectorizer | None = None
+                      ) -> tuple[list[str], sp.csr_matrix, list[int] | None]:
+    """:func:`decode_vector_batch`, and the shards the batch is for (None: not said).
+
+    A payload of counts is weighed by ``vectorizer``, which must have the fingerprint
+    the payload names (the router's): otherwise the vectors would not be the ones the
+    router scored its own shards with, and the payload is refused."""
     if data[:1] == b"{":  # format 0: orjson with base64 arrays (payloads from before v1)
         obj = orjson.loads(data)
         ids = obj["ids"]
@@ -291,6 +342,8 @@ def read_vector_batch(data: bytes) -> tuple[list[str], sp.csr_matrix, list[int] 
         raise bad("ids and rows disagree")
     if not (0 <= n < 2**31 and 0 <= m < 2**31 and 0 <= nnz < 2**31):
         raise bad(f"shape {[n, m]} or nnz {nnz} out of range")
+    if "counts" in head:
+        return ids, _read_counts(data, head, body, n, m, nnz, vectorizer), shards
     if body % 8 or len(data) != body + 12 * nnz + 8 * (n + 1):
         raise bad("payload length does not match its header")
     values = np.frombuffer(data, dtype="<f8", count=nnz, offset=body)
@@ -305,12 +358,56 @@ def read_vector_batch(data: bytes) -> tuple[list[str], sp.csr_matrix, list[int] 
     return ids, sp.csr_matrix((values, indices, indptr), shape=(n, m), copy=False), shards
 
 
-def split_rows(X: sp.csr_matrix, max_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, int]]:
+def _read_counts(data: bytes, head: dict[str, Any], body: int, n: int, m: int, nnz: int,
+                 vectorizer: Vectorizer | None) -> sp.csr_matrix:
+    """The vectors of a format-3 payload: its counts checked and weighed."""
+    def bad(why: str) -> RecordError:
+        return RecordError("bad_vector_batch", f"vector batch: {why}")
+
+    dtype = head["counts"]
+    size = _COUNT_DTYPES.get(dtype) if isinstance(dtype, str) else None
+    if size is None:
+        raise bad(f"counts of type {dtype!r:.20}")
+    if vectorizer is None:
+        raise bad("term counts, and no vectorizer to weigh them")
+    theirs, ours = head.get("vectorizer"), vectorizer.fingerprint()
+    if theirs != ours:
+        raise bad(f"counts of another vectorizer (fingerprint {theirs!r:.20}, here {ours}): "
+                  "every worker needs the same SIFT_IDF_CORPUS and vectorizer settings")
+    if m != vectorizer.n_features:
+        raise bad(f"{m} columns for a vectorizer of {vectorizer.n_features}")
+    if body % 8 or len(data) != body + 8 * (n + 1) + (4 + size) * nnz:
+        raise bad("payload length does not match its header")
+    indptr = np.frombuffer(data, dtype="<i8", count=n + 1, offset=body)
+    indices = np.frombuffer(data, dtype="<i4", count=nnz, offset=body + 8 * (n + 1))
+    counts = np.frombuffer(data, dtype=dtype, count=nnz, offset=body + 8 * (n + 1) + 4 * nnz)
+    if indptr[0] != 0 or indptr[-1] != nnz or (n and np.any(indptr[1:] < indptr[:-1])):
+        raise bad("bad indptr")
+    if nnz:
+        if int(indices.min()) < 0 or int(indices.max()) >= m:
+            raise bad("column index out of range")
+        if int(counts.min()) < 1:
+            raise bad("a term count below 1")
+        # columns strictly increasing within each row: the weighing sums each row's
+        # squares in column order, as the router did
+        rising = np.diff(indices) > 0
+        starts = indptr[1:-1]
+        rising[starts[(starts > 0) & (starts < nnz)] - 1] = True
+        if not rising.all():
+            raise bad("columns not sorted within a row")
+    C = sp.csr_matrix((counts.astype(np.float64), indices, indptr), shape=(n, m), copy=False)
+    C.has_sorted_indices = True
+    return vectorizer.weigh(C, copy=False)
+
+
+def split_rows(X: sp.csr_matrix, max_bytes: int = CHUNK_BYTES,
+               entry_bytes: int = 12) -> Iterator[tuple[int, int]]:
     """Row ranges ``[a, b)`` whose encoded size stays under ``max_bytes`` (a single row
-    larger than that is a range of its own): 12 bytes a non-zero, ~72 a row."""
+    larger than that is a range of its own): ``entry_bytes`` a non-zero (12 for
+    weights, 8 for counts, the widest), ~72 a row."""
     n = X.shape[0]
     cum = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.diff(X.indptr) * 12 + 72, out=cum[1:])
+    np.cumsum(np.diff(X.indptr) * entry_bytes + 72, out=cum[1:])
     start = 0
     while start < n:
         stop = int(np.searchsorted(cum, cum[start] + max_bytes, side="right")) - 1
@@ -459,6 +556,8 @@ class RouteResult:
     n_documents: int
     #: the documents carrying metadata (which may name a review), with their message
     with_metadata: list[tuple[InputMessage, list[Document]]] = field(default_factory=list)
+    #: per part, the term count behind each entry of its matrix (copies travel as counts)
+    counts: list[np.ndarray] = field(default_factory=list)
 
     @property
     def batches(self) -> list[tuple[list[str], sp.csr_matrix]]:
@@ -730,10 +829,10 @@ class Service:
         if not docs:
             self.processed(fresh)
             return RouteResult([], dead, 0)
-        X = self.vectorizer.transform([d.text for d in docs])
+        X, counts = self.vectorizer.transform_counts([d.text for d in docs])
         self.stats["documents"] += len(docs)
         self.processed(fresh)
-        return RouteResult([([d.id for d in docs], X)], dead, len(docs), with_metadata)
+        return RouteResult([([d.id for d in docs], X)], dead, len(docs), with_metadata, [counts])
 
     # -- 2. scoring one shard ------------------------------------------------------------------
     def sync_shard(self, shard: int, table: MutableMapping[str, bytes]) -> ProfileBank:
@@ -808,7 +907,7 @@ class Service:
         payload = fresh[0].value or b""
         if any(m.value != payload for m in fresh[1:]):
             raise ServiceError("score_copies takes copies of one payload only")
-        ids, X, for_shards = read_vector_batch(payload)
+        ids, X, for_shards = read_vector_batch(payload, self.vectorizer)
         arrived = {m.partition for m in fresh}
         wanted = arrived | set(for_shards or ())
         if max(wanted) >= self.n_shards:
@@ -830,19 +929,46 @@ class Service:
         self.processed(fresh)
         return ShardScoring(decisions, forward)
 
-    @staticmethod
-    def shard_copies(ids: Sequence[str], X: sp.csr_matrix, elsewhere: Sequence[int],
-                     *, one_copy: bool = True) -> list[tuple[int, bytes]]:
+    def shard_copies(self, ids: Sequence[str], X: sp.csr_matrix, elsewhere: Sequence[int],
+                     *, one_copy: bool = True, counts: np.ndarray | None = None
+                     ) -> list[tuple[int, bytes]]:
         """The shard-topic messages (partition, payload) that send a routed batch to the
         shards ``elsewhere`` (those its router does not hold): one copy for all of them
         to the first (whose owner scores the ones it holds and sends the rest on,
-        :meth:`score_copies`), or with ``one_copy=False`` one copy per shard."""
+        :meth:`score_copies`), or with ``one_copy=False`` one copy per shard.
+
+        With ``counts`` (:attr:`RouteResult.counts`) the one copy carries the term
+        counts (format 3, weighed by the receiver); ``one_copy=False`` is the format
+        that workers of earlier versions read (float64 weights, one copy per shard)."""
         if not elsewhere:
             return []
         if one_copy:
-            return [(min(elsewhere), encode_vector_batch(ids, X, shards=elsewhere))]
+            fingerprint = self.vectorizer.fingerprint() if counts is not None else ""
+            return [(min(elsewhere), encode_vector_batch(ids, X, shards=elsewhere, counts=counts,
+                                                         vectorizer=fingerprint))]
         payload = encode_vector_batch(ids, X)
         return [(p, payload) for p in sorted(set(elsewhere))]
+
+    def copies(self, ids: list[str], X: sp.csr_matrix, counts: np.ndarray | None,
+               elsewhere: Sequence[int], *, one_copy: bool = True) -> list[tuple[int, bytes]]:
+        """:meth:`shard_copies` of a whole routed part, cut into chunks of at most
+        :data:`CHUNK_BYTES` encoded (the shard topic's messages stay under the broker's
+        1 MiB)."""
+        if not elsewhere:
+            return []
+        with_counts = counts is not None and one_copy
+        ranges = [(0, X.shape[0])] if X.shape[0] <= 1 else list(
+            split_rows(X, entry_bytes=8 if with_counts else 12))
+        out = []
+        for a, b in ranges:
+            part = X if (a, b) == (0, X.shape[0]) else X[a:b]
+            part_counts = None
+            if with_counts:
+                assert counts is not None
+                part_counts = counts[int(X.indptr[a]):int(X.indptr[b])]
+            out += self.shard_copies(ids[a:b], part, elsewhere, one_copy=one_copy,
+                                     counts=part_counts)
+        return out
 
     def score_here(self, shards: Iterable[int], ids: list[str], X: sp.csr_matrix,
                    table: MutableMapping[str, bytes]) -> list[Decision]:

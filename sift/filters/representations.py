@@ -337,6 +337,16 @@ class FusionVectorizer(Vectorizer):
         X.sort_indices()
         return X
 
+    def transform_counts(self, texts: Sequence[str] | Iterable[str]
+                         ) -> tuple[sp.csr_matrix, NDArray[np.float64]]:
+        """Not available: the character block keeps each row's top weights, which its
+        counts alone do not give back."""
+        raise ParameterError("FusionVectorizer: vectors cannot be rebuilt from term counts")
+
+    def weigh(self, counts: sp.csr_matrix, *, copy: bool = True) -> sp.csr_matrix:
+        """Not available (see :meth:`transform_counts`)."""
+        raise ParameterError("FusionVectorizer: vectors cannot be rebuilt from term counts")
+
     # -- state ----------------------------------------------------------------------
     def params(self) -> dict[str, Any]:
         return {**super().params(), "char_weight": self.char_weight,

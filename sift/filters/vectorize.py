@@ -24,6 +24,7 @@ Examples
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 from collections.abc import Iterable, Sequence
@@ -355,6 +356,7 @@ class Vectorizer:
         self.n_docs_ = 0
         self.df_: NDArray[np.float64] = np.zeros(n_features, dtype=np.float64)
         self._weights: NDArray[np.float64] | None = None
+        self._fingerprint: tuple[NDArray[np.float64], str] | None = None
         self._stop = self._stop_set()
         self._stop_table, self._stop_mult, self._stop_shift, self._stop_long = _stop_keys(self._stop)
         self._columns: dict[str, int] = {}  # token -> column, for small batches
@@ -433,6 +435,44 @@ class Vectorizer:
     def transform(self, texts: Sequence[str] | Iterable[str]) -> sp.csr_matrix:
         """Vectorize texts into a CSR matrix of shape (n_texts, n_features)."""
         X, rows = self._count(texts)
+        return self._weigh_counts(X, rows)
+
+    def transform_counts(self, texts: Sequence[str] | Iterable[str]
+                         ) -> tuple[sp.csr_matrix, NDArray[np.float64]]:
+        """:meth:`transform`, and the term count behind each of its stored entries (in
+        the order of ``X.data``): :meth:`weigh` of those counts gives ``X`` back bit for
+        bit, so a vector can travel as its counts (5 bytes a term instead of 12).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> vec = Vectorizer(n_features=1024).fit(["wheat corn", "corn oil"])
+        >>> X, counts = vec.transform_counts(["corn corn oil", "wheat"])
+        >>> sorted(counts.tolist())
+        [1.0, 1.0, 2.0]
+        >>> C = X.copy(); C.data = counts
+        >>> np.array_equal(vec.weigh(C).data, X.data)
+        True
+        """
+        X, rows = self._count(texts)
+        X.sort_indices()  # (already sorted: _count sorts the columns of each row)
+        counts = X.data.copy()
+        return self._weigh_counts(X, rows), counts
+
+    def weigh(self, counts: sp.csr_matrix, *, copy: bool = True) -> sp.csr_matrix:
+        """The vectors of documents from their term counts (a CSR matrix, columns
+        sorted within rows, as :meth:`transform_counts` gives them): the steps of
+        :meth:`transform` after counting, so the result equals what :meth:`transform`
+        gives for the texts bit for bit. ``copy=False`` weighs a float64 ``counts``
+        in place."""
+        C = sp.csr_matrix(counts, dtype=np.float64, copy=copy)
+        if C.shape[1] != self.n_features:
+            raise ParameterError(f"counts must have {self.n_features} columns, got {C.shape[1]}")
+        return self._weigh_counts(C, np.repeat(np.arange(C.shape[0]), np.diff(C.indptr)))
+
+    def _weigh_counts(self, X: sp.csr_matrix, rows: NDArray[np.int64]) -> sp.csr_matrix:
+        """Term counts to vectors, in place: TF, corpus weights, length normalisation."""
+        X.sort_indices()  # before the weighting: each row's norm sums in column order
         if self.tf == "log":
             np.log(X.data, out=X.data)
             X.data += 1.0
@@ -443,8 +483,19 @@ class Vectorizer:
             norms = np.sqrt(np.bincount(rows, weights=X.data**2, minlength=X.shape[0]))
             norms[norms == 0] = 1.0
             X.data /= norms[rows]
-        X.sort_indices()
         return X
+
+    def fingerprint(self) -> str:
+        """A short hash of what turns counts into vectors (the parameters and the corpus
+        weights): two vectorizers with equal fingerprints weigh counts identically."""
+        weights = self.feature_weights()
+        cached = self._fingerprint
+        if cached is not None and cached[0] is weights:
+            return cached[1]
+        h = hashlib.blake2b(repr(sorted(self.params().items())).encode(), digest_size=8)
+        h.update(np.ascontiguousarray(weights, dtype="<f8").tobytes())
+        self._fingerprint = (weights, h.hexdigest())
+        return self._fingerprint[1]
 
     def _count(self, texts: Iterable[str]) -> tuple[sp.csr_matrix, NDArray[np.int64]]:
         """Term counts, exactly as HashingVectorizer(analyzer=self._analyze) counts them, and each entry's row.

@@ -8,12 +8,18 @@ from typing import Any
 from unittest.mock import AsyncMock, Mock
 
 import faust
+import numpy as np
 import orjson
 import pytest
 from faust.types import TP
 
 from sift.agents.app import create_app
-from sift.agents.service import TrainingSet, read_vector_batch, shard_of
+from sift.agents.service import (
+    VECTOR_BATCH_MAGIC_COUNTS,
+    TrainingSet,
+    read_vector_batch,
+    shard_of,
+)
 from sift.filters.vectorize import Vectorizer
 from sift.settings import Settings
 
@@ -66,8 +72,13 @@ def test_documents_agent_fans_out_and_dead_letters(worker: Any) -> None:
     # no shard is held here (no consumer): one copy for both shards, to the first
     shard_sends = worker.topics["shard-documents"].send.await_args_list
     assert [c.kwargs["partition"] for c in shard_sends] == [0]
-    ids, _, shards = read_vector_batch(shard_sends[0].kwargs["value"])
+    copy = shard_sends[0].kwargs["value"]
+    # as term counts, which the receiver weighs back into the router's vectors exactly
+    assert copy.startswith(VECTOR_BATCH_MAGIC_COUNTS)
+    ids, X, shards = read_vector_batch(copy, worker.service.vectorizer)
     assert ids == ["a", "b"] and shards == [0, 1]
+    want = worker.service.vectorizer.transform(["wheat", "oil"])
+    assert np.array_equal(X.indices, want.indices) and np.array_equal(X.data, want.data)
     dead = worker.topics["dead-letters"].send.await_args_list
     assert [orjson.loads(c.kwargs["value"])["reason"] for c in dead] == ["bad_json"]
 
@@ -761,15 +772,20 @@ def test_byte_steps_split_a_batch_in_order_under_the_limit() -> None:
     assert [(s.start, s.stop) for s in byte_steps(msgs, 10**9)] == [(0, 9)]
 
 
+@pytest.mark.parametrize("as_counts", [False, True], ids=["weights", "counts"])
 def test_the_shard_agent_sends_on_the_shards_it_does_not_hold(
-        worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        worker: Any, monkeypatch: pytest.MonkeyPatch, as_counts: bool) -> None:
     """A copy naming shards 0 and 1 arrives on partition 0 of a worker that holds no shard
     (no consumer here): it is scored for shard 0, the partition it arrived on, and one copy
-    naming shard 1 goes on to partition 1, the vectors unchanged."""
+    naming shard 1 goes on to partition 1, in the format it came in, the vectors unchanged."""
     import sift.agents.app as app_module
     from sift.agents.service import encode_vector_batch
 
-    X = worker.service.training.vectorizer.transform([TRAIN[0], TRAIN[1]])
+    vec = worker.service.training.vectorizer
+    X, counts = vec.transform_counts([TRAIN[0], TRAIN[1]])
+    payload = encode_vector_batch(["d0", "d1"], X, shards=[0, 1]) if not as_counts else \
+        encode_vector_batch(["d0", "d1"], X, shards=[0, 1], counts=counts,
+                            vectorizer=vec.fingerprint())
     read_back_from(monkeypatch, worker, None, lambda offset: b"")
     monkeypatch.setattr(app_module, "start_offsets",
                         lambda settings, tps: dict.fromkeys(tps, 0))
@@ -777,14 +793,16 @@ def test_the_shard_agent_sends_on_the_shards_it_does_not_hold(
     async def run() -> None:
         async with agent(worker, "score_documents").test_context() as a:
             a.sent_offset = 0
-            await a.put(encode_vector_batch(["d0", "d1"], X, shards=[0, 1]), partition=0)
+            await a.put(payload, partition=0)
             await asyncio.sleep(0.3)
 
     asyncio.run(run())
     sends = worker.topics["shard-documents"].send.await_args_list
     assert [c.kwargs["partition"] for c in sends] == [1]
-    ids, got, shards = read_vector_batch(sends[0].kwargs["value"])
+    onward = sends[0].kwargs["value"]
+    assert onward[:8] == payload[:8]  # the same format
+    ids, got, shards = read_vector_batch(onward, vec)
     assert ids == ["d0", "d1"] and shards == [1]
-    assert (got != X).nnz == 0
+    assert np.array_equal(got.indices, X.indices) and np.array_equal(got.data, X.data)
     assert worker.service.stats["shard_forwards"] == 1
     assert worker.service.stats["shard_payloads"] == 1

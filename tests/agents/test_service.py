@@ -13,6 +13,7 @@ from kafka.partitioner.default import murmur2 as kp_murmur2
 
 from sift.agents.service import (
     VECTOR_BATCH_MAGIC,
+    VECTOR_BATCH_MAGIC_COUNTS,
     VECTOR_BATCH_MAGIC_SHARDS,
     DocumentStore,
     InputMessage,
@@ -179,8 +180,9 @@ def test_copies_of_a_payload_are_scored_once_for_all_their_shards(training: Trai
                          t2)
 
 
+@pytest.mark.parametrize("as_counts", [False, True], ids=["weights", "counts"])
 def test_one_copy_for_the_shards_elsewhere_is_scored_once_per_shard(
-        training: TrainingSet) -> None:
+        training: TrainingSet, as_counts: bool) -> None:
     """The router sends one copy naming all the shards it does not hold, to the first.
     Its receiver scores those it holds and sends one copy on for the rest, which their
     owner scores: together, the decisions of scoring each shard on its own, every
@@ -198,14 +200,17 @@ def test_one_copy_for_the_shards_elsewhere_is_scored_once_per_shard(
                   for p in range(N_SHARDS) for d in ref.score(p, payload, t0))
     assert each
     elsewhere = [1, 2, 3]  # the router holds shard 0
-    ((first, copy),) = Service.shard_copies(ids, X, elsewhere)
-    assert first == 1 and read_vector_batch(copy)[2] == elsewhere
-    # format 2: a worker of an earlier version refuses it (another format version)
-    # rather than scoring its partition's shard only
-    assert copy.startswith(VECTOR_BATCH_MAGIC_SHARDS) and payload.startswith(VECTOR_BATCH_MAGIC)
+    counts = routed.counts[0] if as_counts else None
+    ((first, copy),) = ref.shard_copies(ids, X, elsewhere, counts=counts)
+    vec = training.vectorizer
+    assert first == 1 and read_vector_batch(copy, vec)[2] == elsewhere
+    # formats 2 and 3: a worker of an earlier version refuses them (another format
+    # version) rather than scoring its partition's shard only
+    assert copy.startswith(VECTOR_BATCH_MAGIC_COUNTS if as_counts else VECTOR_BATCH_MAGIC_SHARDS)
+    assert payload.startswith(VECTOR_BATCH_MAGIC)
     with pytest.raises(RecordError, match="shards and format disagree"):
-        read_vector_batch(VECTOR_BATCH_MAGIC + copy[len(VECTOR_BATCH_MAGIC):])
-    assert [p for p, _ in Service.shard_copies(ids, X, elsewhere, one_copy=False)] == elsewhere
+        read_vector_batch(VECTOR_BATCH_MAGIC + copy[len(VECTOR_BATCH_MAGIC):], vec)
+    assert [p for p, _ in ref.shard_copies(ids, X, elsewhere, one_copy=False)] == elsewhere
     for held in ([1, 2, 3], [1, 3], [1], []):
         got = []
         svc, table = fresh()
@@ -215,8 +220,8 @@ def test_one_copy_for_the_shards_elsewhere_is_scored_once_per_shard(
         if rest:
             assert scoring.forward is not None
             part, onward = scoring.forward
-            assert part == rest[0] and read_vector_batch(onward)[2] == rest
-            assert read_vector_batch(onward)[1].nnz == X.nnz  # the arrays are unchanged
+            assert part == rest[0] and read_vector_batch(onward, vec)[2] == rest
+            assert np.array_equal(read_vector_batch(onward, vec)[1].data, X.data)  # unchanged
             other, t2 = fresh()
             more = other.score_copies([InputMessage(onward, "shard", part, 3)], t2, here=rest)
             assert more.forward is None
@@ -433,6 +438,97 @@ def test_a_corrupt_vector_batch_is_a_record_error(corrupt: str) -> None:
         good[body + 24 + 8:body + 24 + 16] = np.array([5], dtype="<i8").tobytes()
     with pytest.raises(RecordError) as err:
         decode_vector_batch(bytes(good))
+    assert err.value.reason == "bad_vector_batch"
+
+
+COUNT_TEXTS = ["wheat prices rose " * 3 + "corn", "the of and",  # stop words only: empty
+                "oil " * 300 + "crude",  # a count above 255: uint16 counts
+                "Sugar exports, sugar imports; SUGAR quotas.", "shipping rates in Rotterdam"]
+
+
+def counts_copy(vec: Vectorizer, texts: list[str], shards: list[int] | None = None
+                ) -> tuple[sp.csr_matrix, bytes]:
+    X, counts = vec.transform_counts(texts)
+    ids = [f"d{i}" for i in range(len(texts))]
+    return X, encode_vector_batch(ids, X, shards, counts=counts, vectorizer=vec.fingerprint())
+
+
+def test_a_copy_of_term_counts_weighs_back_into_the_routers_vectors_bit_for_bit(
+        training: TrainingSet) -> None:
+    vec = training.vectorizer
+    X, payload = counts_copy(vec, COUNT_TEXTS, shards=[2, 3])
+    assert payload.startswith(VECTOR_BATCH_MAGIC_COUNTS)
+    assert orjson.loads(payload[12:payload.index(b"}") + 1])["counts"] == "<u2"
+    ids, got, shards = read_vector_batch(payload, vec)
+    assert ids == [f"d{i}" for i in range(5)] and shards == [2, 3]
+    assert np.array_equal(got.indptr, X.indptr) and np.array_equal(got.indices, X.indices)
+    assert np.array_equal(got.data, X.data) and got.getnnz(axis=1)[1] == 0
+    many = [t for _, t in TRAIN] * 40  # arrays, not the header: 5-6 bytes a term, not 12
+    big_X, big = counts_copy(vec, many)
+    assert len(big) < 0.6 * len(encode_vector_batch([f"d{i}" for i in range(len(many))], big_X))
+    # resharded (sent on by a receiver): the same format and arrays
+    onward = reshard_vector_batch(payload, [3])
+    assert onward.startswith(VECTOR_BATCH_MAGIC_COUNTS) and onward.endswith(payload[-40:])
+    assert np.array_equal(read_vector_batch(onward, vec)[1].data, X.data)
+    # a slice of a routed part (a chunk) travels with its own counts
+    X2, counts2 = vec.transform_counts(COUNT_TEXTS)
+    part = encode_vector_batch(["d2", "d3"], X2[2:4], [1], counts=counts2[X2.indptr[2]:X2.indptr[4]],
+                               vectorizer=vec.fingerprint())
+    assert np.array_equal(read_vector_batch(part, vec)[1].data, X2[2:4].data)
+
+
+@pytest.mark.parametrize("options", [{"tf": "raw"}, {"tf": "binary", "idf": "idf2"},
+                                     {"normalize": False}, {"ngram_max": 2}, {"truncate": 4}])
+def test_vectorizers_weigh_their_counts_into_their_vectors(options: dict[str, object]) -> None:
+    vec = Vectorizer(n_features=2**12, **options).fit(t for _, t in TRAIN)  # type: ignore[arg-type]
+    X, payload = counts_copy(vec, COUNT_TEXTS + [t for _, t in TRAIN])
+    got = read_vector_batch(payload, vec)[1]
+    assert np.array_equal(got.indices, X.indices) and np.array_equal(got.data, X.data)
+
+
+def test_a_copy_of_counts_needs_the_same_vectorizer(training: TrainingSet) -> None:
+    vec = training.vectorizer
+    _, payload = counts_copy(vec, COUNT_TEXTS)
+    with pytest.raises(RecordError, match="no vectorizer"):
+        read_vector_batch(payload)
+    other = Vectorizer(n_features=2**12, idf="idf2").fit(t for _, t in TRAIN)
+    with pytest.raises(RecordError, match="another vectorizer") as err:
+        read_vector_batch(payload, other)
+    assert err.value.reason == "bad_vector_batch"
+    refit = Vectorizer(n_features=2**12).fit(t for _, t in TRAIN[:3])  # another IDF corpus
+    with pytest.raises(RecordError, match="another vectorizer"):
+        read_vector_batch(payload, refit)
+    assert Vectorizer(n_features=2**12).fit(t for _, t in TRAIN).fingerprint() == vec.fingerprint()
+
+
+@pytest.mark.parametrize("corrupt", ["zero_count", "unsorted", "truncated", "dtype", "index",
+                                     "indptr", "columns"])
+def test_a_corrupt_copy_of_counts_is_a_record_error(training: TrainingSet, corrupt: str) -> None:
+    vec = training.vectorizer
+    X, payload = counts_copy(vec, ["wheat corn oil", "sugar"])
+    data = bytearray(payload)
+    nnz, n = X.nnz, X.shape[0]
+    counts_at = len(data) - nnz  # uint8 counts at the end, after the int32 columns
+    cols_at = counts_at - 4 * nnz
+    head_end = cols_at - 8 * (n + 1)
+    if corrupt == "zero_count":
+        data[counts_at] = 0
+    elif corrupt == "unsorted":  # the first row's first two columns swapped
+        a, b = data[cols_at:cols_at + 4], data[cols_at + 4:cols_at + 8]
+        data[cols_at:cols_at + 8] = b + a
+    elif corrupt == "truncated":
+        del data[-1:]
+    elif corrupt == "dtype":
+        data[:head_end] = data[:head_end].replace(b'"<u1"', b'"<f8"')
+    elif corrupt == "index":
+        data[cols_at:cols_at + 4] = np.array([-1], dtype="<i4").tobytes()
+    elif corrupt == "indptr":
+        data[head_end + 8:head_end + 16] = np.array([nnz + 1], dtype="<i8").tobytes()
+    elif corrupt == "columns":
+        data[:head_end] = data[:head_end].replace(b'"shape":[2,4096]', b'"shape":[2,4095]')
+    assert bytes(data) != payload
+    with pytest.raises(RecordError) as err:
+        read_vector_batch(bytes(data), vec)
     assert err.value.reason == "bad_vector_batch"
 
 

@@ -312,3 +312,43 @@ def test_reuters_vectors_equal_the_reference() -> None:
                       _ref_transform(v, test))
     # one at a time (the token-by-token path for small batches)
     _assert_identical(sp.vstack([v.transform([d]) for d in test[:500]], format="csr"), _ref_transform(v, test[:500]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(alphabet="abcdefgh ,.\u00e9\u0130", max_size=60), min_size=1, max_size=12))
+def test_weigh_gives_transform_back_from_the_counts(texts: list[str]) -> None:
+    """A vector travels as its term counts (the streaming service's shard copies): weighing
+    them must give transform's vector bit for bit, and leave the counts untouched."""
+    vec = Vectorizer(n_features=2**10).fit(["abc de", "fgh abc", "de de"])
+    X, counts = vec.transform_counts(texts)
+    assert np.array_equal(X.toarray(), vec.transform(texts).toarray())
+    assert counts.shape == X.data.shape and np.all(counts >= 1) and np.all(counts == np.round(counts))
+    C = sp.csr_matrix((counts.copy(), X.indices.copy(), X.indptr.copy()), shape=X.shape)
+    before = C.data.copy()
+    got = vec.weigh(C)
+    assert np.array_equal(C.data, before)  # the input is not modified
+    assert np.array_equal(got.indptr, X.indptr) and np.array_equal(got.indices, X.indices)
+    assert np.array_equal(got.data, X.data)  # bit for bit, not approximately
+
+
+def test_weigh_refuses_counts_of_another_width_and_the_fusion_vectorizer_refuses_counts() -> None:
+    from sift.filters.representations import FusionVectorizer
+
+    vec = Vectorizer(n_features=64).fit(["wheat corn"])
+    with pytest.raises(ParameterError, match="64 columns"):
+        vec.weigh(sp.csr_matrix((1, 65)))
+    fusion = FusionVectorizer(n_features=2**13, lsa_components=3, char_top=50)
+    with pytest.raises(ParameterError, match="term counts"):
+        fusion.transform_counts(["wheat"])
+    with pytest.raises(ParameterError, match="term counts"):
+        fusion.weigh(sp.csr_matrix((1, 2**13)))
+
+
+def test_the_fingerprint_follows_the_weights() -> None:
+    a = Vectorizer(n_features=64).fit(["wheat corn", "oil"])
+    b = Vectorizer(n_features=64).fit(["wheat corn", "oil"])
+    assert a.fingerprint() == b.fingerprint() and len(a.fingerprint()) == 16
+    b.partial_fit(["sugar"])  # other document frequencies: other weights
+    assert a.fingerprint() != b.fingerprint()
+    assert Vectorizer(n_features=64, tf="raw").fit(["wheat corn", "oil"]).fingerprint() \
+        != a.fingerprint()
