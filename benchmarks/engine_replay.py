@@ -11,6 +11,8 @@ examples and feedback.
     .venv/bin/python benchmarks/engine_replay.py --validation   # 70/30 split of train (tuning)
     .venv/bin/python benchmarks/engine_replay.py --models kantor --no-full --merge  # re-run some
     .venv/bin/python benchmarks/engine_replay.py --seeds 0,1,2,3,4   # several pseudolabel draws
+    .venv/bin/python benchmarks/engine_replay.py --measure t11f --no-full --no-peer \
+        --seeds 0,1,2,3,4 --out benchmarks/results/engine_replay_test_t11f.json  # TROT on T11F
 
 ``--seeds``: each adaptive run (and the peer, which starts from the same examples) is
 replayed with every seed (the seed of the pseudolabels' random draw: which training
@@ -52,6 +54,10 @@ def main() -> None:
     ap.add_argument("--truncate", type=int, default=None, metavar="N",
                     help="vectorizer option for the adaptive and batch runs and the peer (the "
                          "same features): tokens cut to N characters; the runs are named with it")
+    ap.add_argument("--measure", default="t11su", choices=["t11su", "t11f", "f1"],
+                    help="the measure TROT optimises in the adaptive and batch runs (TREC 2002 "
+                         "submitted a run per measure); other than t11su the runs are named with it")
+    ap.add_argument("--no-peer", action="store_true", help="skip the peer (it has no threshold)")
     ap.add_argument("--seeds", default="0",
                     help="comma-separated pseudolabel seeds; several: means over them (see above)")
     ap.add_argument("--merge", action="store_true",
@@ -100,15 +106,18 @@ def main() -> None:
         for update in ("every", "never"):
             t0 = time.perf_counter()
             rs = [replay(corpus, ReplayConfig(model=model, update=update, model_params=params, seed=seed,
-                                              vectorizer=vectorizer))
+                                              vectorizer=vectorizer, measure=args.measure))
                   for seed in seeds]
             tag = "".join(f",{k}={v}" for k, v in params.items()) + vtag
+            if args.measure != "t11su":
+                tag += f",measure={args.measure}"
             record(f"{model}/update={update}{tag}", [r.metrics for r in rs], time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    rs = [replay(corpus, ReplayConfig(model="rocchio", seed=seed, vectorizer=vectorizer),
-                 filterer_factory=lambda bank, vec, X: OnlineLogisticPeer(bank, vec, X))
-          for seed in seeds]
-    record(f"peer:online-logreg{vtag}", [r.metrics for r in rs], time.perf_counter() - t0)
+    if not args.no_peer:
+        t0 = time.perf_counter()
+        rs = [replay(corpus, ReplayConfig(model="rocchio", seed=seed, vectorizer=vectorizer),
+                     filterer_factory=lambda bank, vec, X: OnlineLogisticPeer(bank, vec, X))
+              for seed in seeds]
+        record(f"peer:online-logreg{vtag}", [r.metrics for r in rs], time.perf_counter() - t0)
     if not args.no_full:
         for model in ("knn", "rocchio"):
             t0 = time.perf_counter()
