@@ -44,6 +44,7 @@ import argparse
 import asyncio
 import gzip
 import resource
+import shutil
 import statistics
 import struct
 import sys
@@ -286,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if broker is not None:
             broker.stop()
+            shutil.rmtree(broker.data, ignore_errors=True)
     result: dict[str, Any] = {
         "benchmark": "copy_cost",
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

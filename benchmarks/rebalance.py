@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -450,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
             w.kill() if w is w3 else w.stop()
         if broker is not None:
             broker.stop()
+            shutil.rmtree(broker.data, ignore_errors=True)  # gigabytes of log segments
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -387,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         worker.stop()
         if broker is not None:
             broker.stop()
+            shutil.rmtree(broker.data, ignore_errors=True)  # gigabytes of log segments
     return 0
 
 

@@ -37,6 +37,7 @@ import argparse
 import gzip
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -703,6 +704,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if broker is not None:
             broker.stop()
+            # its log segments: gigabytes a run (the documents, copies and decisions)
+            shutil.rmtree(broker.data, ignore_errors=True)
         if CAP is not None:
             CAP.close()
     write_json(args.out, result)
