@@ -14,14 +14,16 @@ lower bound of what a copy costs two workers.
 
 Two payloads:
 
-- ``weights``: what the workers send, :func:`sift.agents.service.encode_vector_batch`
-  (float64 weights, int32 columns: 12 bytes a non-zero), decoded by
-  :func:`read_vector_batch`;
-- ``counts``: the alternative looked at in the nineteenth session, the documents' term
-  counts (uint8, or uint16 when a count exceeds 255) and columns, 5 bytes a non-zero,
-  re-weighted on receipt by the vectorizer's own arithmetic (log-TF, the corpus weights,
-  the length normalisation); the benchmark checks that the re-weighted vectors equal the
-  router's bit for bit.
+- ``weights``: format 2 of :func:`sift.agents.service.encode_vector_batch`, what the
+  workers sent until the twentieth session (float64 weights, int32 columns: 12 bytes a
+  non-zero);
+- ``counts``: format 3, what they send now, the documents' term counts (uint8, or wider
+  when a count needs it) and columns, 5 bytes a non-zero, weighed on receipt by the
+  receiver's vectorizer (:meth:`Vectorizer.weigh`); the benchmark checks that the
+  vectors come back equal to the router's bit for bit.
+
+Both are cut and encoded by :meth:`Service.copies`, as the router does, and decoded by
+:func:`read_vector_batch`, as the receiver does.
 
 ``encode_us`` and ``decode_us`` are the same steps without the broker (the payloads
 encoded, and decoded and stored, in memory), so ``transport`` = total - those.
@@ -46,7 +48,6 @@ import gzip
 import resource
 import shutil
 import statistics
-import struct
 import sys
 import tempfile
 import time
@@ -67,10 +68,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 from sift.agents.app import MAX_STATE_BYTES, PRODUCER_BATCH_BYTES  # noqa: E402
 from sift.agents.service import (  # noqa: E402
     DocumentStore,
+    Service,
     TrainingSet,
-    chunks,
     default_corpus,
-    encode_vector_batch,
     read_vector_batch,
 )
 from sift.devbroker import DevBroker, bootstrap_servers, free_port  # noqa: E402
@@ -79,65 +79,11 @@ OUT = ROOT / "benchmarks" / "results" / "copy_cost.json"
 #: documents a routing step vectorizes at once (a worker's step is up to
 #: SIFT_BATCH_BYTES of messages; about 500 documents of 100 a message here)
 STEP = 500
-COUNTS_MAGIC = b"SIFTCC\x01\x00"
-_LEN = struct.Struct("<I")
 
 
 def cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
-
-
-# ----------------------------------------------------------------------------- payloads
-def encode_counts(ids: list[str], C: sp.csr_matrix) -> bytes:
-    """Term counts and columns (``C`` as the vectorizer counts them: columns sorted)."""
-    counts = C.data
-    dtype = "<u1" if counts.size == 0 or counts.max() < 256 else "<u2"
-    head = orjson.dumps({"ids": ids, "shape": list(C.shape), "nnz": int(C.nnz), "dtype": dtype})
-    head += b" " * ((-(len(COUNTS_MAGIC) + _LEN.size + len(head))) % 8)
-    return b"".join((COUNTS_MAGIC, _LEN.pack(len(head)), head,
-                     np.asarray(C.indptr, dtype="<i8").tobytes(),
-                     np.asarray(C.indices, dtype="<i4").tobytes(),
-                     counts.astype(dtype).tobytes()))
-
-
-def decode_counts(data: bytes, weigh: Callable[[sp.csr_matrix], sp.csr_matrix]
-                  ) -> tuple[list[str], sp.csr_matrix]:
-    k = len(COUNTS_MAGIC)
-    if data[:k] != COUNTS_MAGIC:
-        raise ValueError("not a counts payload")
-    (hlen,) = _LEN.unpack_from(data, k)
-    body = k + _LEN.size + hlen
-    head = orjson.loads(data[k + _LEN.size:body])
-    n, m = head["shape"]
-    nnz = head["nnz"]
-    indptr = np.frombuffer(data, dtype="<i8", count=n + 1, offset=body)
-    indices = np.frombuffer(data, dtype="<i4", count=nnz, offset=body + 8 * (n + 1))
-    counts = np.frombuffer(data, dtype=head["dtype"], count=nnz,
-                           offset=body + 8 * (n + 1) + 4 * nnz)
-    C = sp.csr_matrix((counts.astype(np.float64), indices, indptr), shape=(n, m))
-    return head["ids"], weigh(C)
-
-
-def weigher(training: TrainingSet) -> Callable[[sp.csr_matrix], sp.csr_matrix]:
-    """The vectorizer's weighting of counts, the steps of ``Vectorizer.transform`` after
-    counting, in the same order (checked bit for bit against it below)."""
-    vec = training.vectorizer
-    if vec.tf != "log" or not vec.normalize:
-        raise SystemExit("copy_cost: written for log-TF with length normalisation")
-    weights = vec.feature_weights()
-
-    def weigh(C: sp.csr_matrix) -> sp.csr_matrix:
-        rows = np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))
-        np.log(C.data, out=C.data)
-        C.data += 1.0
-        C.data *= weights[C.indices]
-        norms = np.sqrt(np.bincount(rows, weights=C.data**2, minlength=C.shape[0]))
-        norms[norms == 0] = 1.0
-        C.data /= norms[rows]
-        return C
-
-    return weigh
 
 
 # ----------------------------------------------------------------------------- the rounds
@@ -238,35 +184,33 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--documents must be >= {STEP} and --rounds >= 1, "
                 f"got {args.documents} and {args.rounds}")
     print("vectorizing", flush=True)
-    training = TrainingSet.load(default_corpus())
-    vec = training.vectorizer
-    weigh = weigher(training)
+    service = Service(TrainingSet.load(default_corpus()))
+    vec = service.vectorizer
     docs = texts(args.documents)
-    steps = []  # (ids, X, C): each routing step's vectors and counts, cut as the router cuts
+    # each routing step's copies for one other shard, cut and encoded as the router does
+    # (Service.copies): of the weights (the earlier format) and of the term counts
+    routed: list[sp.csr_matrix] = []
+    encode_s = {"weights": 0.0, "counts": 0.0}
+    payloads: dict[str, list[bytes]] = {"weights": [], "counts": []}
     for a in range(0, len(docs), STEP):
         part = docs[a:a + STEP]
         ids = [f"d{a + i}" for i in range(len(part))]
-        X = vec.transform(part)
-        C, _ = vec._count(part)
-        for (cids, cX) in chunks(ids, X):
-            lo, hi = ids.index(cids[0]), ids.index(cids[-1]) + 1
-            steps.append((cids, cX, C[lo:hi]))
-    n_docs = sum(len(s[0]) for s in steps)
-    # the counts payload gives the router's vectors back bit for bit
-    for cids, cX, cC in steps:
-        _, back = decode_counts(encode_counts(cids, cC), weigh)
-        if not (np.array_equal(back.indptr, cX.indptr) and np.array_equal(back.indices, cX.indices)
-                and np.array_equal(back.data, cX.data)):
-            raise SystemExit("copy_cost: re-weighted counts differ from the router's vectors")
-    c0 = cpu()
-    weights_payloads = [encode_vector_batch(cids, cX, shards=[1]) for cids, cX, _ in steps]
-    weights_encode = cpu() - c0
-    c0 = cpu()
-    counts_payloads = [encode_counts(cids, cC) for cids, _, cC in steps]
-    counts_encode = cpu() - c0
+        X, counts = vec.transform_counts(part)
+        routed.append(X)
+        for name, c in (("weights", None), ("counts", counts)):
+            c0 = cpu()
+            payloads[name] += [p for _, p in service.copies(ids, X, c, [1])]
+            encode_s[name] += cpu() - c0
+    n_docs = len(docs)
+    # the counts come back as the router's vectors, bit for bit
+    back = sp.vstack([read_vector_batch(p, vec)[1] for p in payloads["counts"]], format="csr")
+    want = sp.vstack(routed, format="csr")
+    if not (np.array_equal(back.indptr, want.indptr) and np.array_equal(back.indices, want.indices)
+            and np.array_equal(back.data, want.data)):
+        raise SystemExit("copy_cost: re-weighed counts differ from the router's vectors")
     formats: dict[str, tuple[list[bytes], Callable[[bytes], Any], float]] = {
-        "weights": (weights_payloads, lambda b: read_vector_batch(b)[:2], weights_encode),
-        "counts": (counts_payloads, lambda b: decode_counts(b, weigh), counts_encode)}
+        name: (payloads[name], lambda b: read_vector_batch(b, vec)[:2], encode_s[name])
+        for name in ("weights", "counts")}
     broker = None
     if args.broker:
         bootstrap = bootstrap_servers(args.broker)
@@ -280,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     rounds: dict[str, list[dict[str, float]]] = {k: [] for k in formats}
     try:
         for r in range(args.rounds):
-            for name, (payloads, decode, encode_s) in formats.items():
-                got = one_round(bootstrap, name, payloads, n_docs, decode, encode_s)
+            for name, (sent, decode, encoding_s) in formats.items():
+                got = one_round(bootstrap, name, sent, n_docs, decode, encoding_s)
                 rounds[name].append(got)
                 print(f"round {r + 1} {name}: {got}", flush=True)
     finally:
@@ -295,14 +239,14 @@ def main(argv: list[str] | None = None) -> int:
                                                                 else argv),
         "machine": {"cpus": os.cpu_count(), "load": list(os.getloadavg())},
         "documents": n_docs,
-        "payloads": len(steps),
-        "nonzeros_per_document": round(sum(s[1].nnz for s in steps) / n_docs, 1),
+        "payloads": {name: len(p) for name, p in payloads.items()},
+        "nonzeros_per_document": round(sum(X.nnz for X in routed) / n_docs, 1),
         "formats": {},
     }
-    for name, (payloads, _, _) in formats.items():
+    for name, (sent, _, _) in formats.items():
         keys = rounds[name][0].keys()
         result["formats"][name] = {
-            "bytes_per_document": round(sum(map(len, payloads)) / n_docs, 1),
+            "bytes_per_document": round(sum(map(len, sent)) / n_docs, 1),
             "rounds": rounds[name],
             **{f"median_{k}": round(statistics.median(x[k] for x in rounds[name]), 3)
                for k in keys}}
