@@ -481,25 +481,28 @@ def fresh_run(base: Settings, corpus: Corpus, partitions: int,
 
 
 def scale_out(base: Settings, corpus: Corpus, n_prof: int, n_docs: int,
-              partitions: int, repeat: int = 1) -> dict[str, Any]:
+              partitions: int, repeat: int = 1, per_message: int = 100) -> dict[str, Any]:
     """One worker against two on fresh topics with ``partitions`` partitions and ``n_prof``
-    profiles, ``n_docs`` documents 100 a message: started together on a backlog (the
+    profiles, ``n_docs`` documents ``per_message`` a message (100, or 1 where Faust's
+    per-message work is the wall): started together on a backlog (the
     start-up rebalance inside the window), then steady (workers up, assigned and warm
     before the documents are produced), ``repeat`` pairs of steady phases (medians of
     their ratios in ``steady_repeats``). ``broker_cpu_seconds``: the local broker's CPU
     over each steady phase, to see whether the machine had a core left."""
     settings, tmp = fresh_run(base, corpus, partitions)
-    print(f"[1 vs 2 workers, {partitions} partitions, {n_prof} profiles, {n_docs:,} documents]",
-          flush=True)
+    print(f"[1 vs 2 workers, {partitions} partitions, {n_prof} profiles, {n_docs:,} documents, "
+          f"{per_message} a message]", flush=True)
     workers = start_workers(settings, 2, tmp)
     try:
         add_profiles(settings, corpus, workers, n_prof)
     finally:
         for w in workers:
             w.stop()
-    out: dict[str, Any] = {"documents": n_docs, "backlog": {}, "steady": {}}
+    out: dict[str, Any] = {"documents": n_docs, "documents_per_message": per_message,
+                           "backlog": {}, "steady": {}}
     for n in (1, 2):
-        out["backlog"][f"{n}_workers"] = throughput(settings, corpus, n, n_docs, 100, tmp, n_prof)
+        out["backlog"][f"{n}_workers"] = throughput(settings, corpus, n, n_docs, per_message,
+                                                    tmp, n_prof)
         print(f"  backlog, {n} worker(s): {out['backlog'][f'{n}_workers']}", flush=True)
     pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for _ in range(repeat):  # one worker, then two, then (with --repeat) again
@@ -507,7 +510,7 @@ def scale_out(base: Settings, corpus: Corpus, n_prof: int, n_docs: int,
         for n in (1, 2):
             b0 = broker_cpu()
             w0 = time.monotonic()
-            r = steady_throughput(settings, corpus, n, n_docs, 100, tmp, n_prof)
+            r = steady_throughput(settings, corpus, n, n_docs, per_message, tmp, n_prof)
             if BROKER_PID:
                 r["broker_cpu_seconds_whole_phase"] = round(broker_cpu() - b0, 2)
                 r["phase_seconds"] = round(time.monotonic() - w0, 1)
@@ -595,6 +598,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "worker_cores_cap": CAP.cores if CAP is not None else None,
         "documents": "Reuters-21578 test texts, ~760 characters, cycled",
         "partitions": args.partitions, "runs": {},
+        # the workers' settings that change what is measured (SIFT_* in this environment)
+        "settings": {"journal": base.journal, "score_here": base.score_here},
     }
     for n_prof in [] if args.only_two_workers else args.profiles:
         settings, run_dir = fresh_run(base, corpus, args.partitions)
@@ -639,12 +644,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["runs"][f"{n_prof}_profiles"] = r
     if not args.skip_two_workers:
         result["two_workers"] = {}
-        for n_prof, n_docs in args.two_workers:
-            key = f"{n_prof}_profiles"
+        for n_prof, n_docs, *rest in args.two_workers:
+            per_message = rest[0] if rest else 100
+            key = f"{n_prof}_profiles" + ("" if per_message == 100 else f"_{per_message}_per_message")
             runs = sum(k.split("#")[0] == key for k in result["two_workers"])
             # a profile count given again is measured again: "100_profiles#2", ...
             result["two_workers"][key if not runs else f"{key}#{runs + 1}"] = scale_out(
-                base, corpus, n_prof, n_docs, args.partitions, args.repeat)
+                base, corpus, n_prof, n_docs, args.partitions, args.repeat, per_message)
     result["machine"]["load_at_end"] = load()
     return result
 
@@ -665,9 +671,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="run the 1-vs-2-worker phases (--two-workers) alone")
     p.add_argument("--two-workers", type=lambda s: [tuple(int(v) for v in x.split(":"))
                                                     for x in s.split(",")],
-                   default=None, metavar="PROFILES:DOCUMENTS,...",
-                   help="1 vs 2 workers at these profile counts with this many documents "
-                        "(100 a message); default: the first --profiles with --batched")
+                   default=None, metavar="PROFILES:DOCUMENTS[:PER_MESSAGE],...",
+                   help="1 vs 2 workers at these profile counts with this many documents, "
+                        "PER_MESSAGE a message (default 100; 1: one document a message); "
+                        "default: the first --profiles with --batched")
     p.add_argument("--repeat", type=int, default=1,
                    help="pairs of steady phases (one worker, then two) per --two-workers "
                         "entry; with more than one, the medians of their ratios")
@@ -685,8 +692,9 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--worker-cores: {exc}")
     if args.two_workers is None:
         args.two_workers = [(args.profiles[0], args.batched)]
-    if any(len(t) != 2 or min(t) < 1 for t in args.two_workers):
-        p.error(f"--two-workers: expected PROFILES:DOCUMENTS,..., got {args.two_workers}")
+    if any(len(t) not in (2, 3) or min(t) < 1 for t in args.two_workers):
+        p.error("--two-workers: expected PROFILES:DOCUMENTS[:PER_MESSAGE],..., "
+                f"got {args.two_workers}")
     broker = None
     if args.broker:
         args.broker_url = args.broker
