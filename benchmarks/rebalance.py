@@ -62,6 +62,7 @@ from sift.agents.harness import (  # noqa: E402
     HarnessError,
     WorkerProcess,
     read_all,
+    recovered_profiles,
     send_all,
     total,
     wait_for,
@@ -70,7 +71,6 @@ from sift.agents.service import (  # noqa: E402
     InputMessage,
     Service,
     TrainingSet,
-    decode_profile_record,
     shard_of,
 )
 from sift.devbroker import DevBroker, free_port  # noqa: E402
@@ -391,13 +391,10 @@ def main(argv: list[str] | None = None) -> int:
         got = [(str(d["doc_id"]), str(d["profile"]), round(float(d["score"]), 9))
                for d in decisions if d["profile"] in fixed]
         keys = Counter((d, p) for d, p, _ in got)
-        latest: dict[str, bytes] = {}
-        for key, value, _, _ in read_all(settings, f"{settings.app_id}-profile_to_state"
-                                         "-changelog", idle=1.5):
-            latest[(key or b"").decode()] = value
+        recovered = recovered_profiles(settings, ref)  # the state and journal changelogs
         judged_ok = {}
         for name in learn:
-            entry = decode_profile_record(latest[name], ref.weights, name)
+            entry = recovered[name]
             want = {str(j["id"]) for j in judgments if j["profile"] == name}
             judged_ok[name] = {"sent": len(want), "keys_equal": set(entry.judged) == want,
                                "n_judged": entry.profile.n_judged_}

@@ -55,6 +55,10 @@ class Settings:
     #: the fixes of docs/streaming.md finding 15 (none in 33 of 35 runs since, the other
     #: two re-scored only); false sends every shard's copy through the shard topic.
     score_here: bool = True
+    #: Append each batch of judgments to the profile's journal (a second table) and
+    #: rewrite the profile's whole state record only when the journal is full, instead
+    #: of after every batch (``sift.agents.journal``); false: a record per batch.
+    journal: bool = True
     #: Hand each consumed message to its stream without Faust's four-task race when the
     #: stream's buffer has room (see ``sift.agents.app.deliver_first``); process-wide.
     direct_delivery: bool = True

@@ -87,6 +87,8 @@ STATS_INTERVAL = 0.25
 TAIL_CHECK_INTERVAL = 2.0
 TAIL_STALL_S = 10.0
 TABLE = "profile_to_state"
+#: The profiles' judgment journals (sift.agents.journal), co-partitioned with TABLE.
+JOURNAL_TABLE = "profile_to_journal"
 
 
 def faust_credentials(settings: Settings) -> Any:
@@ -672,6 +674,14 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                                                "segment.bytes": str(CHANGELOG_SEGMENT_BYTES)},
     ))
     table = TableView(profile_to_state)
+    if settings.journal:
+        profile_to_journal = app.tables.add(ShardedTable(
+            app, name=JOURNAL_TABLE, beacon=app.tables.beacon, partitions=P, key_type=bytes,
+            value_type=bytes, extra_topic_configs={
+                "max.message.bytes": str(MAX_STATE_BYTES),
+                "segment.bytes": str(CHANGELOG_SEGMENT_BYTES)},
+        ))
+        service.journal = TableView(profile_to_journal)
     worker = Worker(app, service, settings,
                     {"documents": documents_topic, "judgments": judgments_topic,
                      "profiles": profiles_topic, "decisions": decisions_topic,
@@ -1072,6 +1082,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         """The batch's table writes on the broker before the batch is acknowledged."""
         try:
             await table.settle()
+            if isinstance(service.journal, TableView):
+                await service.journal.settle()
         except Exception as exc:  # e.g. a record over max.message.bytes: say so, go on
             service.stats["state_write_failed"] += 1
             log.error("a profile state write did not reach the changelog (%s: %s); the "

@@ -164,6 +164,42 @@ def read_all(settings: Settings, topic: str, *, idle: float = 2.0,
     return out
 
 
+def changelog_tables(settings: Settings, *, idle: float = 1.5
+                     ) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The profile state table and the judgment journal table as their changelog topics
+    hold them now (the last value of each key; a deleted key left out)."""
+    from sift.agents.app import JOURNAL_TABLE, TABLE
+    from sift.agents.service import shard_of
+
+    out: tuple[dict[str, bytes], dict[str, bytes]] = ({}, {})
+    for name_of_table, latest in zip((TABLE, JOURNAL_TABLE), out, strict=True):
+        for key, value, partition, _ in read_all(
+                settings, f"{settings.app_id}-{name_of_table}-changelog", idle=idle):
+            name = (key or b"").decode()
+            if partition != shard_of(name, settings.partitions):
+                raise HarnessError(f"{name_of_table}: {name!r} on partition {partition}, "
+                                   "not its shard")
+            if value:
+                latest[name] = value
+            else:
+                latest.pop(name, None)
+    return out
+
+
+def recovered_profiles(settings: Settings, service: Any, *, idle: float = 1.5) -> dict[str, Any]:
+    """The profiles a worker recovering now would hold: the changelogs read back
+    (:func:`changelog_tables`) by a fresh ``Service`` on ``service``'s training set.
+    Raises :class:`HarnessError` if a record or journal cannot be used."""
+    from sift.agents.service import Service
+
+    records, journals = changelog_tables(settings, idle=idle)
+    fresh = Service(service.training, n_shards=settings.partitions, journal=journals)
+    out = {name: fresh.entry(name, records) for name in records}
+    if fresh.stats["bad_state"] or fresh.stats["bad_journal"]:
+        raise HarnessError(f"unusable changelog values: {dict(fresh.stats)}")
+    return out
+
+
 def send_all(settings: Settings, topic: str,
              messages: Iterable[tuple[bytes | None, bytes]]) -> int:
     """Send (key, value) pairs and flush; the count sent."""

@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import math
 import operator
 import struct
 import sys
 import time
+import uuid
 import zlib
 from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Iterator, MutableMapping, Sequence
@@ -50,6 +52,15 @@ import orjson
 import scipy.sparse as sp
 from aiokafka.partitioner import murmur2
 
+from sift.agents.journal import (
+    JournalError,
+    after,
+    append,
+    decode_journal,
+    encode_batch,
+    encode_journal,
+    journal_full,
+)
 from sift.errors import SiftError
 from sift.filters.bank import ProfileBank
 from sift.filters.errors import FilterError
@@ -463,6 +474,15 @@ class ProfileEntry:
     spec: ProfileSpec
     profile: Profile
     judged: dict[str, None] = field(default_factory=dict)
+    #: The journal (see :mod:`sift.agents.journal`): the id of this profile's life, the
+    #: batches of judgments learned in it, and how many of them the state record holds
+    epoch: str = ""
+    seq: int = 0
+    record_seq: int = 0
+    record_bytes: int = 0
+    #: the journal's batches after the state record, and its bytes
+    journal_batches: int = 0
+    journal_bytes: int = 0
 
     def remember(self, key: str) -> None:
         self.judged[key] = None
@@ -477,7 +497,7 @@ def encode_profile_record(entry: ProfileEntry, *, compress: bool = False) -> byt
     more than learning the judgment; the changelog allows 16 MiB, so it is off.
     """
     obj = {"format": RECORD_FORMAT, "spec": entry.spec.to_obj(), "state": entry.profile.to_state(),
-           "judged": list(entry.judged)}
+           "judged": list(entry.judged), "journal": {"epoch": entry.epoch, "seq": entry.seq}}
     raw = orjson.dumps(obj)
     return zlib.compress(raw, 1) if compress else raw
 
@@ -499,6 +519,11 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
         if name is not None and (spec.profile != name or profile.name != name):
             raise ServiceError(f"record under {name!r} is for profile {spec.profile!r} "
                                f"(state {profile.name!r})")
+        journal = obj.get("journal", {"epoch": "", "seq": 0})  # none before the 21st session
+        epoch, seq = journal["epoch"], journal["seq"]
+        if (not isinstance(epoch, str) or isinstance(seq, bool) or not isinstance(seq, int)
+                or seq < 0):
+            raise ServiceError(f"bad journal position in the record: {journal!r}")
     except ServiceError:
         raise
     except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, AttributeError,
@@ -507,7 +532,8 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
         # core's own checks let through (e.g. a 2**64 column count): still this record's
         # fault, so only this profile is skipped.
         raise ServiceError(f"bad profile record: {type(exc).__name__}: {exc}") from None
-    return ProfileEntry(spec, profile, judged)
+    return ProfileEntry(spec, profile, judged, epoch=epoch, seq=seq, record_seq=seq,
+                        record_bytes=len(data))
 
 
 # ----------------------------------------------------------------------------- training set
@@ -613,6 +639,12 @@ class Service:
         together (one re-threshold) under the ``"every"`` policy. The final
         model and threshold are those of applying them one by one; only the
         intermediate thresholds, which no document sees, are skipped.
+    journal
+        The table of the profiles' judgment journals (:mod:`sift.agents.journal`),
+        co-partitioned with the profiles' table: a batch of judgments is appended there
+        and the profile's state record rewritten only when the journal is full. None:
+        the state record is rewritten after every batch (as before the twenty-first
+        session). The app sets it; ``SIFT_JOURNAL=false`` leaves it None.
     """
 
     def __init__(
@@ -626,6 +658,7 @@ class Service:
         coalesce_judgments: bool = True,
         judgments_topic: str = "judgments",
         profiles_topic: str = "profiles",
+        journal: MutableMapping[str, bytes] | None = None,
     ) -> None:
         if n_shards < 1:
             raise ServiceError(f"n_shards must be >= 1, got {n_shards}")
@@ -642,7 +675,9 @@ class Service:
         self.stats: Counter[str] = Counter()
         self.scored: Counter[str] = Counter()  # documents scored, per profile
         self._shard_cache: dict[str, int] = {}
+        self.journal = journal
         self._raw: dict[str, bytes] = {}
+        self._jraw: dict[str, bytes | None] = {}  # the journal value each entry includes
         self._entries: dict[str, ProfileEntry] = {}
         self._banks: dict[int, ProfileBank] = {}
         self._joint: tuple[list[Profile], ProfileBank] | None = None  # see _joint_bank
@@ -856,19 +891,21 @@ class Service:
         for name in bank.names:
             if name not in keep:
                 bank.remove(name)
-                self._raw.pop(name, None)
-                self._entries.pop(name, None)
+                self._forget(name)
+        journal = self.journal
         for name in present:
             raw = table.get(name)
             if raw is None:
                 continue
-            if self._raw.get(name) is raw and name in bank:
+            jraw = None if journal is None else journal.get(name)
+            if self._raw.get(name) is raw and self._jraw.get(name) is jraw and name in bank:
                 continue
-            entry = self._decode(name, raw)
+            entry = self._decode(name, raw, jraw)
             if entry is None:
                 continue
             bank.add(entry.profile)
             self._raw[name] = raw
+            self._jraw[name] = jraw
             self._entries[name] = entry
         return bank
 
@@ -1016,16 +1053,18 @@ class Service:
         raw = table.get(name)
         if raw is None:
             return None
-        if self._raw.get(name) is raw and name in self._entries:
+        jraw = None if self.journal is None else self.journal.get(name)
+        if self._raw.get(name) is raw and self._jraw.get(name) is jraw and name in self._entries:
             return self._entries[name]
-        entry = self._decode(name, raw)
+        entry = self._decode(name, raw, jraw)
         if entry is None:
             return None
-        self._put(name, raw, entry)
+        self._put(name, raw, entry, jraw)
         return entry
 
-    def _decode(self, name: str, raw: bytes) -> ProfileEntry | None:
-        """Decode a table value; a bad one is logged and counted once (per value)."""
+    def _decode(self, name: str, raw: bytes, jraw: bytes | None = None) -> ProfileEntry | None:
+        """Decode a table value and learn its journal's batches after it; a bad record is
+        logged and counted once (per value), a bad journal too (the record alone is used)."""
         if self._bad.get(name) is raw:
             return None
         try:
@@ -1037,25 +1076,102 @@ class Service:
             log.warning("profile %r: unusable state record, profile skipped: %s", name, str(exc))
             return None
         self._bad.pop(name, None)
+        if jraw is not None and entry.epoch:
+            self._replay(name, entry, jraw)
         return entry
 
-    def _put(self, name: str, raw: bytes, entry: ProfileEntry) -> None:
+    def _replay(self, name: str, entry: ProfileEntry, jraw: bytes) -> None:
+        """Learn the journal's batches that follow the state record, as they were learned."""
+        try:
+            epoch, batches = decode_journal(jraw, name, self.vectorizer.n_features)
+            if epoch != entry.epoch:
+                return  # the journal of an earlier profile of this name: nothing of ours
+            todo = after(batches, entry.seq)
+            if not todo:
+                return
+            # the batches' learn_many calls in one step (Profile.relearn): the state they
+            # leave, with one re-threshold instead of one a batch
+            entry.profile.relearn([call for b in todo
+                                   for call in learn_calls(b.X, b.relevant, b.coalesce)])
+            for b in todo:
+                for key in b.keys:
+                    entry.remember(key)
+            entry.seq = todo[-1].seq
+            entry.journal_batches = len(todo)
+            entry.journal_bytes = len(jraw)  # appends go on from this value
+            self.stats["journal_replayed"] += len(todo)
+        except (JournalError, FilterError, ValueError) as exc:
+            # judgments after the record are lost for this profile (logged, counted)
+            self.stats["bad_journal"] += 1
+            log.warning("profile %r: unusable judgment journal, state record at batch %d "
+                        "used (%d batches learned again): %s", name, entry.record_seq,
+                        entry.seq - entry.record_seq, str(exc))
+
+
+    def _put(self, name: str, raw: bytes, entry: ProfileEntry, jraw: bytes | None) -> None:
         self._raw[name] = raw
+        self._jraw[name] = jraw
         self._entries[name] = entry
         bank = self._banks.setdefault(self.shard(name), ProfileBank())
         bank.add(entry.profile)
 
+    def _forget(self, name: str) -> None:
+        self._raw.pop(name, None)
+        self._jraw.pop(name, None)
+        self._entries.pop(name, None)
+
     def _write(self, name: str, entry: ProfileEntry, table: MutableMapping[str, bytes]) -> None:
+        """Write the profile's whole state record (its journal starts again after it)."""
+        entry.record_seq = entry.seq
+        entry.journal_batches = entry.journal_bytes = 0
         raw = encode_profile_record(entry)
+        entry.record_bytes = len(raw)
         table[name] = raw
-        self._put(name, raw, entry)
+        # the journal value stays (its batches are all in the record now) until the next
+        # append replaces it: deleting it here could land without the record
+        jraw = None if self.journal is None else self.journal.get(name)
+        self._put(name, raw, entry, jraw)
+        self.stats["state_records"] += 1
         self.stats["state_bytes_max"] = max(self.stats["state_bytes_max"], len(raw))
+
+    def _save_batch(self, name: str, entry: ProfileEntry, table: MutableMapping[str, bytes],
+                    X: sp.csr_matrix, relevant: list[bool], keys: list[str]) -> None:
+        """After a learned batch: append it to the journal, or write the state record when
+        the journal is off, full, or the record predates journals."""
+        entry.seq += 1
+        journal = self.journal
+        if journal is None or not entry.epoch:
+            if journal is not None:
+                entry.epoch = uuid.uuid4().hex  # a record from before journals: start one
+            self._write(name, entry, table)
+            return
+        piece = encode_batch(entry.seq, X, relevant, keys, self.coalesce_judgments)
+        if journal_full(entry.journal_batches, entry.journal_bytes, len(piece),
+                        entry.record_bytes):
+            self._write(name, entry, table)
+            return
+        last = self._jraw.get(name)
+        p = entry.profile
+        latest = {"threshold": None if math.isinf(p.threshold_) else p.threshold_,
+                  "model_version": p.version_, "n_judged": p.n_judged_}
+        # the journal value goes on from the batches after the record (the value this
+        # worker wrote or learned last), or starts again
+        jraw = (append(last, piece, name, entry.epoch, latest)
+                if entry.journal_batches and last is not None
+                else encode_journal(name, entry.epoch, [piece], latest))
+        entry.journal_batches += 1
+        entry.journal_bytes = len(jraw)
+        journal[name] = jraw
+        self._jraw[name] = jraw
+        self.stats["journal_appends"] += 1
+        self.stats["journal_bytes_max"] = max(self.stats["journal_bytes_max"], len(jraw))
 
     def _drop(self, name: str, table: MutableMapping[str, bytes]) -> None:
         if name in table:
             del table[name]
-        self._raw.pop(name, None)
-        self._entries.pop(name, None)
+        if self.journal is not None and name in self.journal:
+            del self.journal[name]
+        self._forget(name)
         bank = self._banks.get(self.shard(name))
         if bank is not None:
             bank.remove(name)
@@ -1120,7 +1236,8 @@ class Service:
                 self._dead(out.dead_letters, msg, RecordError("bad_params", f"profile "
                                                               f"{spec.profile!r}: {exc}"))
                 continue
-            self._write(spec.profile, ProfileEntry(spec, profile), table)
+            # a new epoch: a journal left by an earlier profile of this name is not ours
+            self._write(spec.profile, ProfileEntry(spec, profile, epoch=uuid.uuid4().hex), table)
             self.stats["profiles_created"] += 1
             out.changed.append(spec.profile)
         return out
@@ -1168,11 +1285,13 @@ class Service:
             batches.setdefault(j.profile, []).append((j, x))
         for name, items in batches.items():
             entry = self._entries[name]
-            learn_batch(entry.profile, stack_row_refs([x for _, x in items]),
-                        [j.relevant for j, _ in items], coalesce=self.coalesce_judgments)
+            X = stack_row_refs([x for _, x in items])
+            X.sort_indices()  # as the journal stores them: relearning sums in this order
+            relevant = [j.relevant for j, _ in items]
+            learn_batch(entry.profile, X, relevant, coalesce=self.coalesce_judgments)
             for j, _ in items:
                 entry.remember(j.key)
-            self._write(name, entry, table)
+            self._save_batch(name, entry, table, X, relevant, [j.key for j, _ in items])
             self.stats["judgments"] += len(items)
             out.changed.append(name)
         return out
@@ -1194,8 +1313,14 @@ def learn_batch(profile: Profile, X: sp.csr_matrix, relevant: Sequence[bool], *,
     """
     if X.shape[0] != len(relevant):
         raise ValueError(f"learn_batch: {X.shape[0]} rows but {len(relevant)} labels")
-    if coalesce and len(relevant) > 1:
-        profile.learn_many(X, list(relevant))
-        return
-    for i, rel in enumerate(relevant):
-        profile.learn_one(X[i], rel)
+    for rows, labels in learn_calls(X, relevant, coalesce):
+        profile.learn_many(rows, labels)
+
+
+def learn_calls(X: sp.csr_matrix, relevant: Sequence[bool], coalesce: bool
+                ) -> list[tuple[sp.csr_matrix, list[bool]]]:
+    """The :meth:`Profile.learn_many` calls :func:`learn_batch` makes for a batch (one for
+    the batch, or one a row: ``learn_one`` is ``learn_many`` of the row)."""
+    if len(relevant) == 1 or (coalesce and len(relevant) > 1):
+        return [(X, [bool(r) for r in relevant])]
+    return [(X[i], [bool(rel)]) for i, rel in enumerate(relevant)]

@@ -33,6 +33,7 @@ Examples
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -511,6 +512,50 @@ class Profile:
         waiting = self.n_pending_
         if waiting >= every:
             self._apply(waiting - waiting % every)
+
+    def relearn(self, calls: Sequence[tuple[sp.csr_matrix, ArrayLike]]) -> None:
+        """Learn a recorded sequence of :meth:`learn_many` calls (rows and labels, weights
+        1) in one step, with one re-threshold: exactly the state the calls leave, model
+        version included.
+
+        :meth:`learn_many`'s result does not depend on how judgments are cut into calls
+        (the same sums, examples, pending buffer and threshold), only the model version
+        does: it counts the calls that applied judgments. So the rows are learned as one
+        call and the version set to what the calls would have counted. The streaming
+        service re-learns a profile's judgment journal this way on recovery.
+
+        Examples
+        --------
+        >>> import numpy as np, scipy.sparse as sp
+        >>> X = sp.csr_matrix(np.eye(4)[:3] * 0.9 + 0.1)
+        >>> a, b = Profile("p", update="every"), Profile("p", update="every")
+        >>> for p in (a, b):
+        ...     p.fit(X[:1], X, positives=[0])
+        >>> a.learn_many(X[1:2], [True]); a.learn_many(X[2:], [False])
+        >>> b.relearn([(X[1:2], [True]), (X[2:], [False])])
+        >>> (a.threshold_, a.version_) == (b.threshold_, b.version_)
+        True
+        """
+        self._check_fitted()
+        if not calls:
+            return
+        labels = [np.asarray(rel, dtype=bool).ravel() for _, rel in calls]
+        for (X, _), rel in zip(calls, labels, strict=True):
+            if X.ndim != 2 or X.shape[0] != rel.size:
+                raise FilterError(f"relearn: a call of {X.shape} rows and {rel.size} labels")
+        applies = 0  # the calls that would have applied judgments (one version each)
+        if self.update != "never":
+            every = 1 if self.update == "every" else int(self.update)
+            waiting = self.n_pending_
+            for rel in labels:
+                waiting += rel.size
+                if rel.size and waiting >= every:
+                    applies += 1
+                    waiting %= every
+        version = self.version_
+        self.learn_many(stack_rows([X for X, _ in calls]), np.concatenate(labels))
+        if applies:
+            self.version_ = version + applies
 
     def flush(self) -> None:
         """Apply buffered judgments now and re-threshold."""

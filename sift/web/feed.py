@@ -2,7 +2,7 @@
 
 The consumer belongs to no group (it commits nothing and disturbs no worker):
 it reads documents, decisions, judgments, profiles, dead letters, review status
-and the profile table's changelog from the start (or only new messages), and
+and the profile table's and journal table's changelogs from the start (or only new messages), and
 the consumer group of the workers (``SIFT_APP_ID``) is polled for its lag.
 """
 
@@ -14,7 +14,7 @@ import logging
 import ssl
 from typing import Any
 
-from sift.agents.app import TABLE
+from sift.agents.app import JOURNAL_TABLE, TABLE
 from sift.kafkaclient import bootstrap
 from sift.settings import Settings
 from sift.web.state import WebState
@@ -90,6 +90,8 @@ class KafkaFeed:
         self.changelog = f"{settings.app_id}-{TABLE}-changelog"
         self.topics = {settings.topic(t): t for t in READ_TOPICS}
         self.topics[self.changelog] = "changelog"
+        # the judgment journals: a profile's threshold and model version between records
+        self.topics[f"{settings.app_id}-{JOURNAL_TABLE}-changelog"] = "journal"
         self.consumer: Any = None
         self.tasks: list[asyncio.Task[None]] = []
         self.ready = asyncio.Event()
@@ -140,6 +142,8 @@ class KafkaFeed:
             st.on_review_status(value, ts)
         elif kind == "changelog" and key:
             st.on_profile_state(key.decode("utf-8", "replace"), value, ts)
+        elif kind == "journal" and key:
+            st.on_profile_journal(key.decode("utf-8", "replace"), value, ts)
 
     async def _consume(self) -> None:
         while True:

@@ -90,6 +90,9 @@ class ProfileView:
     #: doc_id -> [delivered, verdict (None until judged)]
     marks: OrderedDict[str, list[Any]] = field(default_factory=OrderedDict)
     raw_state: bytes | None = None
+    #: the profile's judgment journal (sift.agents.journal): its "latest" fields are newer
+    #: than the state record's while the journal continues the record
+    raw_journal: bytes | None = None
     raw_decoded_at: float = 0.0
     raw_dirty: bool = False
 
@@ -117,7 +120,22 @@ def summarize_state(raw: bytes) -> dict[str, Any]:
             "query": str(spec.get("query", "")),
             "threshold": _finite(st.get("threshold")),
             "model_version": int(st.get("model_version", 0)),
-            "n_judged": int(st.get("n_judged", 0))}
+            "n_judged": int(st.get("n_judged", 0)),
+            "epoch": str((rec.get("journal") or {}).get("epoch", ""))}
+
+
+def overlay_journal(summary: dict[str, Any], raw: bytes) -> dict[str, Any]:
+    """``summary`` (of a state record) with the threshold, model version and judgment
+    count the profile has after its journal's last batch, when the journal continues
+    that record (the same epoch, a version not older)."""
+    rec = orjson.loads(raw)
+    latest = rec.get("latest") or {}
+    version = latest.get("model_version")
+    if (not summary.get("epoch") or rec.get("epoch") != summary["epoch"]
+            or not isinstance(version, int) or version < summary["model_version"]):
+        return summary
+    return {**summary, "threshold": _finite(latest.get("threshold")),
+            "model_version": version, "n_judged": int(latest.get("n_judged", 0))}
 
 
 class WebState:
@@ -311,6 +329,18 @@ class WebState:
         view.raw_dirty = True
         view.last_update = max(ts, view.last_update or 0.0)
 
+    def on_profile_journal(self, name: str, value: bytes | None, ts: float) -> None:
+        """A record of the journal table's changelog (``None``: deleted with the profile)."""
+        view = self.profiles.get(name)
+        if view is None:
+            if not value:
+                return
+            view = self.profile(name)
+        view.raw_journal = value or None
+        view.raw_dirty = True
+        if value:
+            view.last_update = max(ts, view.last_update or 0.0)
+
     def on_dead_letter(self, value: bytes | None, ts: float) -> None:
         reason = "unknown"
         try:
@@ -364,6 +394,12 @@ class WebState:
                     AttributeError):
                 self._skip("profile-state")
                 view.state = {"error": "unreadable state"}
+            else:
+                if view.raw_journal:
+                    try:
+                        view.state = overlay_journal(view.state, view.raw_journal)
+                    except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
+                        self._skip("profile-journal")
             view.raw_dirty = False
             view.raw_decoded_at = now
 

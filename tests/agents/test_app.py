@@ -16,6 +16,7 @@ from faust.types import TP
 from sift.agents.app import create_app
 from sift.agents.service import (
     VECTOR_BATCH_MAGIC_COUNTS,
+    Service,
     TrainingSet,
     read_vector_batch,
     shard_of,
@@ -39,6 +40,7 @@ def worker(tmp_path: Any) -> Any:
     for t in w.topics.values():
         t.send = AsyncMock()  # type: ignore[method-assign]
     w.table.table.send_changelog = Mock()  # the changelog producer needs a broker
+    w.service.journal.table.send_changelog = Mock()  # the judgment journal's too
     return w
 
 
@@ -98,6 +100,38 @@ def test_specs_agent_writes_the_table(worker: Any) -> None:
     assert worker.service.stats["profiles_created"] == 1
     (partition, key, value), _ = worker.table.table.send_changelog.call_args
     assert (partition, key) == (part, name.encode()) and value is worker.table[name]
+
+
+def test_judgments_agent_appends_to_the_journal_on_the_profiles_shard(worker: Any) -> None:
+    """A batch of judgments goes to the profile's journal (its own table, the profile's
+    shard as changelog partition); the state record is not rewritten for it, and a
+    worker reading both tables ends with the same profile."""
+    name = "wheat"
+    part = shard_of(name, 2)
+
+    async def run() -> None:
+        async with agent(worker, "apply_specs").test_context() as a:
+            await a.put(orjson.dumps({"profile": name, "query": "wheat"}), key=name.encode(),
+                        partition=part)
+            await asyncio.sleep(0.1)
+        async with agent(worker, "apply_judgments").test_context() as a:
+            for i in range(3):
+                await a.put(orjson.dumps({"id": f"j{i}", "doc_id": f"t{i}", "profile": name,
+                                          "relevant": i != 1, "text": TRAIN[i]}),
+                            key=name.encode(), partition=part)
+            await asyncio.sleep(0.6)
+
+    asyncio.run(run())
+    assert worker.table.table.send_changelog.call_count == 1  # the profile's creation
+    journal = worker.service.journal
+    (partition, key, value), _ = journal.table.send_changelog.call_args
+    assert (partition, key) == (part, name.encode()) and value is journal[name]
+    assert worker.service.stats["journal_appends"] >= 1
+    live = worker.service.entry(name, worker.table)
+    fresh = Service(worker.service.training, n_shards=2, journal=dict(journal.items()))
+    again = fresh.entry(name, dict(worker.table.items()))
+    assert live is not None and again is not None and list(again.judged) == ["j0", "j1", "j2"]
+    assert orjson.dumps(again.profile.to_state()) == orjson.dumps(live.profile.to_state())
 
 
 @pytest.fixture

@@ -16,14 +16,18 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sift.agents.app import TABLE
-from sift.agents.harness import WorkerProcess, read_all, send_all, total, wait_for
+from sift.agents.harness import (
+    WorkerProcess,
+    read_all,
+    recovered_profiles,
+    send_all,
+    total,
+    wait_for,
+)
 from sift.agents.service import (
     InputMessage,
     Service,
     TrainingSet,
-    decode_profile_record,
-    shard_of,
 )
 from sift.replay import query_from_name
 from sift.settings import Settings
@@ -114,15 +118,10 @@ def dead_letters(settings: Settings) -> list[dict[str, object]]:
                                                        idle=1.5)]
 
 
-def table_states(settings: Settings, weights: object) -> dict[str, object]:
-    """The profile table as its changelog topic holds it (last value per key)."""
-    latest: dict[str, bytes | None] = {}
-    for key, value, partition, _ in read_all(settings, f"{settings.app_id}-{TABLE}-changelog",
-                                             idle=1.5):
-        name = (key or b"").decode()
-        assert partition == shard_of(name, settings.partitions), "state not co-partitioned"
-        latest[name] = value
-    return {k: decode_profile_record(v, weights) for k, v in latest.items() if v}
+def table_states(settings: Settings, service: Service) -> dict[str, object]:
+    """The profiles as their changelog topics hold them (the state table's and the
+    judgment journal's), recovered by a fresh service as a worker recovers them."""
+    return recovered_profiles(settings, service)
 
 
 @pytest.fixture
@@ -193,7 +192,7 @@ def test_worker_end_to_end_bad_input_judgments_and_replacement(
         wait_for(lambda: total(workers, "judgments") == len(judged)
                  and total(workers, "judgments_duplicate") == len(judged), 60, "judgments")
         wait_for(lambda: total(workers, "dead_letters") == 6 + 3, 30, "judgment dead letters")
-        states = table_states(settings, ref.service.weights)
+        states = table_states(settings, ref.service)
         n_judged = {p: e.profile.n_judged_ for p, e in states.items()}  # type: ignore[attr-defined]
         want = {str(s["profile"]): sum(j["profile"] == s["profile"] for j in judged)
                 for s in specs}

@@ -27,7 +27,16 @@ import numpy as np
 import orjson
 from kafka.errors import KafkaError
 
-from sift.agents.harness import WorkerProcess, read_all, send_all, total, wait_for
+from sift.agents.app import JOURNAL_TABLE, TABLE
+from sift.agents.harness import (
+    WorkerProcess,
+    read_all,
+    recovered_profiles,
+    send_all,
+    total,
+    wait_for,
+)
+from sift.agents.journal import judged_keys
 from sift.agents.service import shard_of
 from sift.kafkaclient import KafkaClientError
 from sift.settings import Settings
@@ -104,7 +113,7 @@ def chunks_from(stream: Stream, first: int) -> Iterator[tuple[str, list[tuple[by
 class Expected:
     decisions: set[tuple[str, str, float]]
     states: dict[str, Any]
-    weights: Any = None
+    service: Any = None  # the reference Service (its training set recovers the changelogs)
 
 
 def create_profiles(settings: Settings, stream: Stream, worker: WorkerProcess) -> None:
@@ -122,7 +131,7 @@ def reference(corpus_path: Path, stream: Stream, partitions: int) -> Expected:
     ref.judgments(stream.judgments)
     decisions = {d for d in ref.documents(stream.doc_messages) if d[1] in stream.fixed}
     states = {name: ref.service.entry(name, ref.table) for name in stream.learn}
-    return Expected(decisions, states, ref.service.weights)
+    return Expected(decisions, states, ref.service)
 
 
 def comparable(state: Any) -> Any:
@@ -180,7 +189,7 @@ def check(settings: Settings, stream: Stream, expected: Expected, started: float
     assert set(got) == expected.decisions, (
         f"missing {len(expected.decisions - set(got))}, unexpected {len(set(got) - expected.decisions)}")
     assert len(set(got)) == len(counts), "a repeated decision carries another score"
-    states = svc.table_states(settings, expected.weights)
+    states = recovered_profiles(settings, expected.service)
     n_judgments = 0
     for name in stream.learn:
         want = expected.states[name]
@@ -202,12 +211,13 @@ def progress(settings: Settings, stream: Stream, expected: Expected) -> dict[str
     missing = expected.decisions - got
     lags = {f"{t}[{p}]": n for (t, p), n in group_lag_by_partition(settings, INPUT_TOPICS).items()
             if n}
-    latest = {}
-    for key, value, _, _ in read_all(settings, f"{settings.app_id}-profile_to_state"
-                                     "-changelog", idle=1.0):
-        latest[(key or b"").decode()] = value
-    judged = {k: len(orjson.loads(v)["judged"]) for k, v in latest.items()
-              if k in stream.learn and v}
+    latest: dict[str, dict[str, bytes | None]] = {TABLE: {}, JOURNAL_TABLE: {}}
+    for table, values in latest.items():
+        for key, value, _, _ in read_all(settings, f"{settings.app_id}-{table}-changelog",
+                                         idle=1.0):
+            values[(key or b"").decode()] = value
+    judged = {k: len(judged_keys(orjson.loads(v), latest[JOURNAL_TABLE].get(k)))
+              for k, v in latest[TABLE].items() if k in stream.learn and v}
     want = Counter(str(j["profile"]) for j in stream.judgments)
     return {"decisions_missing": len(missing),
             "missing_sample": sorted(missing)[:5],

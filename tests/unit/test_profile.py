@@ -268,6 +268,39 @@ def test_learn_many_equals_one_by_one(vec: Vectorizer, model: str, update, judgm
     assert one.threshold_ == many.threshold_ and one.n_pending_ == many.n_pending_
 
 
+@pytest.mark.parametrize("model", ["rocchio", "kantor", "knn"])
+@pytest.mark.parametrize("update", ["every", 3, "never"])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(calls=st.lists(st.lists(st.tuples(st.integers(0, len(TRAIN) - 1), st.booleans()),
+                               min_size=0, max_size=4), min_size=0, max_size=6),
+       pending=st.integers(0, 2))
+def test_relearn_leaves_the_state_of_the_calls(vec: Vectorizer, model: str, update,  # type: ignore[no-untyped-def]
+                                               calls, pending) -> None:
+    """A recorded sequence of learn_many calls re-learned in one step (what the streaming
+    service does with a profile's judgment journal) ends in exactly the state of the
+    calls, model version included, also from a profile with judgments pending."""
+    X = vec.transform(TRAIN)
+    live = _fit(vec, model, update=update, max_examples=20)
+    again = _fit(vec, model, update=update, max_examples=20)
+    for p in (live, again):
+        for i in range(pending):
+            p.learn_one(X[i], i % 2 == 0)
+    recorded = [(X[[i for i, _ in call]], [r for _, r in call]) for call in calls]
+    for rows, rels in recorded:
+        live.learn_many(rows, rels)
+    again.relearn(recorded)
+    assert orjson.dumps(live.to_state()) == orjson.dumps(again.to_state())
+    assert (live.threshold_, live.version_, live.silenced_, live.n_pending_) == \
+        (again.threshold_, again.version_, again.silenced_, again.n_pending_)
+
+
+def test_relearn_refuses_rows_and_labels_that_differ(vec: Vectorizer) -> None:
+    p = _fit(vec)
+    X = vec.transform(TRAIN)
+    with pytest.raises(FilterError, match="relearn: a call of"):
+        p.relearn([(X[:2], [True])])
+
+
 def test_silencing_depends_on_the_state_not_on_how_often_it_was_rethresholded(vec: Vectorizer) -> None:
     """The case hypothesis found: one by one, the sixth re-threshold answers No (+inf); the
     batch never sees that intermediate state. Both end in the same state, flag included."""

@@ -30,13 +30,13 @@ class Recorder:
 
 
 def state_record(threshold: float, version: int, n_judged: int = 0, *,
-                 compress: bool = False) -> bytes:
+                 compress: bool = False, epoch: str = "") -> bytes:
     """A profile table record as the service writes it (only the fields the web reads)."""
     raw = orjson.dumps({
         "format": 1, "spec": {"profile": "p", "query": "q", "model": "rocchio"},
         "state": {"threshold": threshold, "model_version": version, "n_judged": n_judged,
                   "params": {"model": "rocchio", "measure": "t11su", "update": "every"}},
-        "judged": []})
+        "judged": [], "journal": {"epoch": epoch, "seq": 0}})
     return zlib.compress(raw, 1) if compress else raw
 
 

@@ -51,6 +51,34 @@ def test_title_of_a_document_read_after_its_decision() -> None:
     assert st.pending("earn")[0]["title"] == "Late title"
 
 
+def test_a_journal_that_continues_the_record_gives_the_newer_threshold() -> None:
+    """Between two state records a profile's threshold and version come from its
+    judgment journal; a journal of another epoch (an earlier profile of the name), one
+    older than the record, or an unreadable one leaves the record's."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from sift.agents.journal import encode_batch, encode_journal
+
+    batch = encode_batch(1, sp.csr_matrix(np.array([[0.5]])), [True], ["j1"], True)
+    st = WebState()
+    st.on_profile_state("a", state_record(0.3, 5, 2, epoch="e1"), 10.0)
+    st.on_profile_journal("a", encode_journal("a", "e1", [batch], {
+        "threshold": 0.25, "model_version": 6, "n_judged": 3}), 12.0)
+    row = st.snapshot()["profiles"][0]
+    assert (row["threshold"], row["model_version"], row["learned_judgments"]) == (0.25, 6, 3)
+    assert row["last_update"] == 12.0
+    for other in (encode_journal("a", "e0", [batch], {"threshold": 0.9, "model_version": 9}),
+                  encode_journal("a", "e1", [batch], {"threshold": 0.9, "model_version": 4}),
+                  b"{broken"):
+        st = WebState()
+        st.on_profile_state("a", state_record(0.3, 5, 2, epoch="e1"), 10.0)
+        st.on_profile_journal("a", other, 12.0)
+        row = st.snapshot()["profiles"][0]
+        assert (row["threshold"], row["model_version"]) == (0.3, 5)
+    assert st.snapshot()["skipped"]["profile-journal"] == 1
+
+
 def test_bad_records_are_counted_not_raised() -> None:
     st = WebState()
     for raw in (b"\xff", b"[1]", b"{}", None):

@@ -1,0 +1,166 @@
+"""What a judgment costs the streaming service, in process (no Kafka): CPU and bytes written.
+
+Builds ``--profiles`` query-only profiles from the stream benchmark's corpus (IDF on 2,000
+Reuters training documents, as ``stream_bench.py``), keeps the vectors of 5,000 routed
+documents, then applies ``--batches`` consumed batches of ``--batch`` random judgments
+(random documents and profiles, 30 % relevant, ``update=every``) with
+``Service.apply_judgments``, with the judgment journal and without it (a state record per
+changed profile and batch, as before the twenty-first session), by turns, each on a
+service of its own built the same way. Reports CPU per judgment and the bytes written to
+the state table and the journal table per judgment (what the changelog topics carry),
+checks that both ways end with the same profiles, bit for bit, and times a fresh
+service recovering every profile from each way's tables (as a worker taking the
+profiles over does).
+
+    python benchmarks/service_judgments.py --out benchmarks/results/service_judgments.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.stream_bench import Corpus, load  # noqa: E402
+from sift.agents.service import InputMessage, Service, TrainingSet  # noqa: E402
+
+
+class CountingTable(dict[str, bytes]):
+    """A dict that counts the bytes written to it."""
+
+    written = 0
+    writes = 0
+
+    def __setitem__(self, key: str, value: bytes) -> None:
+        self.written += len(value)
+        self.writes += 1
+        super().__setitem__(key, value)
+
+
+def build(training: TrainingSet, corpus: Corpus, n_profiles: int, journal: bool,
+          docs: list[dict[str, Any]]) -> tuple[Service, CountingTable, CountingTable]:
+    table, jtable = CountingTable(), CountingTable()
+    svc = Service(training, n_shards=4, journal=jtable if journal else None)
+    svc.apply_specs([InputMessage(orjson.dumps(s), "profiles", svc.shard(s["profile"]))
+                     for s in corpus.specs(n_profiles)], table)
+    for i in range(0, len(docs), 100):
+        routed = svc.route([InputMessage(orjson.dumps({"documents": docs[i:i + 100]}),
+                                         "documents", 0, i // 100)])
+        for ids, X in routed.parts:
+            svc.store.put(ids, X)
+    table.written = table.writes = 0
+    return svc, table, jtable
+
+
+def batches(svc: Service, ids: list[str], n_profiles: int, n: int, size: int,
+            seed: int) -> list[list[InputMessage]]:
+    rng = random.Random(seed)
+    out = []
+    for b in range(n):
+        batch = []
+        for k in range(size):
+            p = f"p{rng.randrange(n_profiles):04d}"
+            j = {"id": f"j{seed}-{b}-{k}", "doc_id": rng.choice(ids), "profile": p,
+                 "relevant": rng.random() < 0.3}
+            batch.append(InputMessage(orjson.dumps(j), "judgments", svc.shard(p), b * size + k))
+        out.append(batch)
+    return out
+
+
+def run_one(svc: Service, table: MutableMapping[str, bytes],
+            todo: list[list[InputMessage]]) -> float:
+    t = time.process_time()
+    for batch in todo:
+        res = svc.apply_judgments(batch, table)
+        if res.dead_letters:
+            raise RuntimeError(f"dead letters: {res.dead_letters[:1]}")
+    return time.process_time() - t
+
+
+def measure(training: TrainingSet, corpus: Corpus, n_profiles: int, n_batches: int,
+            size: int, rounds: int) -> dict[str, Any]:
+    docs = corpus.documents(5000)
+    ids = [d["id"] for d in docs]
+    services = {mode: build(training, corpus, n_profiles, mode == "journal", docs)
+                for mode in ("journal", "record per batch")}
+    out: dict[str, Any] = {"profiles": n_profiles, "batch": size, "rounds": []}
+    for r in range(rounds):  # by turns: the machine's speed drifts
+        todo = batches(services["journal"][0], ids, n_profiles, n_batches, size, seed=r)
+        row: dict[str, Any] = {}
+        for mode, (svc, table, jtable) in services.items():
+            w0, j0 = table.written, jtable.written
+            cpu = run_one(svc, table, todo)
+            n = n_batches * size
+            row[mode] = {"us_per_judgment": round(1e6 * cpu / n, 1),
+                         "judgments_per_cpu_s": round(n / cpu),
+                         "state_bytes_per_judgment": round((table.written - w0) / n),
+                         "journal_bytes_per_judgment": round((jtable.written - j0) / n)}
+        out["rounds"].append(row)
+        print(f"  {n_profiles} profiles, round {r}: {row}", flush=True)
+    for mode in services:
+        out[mode] = {k: statistics.median(row[mode][k] for row in out["rounds"])
+                     for k in out["rounds"][0][mode]}
+    a, b = services["journal"], services["record per batch"]
+    same = all(orjson.dumps(a[0].entry(p, a[1]).profile.to_state())  # type: ignore[union-attr]
+               == orjson.dumps(b[0].entry(p, b[1]).profile.to_state())  # type: ignore[union-attr]
+               for p in (s["profile"] for s in corpus.specs(n_profiles)))
+    out["same_profiles"] = same
+    # what a worker taking the profiles over pays: decoding each record (and re-learning
+    # its journal's batches after it, in one step: Profile.relearn)
+    for mode, (_, table, jtable) in services.items():
+        fresh = Service(training, n_shards=4, journal=dict(jtable) if jtable else None)
+        t = time.process_time()
+        for name in list(table):
+            fresh.entry(name, table)
+        out[mode]["recovery_cpu_s"] = round(time.process_time() - t, 2)
+        out[mode]["journal_batches_relearned"] = fresh.stats["journal_replayed"]
+        out[mode]["state_mb"] = round(sum(len(v) for v in table.values()) / 1e6, 1)
+        out[mode]["journal_mb"] = round(sum(len(v) for v in jtable.values()) / 1e6, 1)
+    out["state_records_with_journal"] = a[0].stats["state_records"]
+    out["journal_appends"] = a[0].stats["journal_appends"]
+    out["speedup"] = round(out["record per batch"]["us_per_judgment"]
+                           / out["journal"]["us_per_judgment"], 2)
+    if not same:
+        raise RuntimeError("the journal and the record-per-batch services disagree")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profiles", type=lambda s: [int(x) for x in s.split(",")],
+                    default=[100, 1000])
+    ap.add_argument("--batches", type=int, default=40, help="consumed batches per round")
+    ap.add_argument("--batch", type=int, default=1024, help="judgments per consumed batch")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="rounds on the same services (the first fills the journals)")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    corpus = Corpus()
+    training = TrainingSet.load(corpus.idf)
+    result: dict[str, Any] = {
+        "benchmark": "service_judgments", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": "python benchmarks/service_judgments.py " + " ".join(sys.argv[1:]),
+        "load_at_start": load(), "runs": []}
+    for n in args.profiles:
+        result["runs"].append(measure(training, corpus, n, args.batches, args.batch,
+                                      args.rounds))
+    result["load_at_end"] = load()
+    text = json.dumps(result, indent=1)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""The judgment journal: a profile's judgments since its last state record.
+
+A profile's state record (spec, the core's state, judgment keys) is 0.1-2 MB, mostly
+the example set and the model's sums, and rewriting it after every batch of judgments
+made a judgment cost a megabyte of encoding and changelog traffic: with judgments
+spread over 1,000 profiles each one pays that alone. Instead the service appends each
+batch it learns (the judged rows, their labels and judgment keys) to the profile's
+journal, a record in a second table, and rewrites the state record only when the
+journal has grown past a bound. A worker that recovers a profile decodes the state
+record and learns the journal's batches after it again, in order: the same code on
+the same inputs, so the same state bit for bit.
+
+The state record names the journal it starts: an *epoch* (a random id given when the
+profile is created or replaced, so a journal of an earlier profile of the same name is
+never replayed onto a new one) and *seq*, the number of journal batches learned since
+the epoch began. A journal batch carries its own seq; recovery learns the batches
+whose seq follows the record's, and ignores a journal that does not continue the
+record (another epoch, a gap).
+
+Ordering, which makes a journal never run ahead of its record: the record is written
+when a batch's journal would exceed the bound, in place of that batch's journal entry
+(the stale journal stays until the next append overwrites it), and the next append
+comes in a later consumed batch, after the worker has waited for the record's write
+to be on the broker (the agents settle the table writes before acknowledging a batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import scipy.sparse as sp
+
+from sift.errors import SiftError
+from sift.filters.state import decode_csr, encode_csr
+
+#: Version of the journal record.
+JOURNAL_FORMAT = 1
+#: The state record is rewritten once a journal holds this many batches ...
+MAX_JOURNAL_BATCHES = 32
+#: ... or more bytes than this share of the state record (and at least MIN_JOURNAL_BYTES).
+JOURNAL_SHARE = 0.25
+MIN_JOURNAL_BYTES = 64 * 1024
+_BATCHES = b',"batches":['
+
+
+class JournalError(SiftError):
+    """A journal record that cannot be read."""
+
+
+@dataclass(frozen=True)
+class JournalBatch:
+    """One learned batch of judgments: rows ``X`` judged ``relevant``, with their keys."""
+
+    seq: int
+    X: sp.csr_matrix
+    relevant: list[bool]
+    keys: list[str]
+    coalesce: bool
+
+
+def encode_batch(seq: int, X: sp.csr_matrix, relevant: Sequence[bool], keys: Sequence[str],
+                 coalesce: bool) -> bytes:
+    """One batch as a JSON object (the rows' arrays as base64 of their bytes: exact)."""
+    if X.shape[0] != len(relevant) or len(relevant) != len(keys):
+        raise JournalError(f"journal batch {seq}: {X.shape[0]} rows, {len(relevant)} labels "
+                           f"and {len(keys)} keys")
+    return orjson.dumps({"seq": seq, "X": encode_csr(X), "relevant": [bool(r) for r in relevant],
+                         "keys": list(keys), "coalesce": bool(coalesce)})
+
+
+def _head(profile: str, epoch: str, latest: dict[str, Any] | None) -> bytes:
+    return orjson.dumps({"format": JOURNAL_FORMAT, "profile": profile, "epoch": epoch,
+                         "latest": latest or {}})[:-1]
+
+
+def encode_journal(profile: str, epoch: str, batches: Sequence[bytes],
+                   latest: dict[str, Any] | None = None) -> bytes:
+    """The journal record of ``profile``: its epoch, what the profile looks like after the
+    last batch (``latest``: threshold, model version, judgments learned; for dashboards,
+    which read the changelogs and not the batches), and the batches (each from
+    :func:`encode_batch`, joined as they are: appending does not re-encode the others)."""
+    return _head(profile, epoch, latest) + _BATCHES + b",".join(batches) + b"]}"
+
+
+def append(journal: bytes, batch: bytes, profile: str, epoch: str,
+           latest: dict[str, Any] | None = None) -> bytes:
+    """``journal`` (from :func:`encode_journal`, with at least one batch) and one more,
+    with a new ``latest``."""
+    # a JSON string escapes its quotes, so the key's bytes cannot occur before the key
+    at = journal.find(_BATCHES)
+    if at < 0 or not journal.endswith(b"]}"):
+        raise JournalError("not an encoded journal")
+    return _head(profile, epoch, latest) + journal[at:-2] + b"," + batch + b"]}"
+
+
+def decode_journal(data: bytes, name: str, n_features: int) -> tuple[str, list[JournalBatch]]:
+    """The epoch and batches of a journal record; :class:`JournalError` on a bad one
+    (another format, another profile, rows of another width, labels that do not match)."""
+    try:
+        obj = orjson.loads(data)
+        if not isinstance(obj, dict) or obj.get("format") != JOURNAL_FORMAT:
+            got = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
+            raise JournalError(f"journal format {got!r} is not {JOURNAL_FORMAT}")
+        if obj.get("profile") != name:
+            raise JournalError(f"journal under {name!r} is for profile {obj.get('profile')!r}")
+        epoch = obj["epoch"]
+        if not isinstance(epoch, str) or not epoch:
+            raise JournalError(f"journal epoch must be a non-empty string, got {epoch!r}")
+        out: list[JournalBatch] = []
+        for b in obj["batches"]:
+            X = decode_csr(b["X"]).tocsr()
+            relevant, keys, seq = b["relevant"], b["keys"], b["seq"]
+            if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+                raise JournalError(f"journal batch seq must be a positive integer, got {seq!r}")
+            if (not isinstance(relevant, list) or not all(isinstance(r, bool) for r in relevant)
+                    or not isinstance(keys, list) or not all(isinstance(k, str) for k in keys)):
+                raise JournalError(f"journal batch {seq}: labels must be booleans and keys "
+                                   "strings")
+            if X.shape != (len(relevant), n_features) or len(keys) != len(relevant):
+                raise JournalError(f"journal batch {seq}: rows {X.shape} for {len(relevant)} "
+                                   f"labels and {len(keys)} keys of width {n_features}")
+            if out and seq != out[-1].seq + 1:
+                raise JournalError(f"journal batch {seq} follows batch {out[-1].seq}")
+            out.append(JournalBatch(seq, X, relevant, keys, bool(b.get("coalesce", True))))
+    except JournalError:
+        raise
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError,
+            OverflowError, IndexError, SiftError) as exc:
+        raise JournalError(f"bad journal record: {type(exc).__name__}: {exc}") from None
+    return epoch, out
+
+
+def after(batches: list[JournalBatch], seq: int) -> list[JournalBatch]:
+    """The batches that follow a state record at ``seq``; :class:`JournalError` when the
+    journal does not continue it (a gap between the record and the journal)."""
+    rest = [b for b in batches if b.seq > seq]
+    if rest and rest[0].seq != seq + 1:
+        raise JournalError(f"journal starts at batch {rest[0].seq}, the state record is at "
+                           f"{seq}: batches {seq + 1}-{rest[0].seq - 1} are missing")
+    return rest
+
+
+def journal_full(n_batches: int, n_bytes: int, next_bytes: int, record_bytes: int) -> bool:
+    """Whether appending a batch of ``next_bytes`` to a journal of ``n_batches`` batches
+    and ``n_bytes`` bytes would pass the bound, so the state record should be rewritten
+    instead."""
+    return (n_batches + 1 > MAX_JOURNAL_BATCHES
+            or n_bytes + next_bytes > max(MIN_JOURNAL_BYTES, JOURNAL_SHARE * record_bytes))
+
+
+def judged_keys(record: dict[str, Any], journal: bytes | None) -> list[str]:
+    """The judgment keys a profile has learned: its state record's (decoded JSON) and those
+    of its journal's batches after the record (for tools reading the changelogs)."""
+    keys = [str(k) for k in record.get("judged", ())]
+    pos = record.get("journal") or {}
+    if journal and pos.get("epoch"):
+        obj = orjson.loads(journal)
+        if obj.get("epoch") == pos["epoch"]:
+            keys += [str(k) for b in obj.get("batches", ()) if b.get("seq", 0) > pos.get("seq", 0)
+                     for k in b.get("keys", ())]
+    return keys
