@@ -1086,6 +1086,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                 await service.journal.settle()
         except Exception as exc:  # e.g. a record over max.message.bytes: say so, go on
             service.stats["state_write_failed"] += 1
+            service.rewrite_records()  # the next saves are whole records: see there
             log.error("a profile state write did not reach the changelog (%s: %s); the "
                       "in-memory state is ahead of the changelog until the profile's next "
                       "write", type(exc).__name__, exc)

@@ -678,6 +678,7 @@ class Service:
         self.journal = journal
         self._raw: dict[str, bytes] = {}
         self._jraw: dict[str, bytes | None] = {}  # the journal value each entry includes
+        self._rewrite: set[str] = set()  # profiles whose next save is a whole record
         self._entries: dict[str, ProfileEntry] = {}
         self._banks: dict[int, ProfileBank] = {}
         self._joint: tuple[list[Profile], ProfileBank] | None = None  # see _joint_bank
@@ -1140,9 +1141,10 @@ class Service:
         the journal is off, full, or the record predates journals."""
         entry.seq += 1
         journal = self.journal
-        if journal is None or not entry.epoch:
-            if journal is not None:
+        if journal is None or not entry.epoch or name in self._rewrite:
+            if journal is not None and not entry.epoch:
                 entry.epoch = uuid.uuid4().hex  # a record from before journals: start one
+            self._rewrite.discard(name)
             self._write(name, entry, table)
             return
         piece = encode_batch(entry.seq, X, relevant, keys, self.coalesce_judgments)
@@ -1165,6 +1167,14 @@ class Service:
         self._jraw[name] = jraw
         self.stats["journal_appends"] += 1
         self.stats["journal_bytes_max"] = max(self.stats["journal_bytes_max"], len(jraw))
+
+    def rewrite_records(self, names: Iterable[str] | None = None) -> None:
+        """Make the next save of these profiles (default: all held) a whole state record.
+
+        After a table write that did not reach the changelog: a journal appended after a
+        lost record would not continue the record on the broker, and recovery would fall
+        back to the older record (``bad_journal``); a new record repairs it at once."""
+        self._rewrite.update(self._entries if names is None else names)
 
     def _drop(self, name: str, table: MutableMapping[str, bytes]) -> None:
         if name in table:

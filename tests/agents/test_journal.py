@@ -286,3 +286,32 @@ def test_append_extends_an_encoded_journal() -> None:
     assert orjson.loads(two)["latest"] == {"model_version": 2}
     with pytest.raises(jr.JournalError):
         jr.append(b"{}", b"{}", "p", "e")
+
+
+def test_after_a_lost_write_the_next_save_is_a_whole_record(training: TrainingSet,
+                                                            stream: list[dict[str, str]]) -> None:
+    """The app calls ``rewrite_records`` when a table write did not reach the changelog:
+    each profile's next save is then a record (a journal appended after a lost record would
+    not continue what the broker holds), and journaling resumes after it."""
+    table: dict[str, bytes] = {}
+    journal: dict[str, bytes] = {}
+    svc = make(training, journal)
+    create(svc, table)
+    seen(svc, stream)
+    batches = judgment_batches(stream, 30, seed=13)
+    apply(svc, table, batches[:10])
+    records = svc.stats["state_records"]
+    svc.rewrite_records()
+    touched: set[str] = set()
+    for batch in batches[10:]:
+        names = {orjson.loads(m.value)["profile"] for m in batch}
+        before = {n: table[n] for n in names}
+        apply(svc, table, [batch])
+        for n in names:
+            if n not in touched:  # its first save since: a new record
+                assert table[n] is not before[n], n
+        touched |= names
+    assert touched == set(PROFILES)
+    assert svc.stats["state_records"] >= records + len(touched)  # (a full journal adds more)
+    assert svc.stats["journal_appends"] > 0 and not svc._rewrite
+    assert states(make(training, dict(journal)), dict(table)) == states(svc, table)
