@@ -7,8 +7,9 @@ spread over 1,000 profiles each one pays that alone. Instead the service appends
 batch it learns (the judged rows, their labels and judgment keys) to the profile's
 journal, a record in a second table, and rewrites the state record only when the
 journal has grown past a bound. A worker that recovers a profile decodes the state
-record and learns the journal's batches after it again, in order: the same code on
-the same inputs, so the same state bit for bit.
+record and learns the journal's batches after it again, in one step
+(:meth:`sift.filters.profile.Profile.relearn`: the state the batches' ``learn_many``
+calls leave, bit for bit, with one re-threshold).
 
 The state record names the journal it starts: an *epoch* (a random id given when the
 profile is created or replaced, so a journal of an earlier profile of the same name is
