@@ -92,6 +92,18 @@ def create(svc: Service, table: dict[str, bytes]) -> None:
     assert not res.dead_letters
 
 
+def started(training: TrainingSet, stream: list[dict[str, str]]
+            ) -> tuple[Service, dict[str, bytes], dict[str, bytes]]:
+    """A service with a journal, the profiles created and the stream's vectors kept; and
+    its state table and journal table."""
+    table: dict[str, bytes] = {}
+    journal: dict[str, bytes] = {}
+    svc = make(training, journal)
+    create(svc, table)
+    seen(svc, stream)
+    return svc, table, journal
+
+
 def test_a_recovered_profile_is_the_live_one_bit_for_bit(training: TrainingSet,
                                                          stream: list[dict[str, str]]) -> None:
     """Record + journal, read by a fresh worker, give exactly the state the writer holds,
@@ -134,11 +146,7 @@ def test_a_recovered_worker_goes_on_and_is_recovered_again(training: TrainingSet
                                                            stream: list[dict[str, str]]) -> None:
     """The journal continues after a takeover: the new owner appends to it, and a third
     worker reading it ends where the second did; a judgment seen before is a duplicate."""
-    table: dict[str, bytes] = {}
-    journal: dict[str, bytes] = {}
-    first = make(training, journal)
-    create(first, table)
-    seen(first, stream)
+    first, table, journal = started(training, stream)
     batches = judgment_batches(stream, 50, seed=3)
     apply(first, table, batches[:20])
     second = make(training, journal)  # the same tables, as after a rebalance
@@ -164,11 +172,7 @@ def test_a_recovered_worker_goes_on_and_is_recovered_again(training: TrainingSet
 
 def test_a_replaced_profile_does_not_learn_its_predecessors_journal(
         training: TrainingSet, stream: list[dict[str, str]]) -> None:
-    table: dict[str, bytes] = {}
-    journal: dict[str, bytes] = {}
-    svc = make(training, journal)
-    create(svc, table)
-    seen(svc, stream)
+    svc, table, journal = started(training, stream)
     apply(svc, table, judgment_batches(stream, 10, seed=5))
     old_journal = journal["wheat"]
     svc.apply_specs([spec_msg(svc, profile="wheat", query="wheat", offset=9)], table)
@@ -186,11 +190,7 @@ def test_a_bad_or_broken_journal_falls_back_to_the_record(training: TrainingSet,
                                                           stream: list[dict[str, str]],
                                                           caplog: pytest.LogCaptureFixture
                                                           ) -> None:
-    table: dict[str, bytes] = {}
-    journal: dict[str, bytes] = {}
-    svc = make(training, journal)
-    create(svc, table)
-    seen(svc, stream)
+    svc, table, journal = started(training, stream)
     apply(svc, table, judgment_batches(stream, 8, seed=7))
     name = max(PROFILES, key=lambda n: len(orjson.loads(journal[n])["batches"]) if n in journal
                else 0)
@@ -293,11 +293,7 @@ def test_after_a_lost_write_the_next_save_is_a_whole_record(training: TrainingSe
     """The app calls ``rewrite_records`` when a table write did not reach the changelog:
     each profile's next save is then a record (a journal appended after a lost record would
     not continue what the broker holds), and journaling resumes after it."""
-    table: dict[str, bytes] = {}
-    journal: dict[str, bytes] = {}
-    svc = make(training, journal)
-    create(svc, table)
-    seen(svc, stream)
+    svc, table, journal = started(training, stream)
     batches = judgment_batches(stream, 30, seed=13)
     apply(svc, table, batches[:10])
     records = svc.stats["state_records"]
