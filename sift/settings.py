@@ -57,7 +57,8 @@ class Settings:
     score_here: bool = True
     #: Append each batch of judgments to the profile's journal (a second table) and
     #: rewrite the profile's whole state record only when the journal is full, instead
-    #: of after every batch (``sift.agents.journal``); false: a record per batch.
+    #: of after every batch (``sift.agents.journal``); false: a record per batch
+    #: (journals an earlier run left are still read on recovery).
     journal: bool = True
     #: Hand each consumed message to its stream without Faust's four-task race when the
     #: stream's buffer has room (see ``sift.agents.app.deliver_first``); process-wide.

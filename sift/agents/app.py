@@ -674,14 +674,16 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                                                "segment.bytes": str(CHANGELOG_SEGMENT_BYTES)},
     ))
     table = TableView(profile_to_state)
-    if settings.journal:
-        profile_to_journal = app.tables.add(ShardedTable(
-            app, name=JOURNAL_TABLE, beacon=app.tables.beacon, partitions=P, key_type=bytes,
-            value_type=bytes, extra_topic_configs={
-                "max.message.bytes": str(MAX_STATE_BYTES),
-                "segment.bytes": str(CHANGELOG_SEGMENT_BYTES)},
-        ))
-        service.journal = TableView(profile_to_journal)
+    # read on recovery even with SIFT_JOURNAL=false (appends off): a journal an earlier
+    # run left after a record still holds judgments
+    profile_to_journal = app.tables.add(ShardedTable(
+        app, name=JOURNAL_TABLE, beacon=app.tables.beacon, partitions=P, key_type=bytes,
+        value_type=bytes, extra_topic_configs={
+            "max.message.bytes": str(MAX_STATE_BYTES),
+            "segment.bytes": str(CHANGELOG_SEGMENT_BYTES)},
+    ))
+    service.journal = TableView(profile_to_journal)
+    service.append_journal = settings.journal
     worker = Worker(app, service, settings,
                     {"documents": documents_topic, "judgments": judgments_topic,
                      "profiles": profiles_topic, "decisions": decisions_topic,

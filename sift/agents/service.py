@@ -644,7 +644,11 @@ class Service:
         co-partitioned with the profiles' table: a batch of judgments is appended there
         and the profile's state record rewritten only when the journal is full. None:
         the state record is rewritten after every batch (as before the twenty-first
-        session). The app sets it; ``SIFT_JOURNAL=false`` leaves it None.
+        session). The app always sets it, so journals are read on recovery.
+    append_journal
+        Append batches to ``journal``; False (``SIFT_JOURNAL=false``): write a whole
+        state record after every batch, while journals that earlier runs left are still
+        read (turning the journal off loses nothing).
     """
 
     def __init__(
@@ -659,6 +663,7 @@ class Service:
         judgments_topic: str = "judgments",
         profiles_topic: str = "profiles",
         journal: MutableMapping[str, bytes] | None = None,
+        append_journal: bool = True,
     ) -> None:
         if n_shards < 1:
             raise ServiceError(f"n_shards must be >= 1, got {n_shards}")
@@ -676,6 +681,7 @@ class Service:
         self.scored: Counter[str] = Counter()  # documents scored, per profile
         self._shard_cache: dict[str, int] = {}
         self.journal = journal
+        self.append_journal = append_journal
         self._raw: dict[str, bytes] = {}
         self._jraw: dict[str, bytes | None] = {}  # the journal value each entry includes
         self._rewrite: set[str] = set()  # profiles whose next save is a whole record
@@ -1141,7 +1147,8 @@ class Service:
         the journal is off, full, or the record predates journals."""
         entry.seq += 1
         journal = self.journal
-        if journal is None or not entry.epoch or name in self._rewrite:
+        if journal is None or not self.append_journal or not entry.epoch \
+                or name in self._rewrite:
             if journal is not None and not entry.epoch:
                 entry.epoch = uuid.uuid4().hex  # a record from before journals: start one
             self._rewrite.discard(name)

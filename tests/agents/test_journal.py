@@ -311,3 +311,22 @@ def test_after_a_lost_write_the_next_save_is_a_whole_record(training: TrainingSe
     assert svc.stats["state_records"] >= records + len(touched)  # (a full journal adds more)
     assert svc.stats["journal_appends"] > 0 and not svc._rewrite
     assert states(make(training, dict(journal)), dict(table)) == states(svc, table)
+
+
+def test_with_appends_off_journals_are_still_read_and_records_written(
+        training: TrainingSet, stream: list[dict[str, str]]) -> None:
+    """``SIFT_JOURNAL=false`` after a run with journals: a worker still learns the journals
+    after their records on recovery (nothing lost) and then writes whole records."""
+    svc, table, journal = started(training, stream)
+    batches = judgment_batches(stream, 20, seed=17)
+    apply(svc, table, batches[:10])
+    assert svc.stats["journal_appends"] > 0
+    off = Service(training, n_shards=4, journal=journal, append_journal=False)
+    seen(off, stream)
+    assert states(off, table) == states(svc, table)  # the journals were learned
+    records = {n: table[n] for n in PROFILES}
+    apply(off, table, batches[10:])
+    assert off.stats["journal_appends"] == 0 and off.stats["state_records"] > 0
+    changed = {orjson.loads(m.value)["profile"] for b in batches[10:] for m in b}
+    assert all(table[n] is not records[n] for n in changed)
+    assert states(make(training, dict(journal)), dict(table)) == states(off, table)
