@@ -478,7 +478,6 @@ class ProfileEntry:
     #: batches of judgments learned in it, and how many of them the state record holds
     epoch: str = ""
     seq: int = 0
-    record_seq: int = 0
     record_bytes: int = 0
     #: the journal's batches after the state record, and its bytes
     journal_batches: int = 0
@@ -532,8 +531,7 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
         # core's own checks let through (e.g. a 2**64 column count): still this record's
         # fault, so only this profile is skipped.
         raise ServiceError(f"bad profile record: {type(exc).__name__}: {exc}") from None
-    return ProfileEntry(spec, profile, judged, epoch=epoch, seq=seq, record_seq=seq,
-                        record_bytes=len(data))
+    return ProfileEntry(spec, profile, judged, epoch=epoch, seq=seq, record_bytes=len(data))
 
 
 # ----------------------------------------------------------------------------- training set
@@ -1110,10 +1108,8 @@ class Service:
         except (JournalError, FilterError, ValueError) as exc:
             # judgments after the record are lost for this profile (logged, counted)
             self.stats["bad_journal"] += 1
-            log.warning("profile %r: unusable judgment journal, state record at batch %d "
-                        "used (%d batches learned again): %s", name, entry.record_seq,
-                        entry.seq - entry.record_seq, str(exc))
-
+            log.warning("profile %r: unusable judgment journal, the state record (batch %d) "
+                        "used alone: %s", name, entry.seq, str(exc))
 
     def _put(self, name: str, raw: bytes, entry: ProfileEntry, jraw: bytes | None) -> None:
         self._raw[name] = raw
@@ -1129,7 +1125,6 @@ class Service:
 
     def _write(self, name: str, entry: ProfileEntry, table: MutableMapping[str, bytes]) -> None:
         """Write the profile's whole state record (its journal starts again after it)."""
-        entry.record_seq = entry.seq
         entry.journal_batches = entry.journal_bytes = 0
         raw = encode_profile_record(entry)
         entry.record_bytes = len(raw)
@@ -1338,6 +1333,6 @@ def learn_calls(X: sp.csr_matrix, relevant: Sequence[bool], coalesce: bool
                 ) -> list[tuple[sp.csr_matrix, list[bool]]]:
     """The :meth:`Profile.learn_many` calls :func:`learn_batch` makes for a batch (one for
     the batch, or one a row: ``learn_one`` is ``learn_many`` of the row)."""
-    if len(relevant) == 1 or (coalesce and len(relevant) > 1):
+    if coalesce or len(relevant) == 1:
         return [(X, [bool(r) for r in relevant])]
     return [(X[i], [bool(rel)]) for i, rel in enumerate(relevant)]
