@@ -31,11 +31,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 import scipy.sparse as sp
+from numpy.typing import NDArray
 
 from sift.errors import SiftError
-from sift.filters.state import decode_csr, encode_csr
+from sift.filters.state import decode_csr_parts, encode_csr, stack_csr_parts
 
 #: Version of the journal record.
 JOURNAL_FORMAT = 1
@@ -51,15 +53,29 @@ class JournalError(SiftError):
     """A journal record that cannot be read."""
 
 
+_Parts = tuple[tuple[int, int], NDArray[np.float64], NDArray[np.int32], NDArray[np.int64]]
+
+
 @dataclass(frozen=True)
 class JournalBatch:
-    """One learned batch of judgments: rows ``X`` judged ``relevant``, with their keys."""
+    """One learned batch of judgments: rows judged ``relevant``, with their keys. The rows
+    are kept as their decoded arrays (``parts``); :attr:`X` builds the matrix, and
+    :func:`stack_batches` stacks many batches' rows with one matrix built."""
 
     seq: int
-    X: sp.csr_matrix
+    parts: _Parts
     relevant: list[bool]
     keys: list[str]
     coalesce: bool
+
+    @property
+    def X(self) -> sp.csr_matrix:
+        return stack_csr_parts([self.parts], self.parts[0][1])
+
+
+def stack_batches(batches: Sequence[JournalBatch], n_features: int) -> sp.csr_matrix:
+    """The rows of ``batches``, in order, as one matrix."""
+    return stack_csr_parts([b.parts for b in batches], n_features)
 
 
 def encode_batch(seq: int, X: sp.csr_matrix, relevant: Sequence[bool], keys: Sequence[str],
@@ -112,7 +128,8 @@ def decode_journal(data: bytes, name: str, n_features: int) -> tuple[str, list[J
             raise JournalError(f"journal epoch must be a non-empty string, got {epoch!r}")
         out: list[JournalBatch] = []
         for b in obj["batches"]:
-            X = decode_csr(b["X"]).tocsr()
+            parts = decode_csr_parts(b["X"])
+            shape = parts[0]
             relevant, keys, seq = b["relevant"], b["keys"], b["seq"]
             if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
                 raise JournalError(f"journal batch seq must be a positive integer, got {seq!r}")
@@ -120,12 +137,12 @@ def decode_journal(data: bytes, name: str, n_features: int) -> tuple[str, list[J
                     or not isinstance(keys, list) or not all(isinstance(k, str) for k in keys)):
                 raise JournalError(f"journal batch {seq}: labels must be booleans and keys "
                                    "strings")
-            if X.shape != (len(relevant), n_features) or len(keys) != len(relevant):
-                raise JournalError(f"journal batch {seq}: rows {X.shape} for {len(relevant)} "
+            if shape != (len(relevant), n_features) or len(keys) != len(relevant):
+                raise JournalError(f"journal batch {seq}: rows {shape} for {len(relevant)} "
                                    f"labels and {len(keys)} keys of width {n_features}")
             if out and seq != out[-1].seq + 1:
                 raise JournalError(f"journal batch {seq} follows batch {out[-1].seq}")
-            out.append(JournalBatch(seq, X, relevant, keys, bool(b.get("coalesce", True))))
+            out.append(JournalBatch(seq, parts, relevant, keys, bool(b.get("coalesce", True))))
     except JournalError:
         raise
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError,

@@ -60,6 +60,7 @@ from sift.agents.journal import (
     encode_batch,
     encode_journal,
     journal_full,
+    stack_batches,
 )
 from sift.errors import SiftError
 from sift.filters.bank import ProfileBank
@@ -1094,10 +1095,13 @@ class Service:
             todo = after(batches, entry.seq)
             if not todo:
                 return
-            # the batches' learn_many calls in one step (Profile.relearn): the state they
-            # leave, with one re-threshold instead of one a batch
-            entry.profile.relearn([call for b in todo
-                                   for call in learn_calls(b.X, b.relevant, b.coalesce)])
+            # the batches' learn_many calls in one step (Profile.relearn_rows): the state
+            # they leave, with one re-threshold instead of one a batch, and the rows of
+            # all the batches stacked into one matrix
+            entry.profile.relearn_rows(
+                stack_batches(todo, self.vectorizer.n_features),
+                [r for b in todo for r in b.relevant],
+                [n for b in todo for n in call_sizes(len(b.relevant), b.coalesce)])
             for b in todo:
                 for key in b.keys:
                     entry.remember(key)
@@ -1329,10 +1333,17 @@ def learn_batch(profile: Profile, X: sp.csr_matrix, relevant: Sequence[bool], *,
         profile.learn_many(rows, labels)
 
 
+def call_sizes(n_rows: int, coalesce: bool) -> list[int]:
+    """The rows of each :meth:`Profile.learn_many` call :func:`learn_batch` makes for a
+    batch of ``n_rows`` judgments: one call for the batch, or one a row (``learn_one`` is
+    ``learn_many`` of the row)."""
+    return [n_rows] if coalesce or n_rows == 1 else [1] * n_rows
+
+
 def learn_calls(X: sp.csr_matrix, relevant: Sequence[bool], coalesce: bool
                 ) -> list[tuple[sp.csr_matrix, list[bool]]]:
-    """The :meth:`Profile.learn_many` calls :func:`learn_batch` makes for a batch (one for
-    the batch, or one a row: ``learn_one`` is ``learn_many`` of the row)."""
-    if coalesce or len(relevant) == 1:
+    """The :meth:`Profile.learn_many` calls :func:`learn_batch` makes for a batch (see
+    :func:`call_sizes`)."""
+    if len(call_sizes(len(relevant), coalesce)) == 1:
         return [(X, [bool(r) for r in relevant])]
     return [(X[i], [bool(rel)]) for i, rel in enumerate(relevant)]

@@ -134,17 +134,20 @@ class SparseAccumulator:
         sums = decode_array(state["sums"], name="accumulator.sums", dtype=np.float64, ndim=2)
         if sums.shape != (n_sums, feat.size):
             raise StateError(f"accumulator: sums of shape {sums.shape} for {feat.size} features")
-        if np.unique(feat).size != feat.size or (feat.size and feat.min() < 0):
+        # sorted first (to_state writes them in order: a stable sort of sorted input is
+        # one pass), so duplicates are neighbours
+        order = np.argsort(feat, kind="stable")
+        sfeat = feat[order]
+        if sfeat.size and (sfeat[0] < 0 or bool(np.any(sfeat[1:] == sfeat[:-1]))):
             raise StateError("accumulator: duplicate or negative features")
-        if n_features is not None and feat.size and feat.max() >= n_features:
-            raise StateError(f"accumulator: feature {int(feat.max())} out of range for "
+        if n_features is not None and sfeat.size and sfeat[-1] >= n_features:
+            raise StateError(f"accumulator: feature {int(sfeat[-1])} out of range for "
                              f"{n_features} features")
         acc = cls(n_sums, capacity=max(feat.size, 16))
         acc._feat[: feat.size] = feat
         acc._sums[:, : feat.size] = sums
         acc.size = int(feat.size)
-        order = np.argsort(feat, kind="stable")
-        acc._sorted_feat = feat[order]
+        acc._sorted_feat = sfeat
         acc._sorted_slot = order.astype(np.int64)
         return acc
 

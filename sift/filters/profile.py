@@ -521,8 +521,9 @@ class Profile:
         :meth:`learn_many`'s result does not depend on how judgments are cut into calls
         (the same sums, examples, pending buffer and threshold), only the model version
         does: it counts the calls that applied judgments. So the rows are learned as one
-        call and the version set to what the calls would have counted. The streaming
-        service re-learns a profile's judgment journal this way on recovery.
+        call and the version set to what the calls would have counted
+        (:meth:`relearn_rows` with the calls' rows stacked). The streaming service
+        re-learns a profile's judgment journal this way on recovery.
 
         Examples
         --------
@@ -543,17 +544,46 @@ class Profile:
         for (X, _), rel in zip(calls, labels, strict=True):
             if X.ndim != 2 or X.shape[0] != rel.size:
                 raise FilterError(f"relearn: a call of {X.shape} rows and {rel.size} labels")
+        self.relearn_rows(stack_rows([X for X, _ in calls]), np.concatenate(labels),
+                          [rel.size for rel in labels])
+
+    def relearn_rows(self, X: sp.csr_matrix, relevant: ArrayLike, sizes: Sequence[int]) -> None:
+        """:meth:`relearn` of calls given as their rows stacked in order (``X``, one label
+        each) and the number of rows of each call (``sizes``, summing to the rows of
+        ``X``): no matrix per call is needed.
+
+        Examples
+        --------
+        >>> import numpy as np, scipy.sparse as sp
+        >>> X = sp.csr_matrix(np.eye(4)[:3] * 0.9 + 0.1)
+        >>> a, b = Profile("p", update="every"), Profile("p", update="every")
+        >>> for p in (a, b):
+        ...     p.fit(X[:1], X, positives=[0])
+        >>> a.relearn([(X[1:2], [True]), (X[2:], [False])])
+        >>> b.relearn_rows(X[1:], [True, False], [1, 1])
+        >>> (a.threshold_, a.version_) == (b.threshold_, b.version_)
+        True
+        """
+        self._check_fitted()
+        rel = np.asarray(relevant, dtype=bool).ravel()
+        counts = [int(n) for n in sizes]
+        if X.ndim != 2 or X.shape[0] != rel.size or sum(counts) != rel.size \
+                or any(n < 0 for n in counts):
+            raise FilterError(f"relearn: {X.shape} rows, {rel.size} labels and calls of "
+                              f"{sum(counts)} rows")
+        if not counts:
+            return
         applies = 0  # the calls that would have applied judgments (one version each)
         if self.update != "never":
             every = 1 if self.update == "every" else int(self.update)
             waiting = self.n_pending_
-            for rel in labels:
-                waiting += rel.size
-                if rel.size and waiting >= every:
+            for n in counts:
+                waiting += n
+                if n and waiting >= every:
                     applies += 1
                     waiting %= every
         version = self.version_
-        self.learn_many(stack_rows([X for X, _ in calls]), np.concatenate(labels))
+        self.learn_many(X, rel)
         if applies:
             self.version_ = version + applies
 

@@ -80,8 +80,11 @@ def encode_csr(m: sp.csr_matrix) -> dict[str, Any]:
     }
 
 
-def decode_csr(obj: Any, *, name: str = "matrix") -> sp.csr_matrix:
-    """Decode :func:`encode_csr` output, validating the structure."""
+def decode_csr_parts(
+    obj: Any, *, name: str = "matrix"
+) -> tuple[tuple[int, int], NDArray[np.float64], NDArray[np.int32], NDArray[np.int64]]:
+    """Decode and validate :func:`encode_csr` output into ``(shape, data, indices,
+    indptr)`` without building the matrix (to stack many at once)."""
     if not isinstance(obj, dict):
         raise StateError(f"{name}: not an encoded sparse matrix")
     try:
@@ -99,7 +102,32 @@ def decode_csr(obj: Any, *, name: str = "matrix") -> sp.csr_matrix:
         raise StateError(f"{name}: bad indptr")
     if indices.size and (indices.min() < 0 or indices.max() >= shape[1]):
         raise StateError(f"{name}: column index out of range")
+    return (shape[0], shape[1]), data, indices, indptr
+
+
+def decode_csr(obj: Any, *, name: str = "matrix") -> sp.csr_matrix:
+    """Decode :func:`encode_csr` output, validating the structure."""
+    shape, data, indices, indptr = decode_csr_parts(obj, name=name)
     return sp.csr_matrix((data, indices, indptr), shape=shape)
+
+
+def stack_csr_parts(
+    parts: list[tuple[tuple[int, int], NDArray[np.float64], NDArray[np.int32], NDArray[np.int64]]],
+    n_cols: int,
+) -> sp.csr_matrix:
+    """The rows of :func:`decode_csr_parts` results (each ``n_cols`` wide) stacked in
+    order, as one CSR matrix built once."""
+    if any(shape[1] != n_cols for shape, *_ in parts):
+        raise StateError(f"stacked matrices must all be {n_cols} wide")
+    n_rows = sum(shape[0] for shape, *_ in parts)
+    if not parts:
+        return sp.csr_matrix((0, n_cols))
+    offsets = np.cumsum([0] + [data.size for _, data, _, _ in parts[:-1]])
+    indptr = np.concatenate([np.zeros(1, np.int64)]
+                            + [ptr[1:] + off for (_, _, _, ptr), off in zip(parts, offsets, strict=True)])
+    return sp.csr_matrix((np.concatenate([d for _, d, _, _ in parts]),
+                          np.concatenate([i for _, _, i, _ in parts]), indptr),
+                         shape=(n_rows, n_cols))
 
 
 def check_version(state: Any, kind: str) -> dict[str, Any]:

@@ -158,6 +158,33 @@ def test_accumulator_feature_past_the_width_is_refused(vec: Vectorizer) -> None:
         Profile.from_state(state, vec.feature_weights())
 
 
+@pytest.mark.parametrize("change", ["duplicate", "negative", "unsorted"])
+def test_accumulator_features_checked_on_load(vec: Vectorizer, change: str) -> None:
+    """A duplicate or negative feature is refused; features in another order (a state
+    written by hand) load and score as the sorted ones do."""
+    from sift.filters.state import decode_array, encode_array
+
+    p = _fit(vec, "rocchio")
+    state = orjson.loads(orjson.dumps(p.to_state()))
+    acc = state["model"]["acc"]
+    feat = decode_array(acc["features"], name="f", dtype=np.int64, ndim=1).copy()
+    sums = decode_array(acc["sums"], name="s", dtype=np.float64, ndim=2).copy()
+    assert feat.size > 2
+    if change == "duplicate":
+        feat[1] = feat[0]
+    elif change == "negative":
+        feat[0] = -1
+    else:
+        feat, sums = feat[::-1].copy(), sums[:, ::-1].copy()
+    state["model"]["acc"] = {"features": encode_array(feat), "sums": encode_array(sums)}
+    if change == "unsorted":
+        X = vec.transform(TRAIN)
+        assert np.array_equal(Profile.from_state(state, vec.feature_weights()).score(X), p.score(X))
+    else:
+        with pytest.raises(StateError, match="duplicate or negative"):
+            Profile.from_state(state, vec.feature_weights())
+
+
 def test_rocchio_with_no_positive_coefficient_still_learns(vec: Vectorizer) -> None:
     """Negatives that outweigh the query leave no positive coefficient (an empty model):
     the profile scores 0 and its threshold can still be re-learned."""
@@ -282,16 +309,21 @@ def test_relearn_leaves_the_state_of_the_calls(vec: Vectorizer, model: str, upda
     X = vec.transform(TRAIN)
     live = _fit(vec, model, update=update, max_examples=20)
     again = _fit(vec, model, update=update, max_examples=20)
-    for p in (live, again):
+    stacked = _fit(vec, model, update=update, max_examples=20)
+    for p in (live, again, stacked):
         for i in range(pending):
             p.learn_one(X[i], i % 2 == 0)
     recorded = [(X[[i for i, _ in call]], [r for _, r in call]) for call in calls]
     for rows, rels in recorded:
         live.learn_many(rows, rels)
     again.relearn(recorded)
-    assert orjson.dumps(live.to_state()) == orjson.dumps(again.to_state())
-    assert (live.threshold_, live.version_, live.silenced_, live.n_pending_) == \
-        (again.threshold_, again.version_, again.silenced_, again.n_pending_)
+    # the same calls as their rows stacked and each call's size (no matrix per call)
+    stacked.relearn_rows(X[[i for call in calls for i, _ in call]],
+                         [r for call in calls for _, r in call], [len(call) for call in calls])
+    for p in (again, stacked):
+        assert orjson.dumps(live.to_state()) == orjson.dumps(p.to_state())
+        assert (live.threshold_, live.version_, live.silenced_, live.n_pending_) == \
+            (p.threshold_, p.version_, p.silenced_, p.n_pending_)
 
 
 def test_relearn_refuses_rows_and_labels_that_differ(vec: Vectorizer) -> None:
@@ -299,6 +331,10 @@ def test_relearn_refuses_rows_and_labels_that_differ(vec: Vectorizer) -> None:
     X = vec.transform(TRAIN)
     with pytest.raises(FilterError, match="relearn: a call of"):
         p.relearn([(X[:2], [True])])
+    with pytest.raises(FilterError, match="calls of 3 rows"):
+        p.relearn_rows(X[:2], [True, False], [1, 2])
+    with pytest.raises(FilterError, match="1 labels"):
+        p.relearn_rows(X[:2], [True], [1])
 
 
 def test_silencing_depends_on_the_state_not_on_how_often_it_was_rethresholded(vec: Vectorizer) -> None:
