@@ -26,7 +26,7 @@ from sift.errors import ConfigError
 from sift.filters.bank import Hit, ProfileBank
 from sift.filters.measures import f1, precision, recall, t11f, t11su
 from sift.filters.profile import Profile
-from sift.filters.sparse import restrict
+from sift.filters.sparse import restrict, unique
 from sift.filters.threshold import scut
 from sift.filters.vectorize import Vectorizer, normalize_rows
 from sift.topics.codecs import read_jsonl
@@ -305,7 +305,7 @@ def chi2_columns(X: sp.csr_matrix, Y: NDArray[np.bool_], n: int) -> NDArray[np.i
     X = sp.csr_matrix(X)
     if Y.shape[0] != X.shape[0]:
         raise ConfigError(f"labels must have one row per document ({X.shape[0]}), got {Y.shape[0]}")
-    cols = np.unique(X.indices).astype(np.int64)
+    cols = unique(X.indices).astype(np.int64)
     if cols.size <= n:
         return cols
     B = restrict(X, cols)

@@ -71,7 +71,7 @@ from sift.filters.examples import ExampleSet
 from sift.filters.kantor import Kantor
 from sift.filters.knn import KNN
 from sift.filters.rocchio import Rocchio
-from sift.filters.sparse import nonzero_2d, restrict
+from sift.filters.sparse import nonzero_2d, restrict, unique
 from sift.filters.state import decode_array, encode_array
 
 __all__ = [
@@ -154,7 +154,7 @@ def _index_set(values: ArrayLike, n: int, name: str) -> IntArray:
     out = idx[(idx < 0) | (idx >= n)]
     if out.size:
         raise FusionError(f"{name} holds row index {int(out[0])} outside [0, {n})")
-    if np.unique(idx).size != idx.size:
+    if unique(idx).size != idx.size:
         raise FusionError(f"{name} holds duplicate row indices: {idx.tolist()[:10]}")
     return idx
 

@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from sift.filters.base import ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError
 from sift.filters.examples import ExampleSet, _Compact
-from sift.filters.sparse import dense_product, nonzero_2d, take_rows
+from sift.filters.sparse import dense_product, nonzero_2d, take_rows, unique
 
 _CHUNK = 1024
 
@@ -476,7 +476,7 @@ class _Union:
         # each union row's vector, from the first set holding it
         src_set = np.searchsorted(bounds, first, side="right") - 1
         pieces, piece_ids = [], []
-        for i in np.unique(src_set):
+        for i in unique(src_set):
             ex = sets[live[i]]
             comp = ex._compact()
             mine = np.flatnonzero(src_set == i)
@@ -748,7 +748,7 @@ class KNNStack(Stack):
             pid = np.concatenate([pid, (every[:, None] * G + np.arange(G)).ravel()])
         short = ~full if not final else np.zeros(n, dtype=bool)
         if pid.size:
-            pid = np.unique(pid)
+            pid = unique(pid)
             r, c = np.divmod(pid, G)
             keep = full[r] | final
             r, c = r[keep], c[keep]
@@ -848,7 +848,7 @@ class KNNStack(Stack):
             bad = self._ties(lists, pcodes, kk, k1)
             if bad.any():
                 self._tied(S, cand, csim, gi, rr[bad], cc[bad], codes[bad], out, at)
-        return np.unique(np.concatenate(short)) if short else np.zeros(0, np.int64)
+        return unique(np.concatenate(short)) if short else np.zeros(0, np.int64)
 
     def _tied(self, S: NDArray[np.float64], cand: NDArray[np.int64], csim: NDArray[np.float64], gi: int,
               rows: NDArray[np.int64], c: NDArray[np.int64], codes: NDArray[np.unsignedinteger[Any]],

@@ -43,6 +43,7 @@ from sift.filters.screening.estimators import (
     power_law,
 )
 from sift.filters.screening.stopping import bound_rule, target_rule
+from sift.filters.sparse import unique
 
 STATE_VERSION = 1
 #: Bounds beyond which a review cannot run: draws are drawn and stored one by one, and
@@ -590,7 +591,7 @@ class Review:
             "found_before": found_before,
             "b": b,
         })
-        new = np.unique(np.concatenate([top, drawn[unjudged_mask[drawn]]]))
+        new = unique(np.concatenate([top, drawn[unjudged_mask[drawn]]]))
         new = new[np.argsort(-scores[new], kind="stable")]
         self.pending_ = [self.ids_[i] for i in new]
         return list(self.pending_)
