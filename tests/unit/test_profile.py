@@ -5,6 +5,7 @@ import math
 import numpy as np
 import orjson
 import pytest
+import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -410,6 +411,22 @@ def test_state_rejects_matrix_shapes_out_of_range(shape) -> None:  # type: ignor
     enc["shape"] = shape
     with pytest.raises(StateError, match="shape must be two dimensions"):
         decode_csr(enc, name="m")
+
+
+def test_decoded_matrices_stack_as_vstack() -> None:
+    """``stack_csr_parts`` of decoded matrices (empty ones included) is their vstack,
+    exactly; a matrix of another width is refused."""
+    from sift.filters.state import decode_csr_parts, encode_csr, stack_csr_parts
+
+    rng = np.random.default_rng(3)
+    mats = [sp.random(n, 7, density=0.3, format="csr", random_state=rng) for n in (2, 0, 3, 1)]
+    parts = [decode_csr_parts(orjson.loads(orjson.dumps(encode_csr(m)))) for m in mats]
+    got = stack_csr_parts(parts, 7)
+    want = sp.vstack(mats, format="csr")
+    assert got.shape == (6, 7) and np.array_equal(got.toarray(), want.toarray())
+    assert stack_csr_parts([], 7).shape == (0, 7)
+    with pytest.raises(StateError, match="7 wide"):
+        stack_csr_parts([*parts, decode_csr_parts(encode_csr(sp.csr_matrix((1, 8))))], 7)
 
 
 def test_pseudo_positives_stay_out_of_trot_by_default(vec: Vectorizer) -> None:
