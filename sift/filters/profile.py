@@ -555,14 +555,13 @@ class Profile:
         Examples
         --------
         >>> import numpy as np, scipy.sparse as sp
-        >>> X = sp.csr_matrix(np.eye(4)[:3] * 0.9 + 0.1)
-        >>> a, b = Profile("p", update="every"), Profile("p", update="every")
-        >>> for p in (a, b):
-        ...     p.fit(X[:1], X, positives=[0])
-        >>> a.relearn([(X[1:2], [True]), (X[2:], [False])])
-        >>> b.relearn_rows(X[1:], [True, False], [1, 1])
-        >>> (a.threshold_, a.version_) == (b.threshold_, b.version_)
-        True
+        >>> rows = sp.csr_matrix(np.eye(4)[:3] * 0.9 + 0.1)
+        >>> one = Profile("p", update="every"); one.fit(rows[:1], rows, positives=[0])
+        >>> two = Profile("p", update="every"); two.fit(rows[:1], rows, positives=[0])
+        >>> one.relearn_rows(rows[1:], [True, False], [2])     # as one learn_many call
+        >>> two.relearn_rows(rows[1:], [True, False], [1, 1])  # as two: one version more
+        >>> two.version_ - one.version_, one.threshold_ == two.threshold_
+        (1, True)
         """
         self._check_fitted()
         rel = np.asarray(relevant, dtype=bool).ravel()
