@@ -10,7 +10,7 @@ service of its own built the same way. Reports CPU per judgment and the bytes wr
 the state table and the journal table per judgment (what the changelog topics carry),
 checks that both ways end with the same profiles, bit for bit, and times a fresh
 service recovering every profile from each way's tables (as a worker taking the
-profiles over does).
+profiles over does), ``--recoveries`` times by turns (the median is reported).
 
     python benchmarks/service_judgments.py --out benchmarks/results/service_judgments.json
 """
@@ -157,6 +157,8 @@ def main() -> None:
                     help="recovery rounds (each way by turns; the median is reported)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    if args.recoveries < 1:
+        ap.error(f"--recoveries must be at least 1, got {args.recoveries}")
     corpus = Corpus()
     training = TrainingSet.load(corpus.idf)
     result: dict[str, Any] = {
