@@ -1329,8 +1329,11 @@ def learn_batch(profile: Profile, X: sp.csr_matrix, relevant: Sequence[bool], *,
     """
     if X.shape[0] != len(relevant):
         raise ValueError(f"learn_batch: {X.shape[0]} rows but {len(relevant)} labels")
-    for rows, labels in learn_calls(X, relevant, coalesce):
-        profile.learn_many(rows, labels)
+    start = 0
+    for n in call_sizes(len(relevant), coalesce):
+        rows = X if n == X.shape[0] else X[start:start + n]
+        profile.learn_many(rows, [bool(r) for r in relevant[start:start + n]])
+        start += n
 
 
 def call_sizes(n_rows: int, coalesce: bool) -> list[int]:
@@ -1339,11 +1342,3 @@ def call_sizes(n_rows: int, coalesce: bool) -> list[int]:
     ``learn_many`` of the row)."""
     return [n_rows] if coalesce or n_rows == 1 else [1] * n_rows
 
-
-def learn_calls(X: sp.csr_matrix, relevant: Sequence[bool], coalesce: bool
-                ) -> list[tuple[sp.csr_matrix, list[bool]]]:
-    """The :meth:`Profile.learn_many` calls :func:`learn_batch` makes for a batch (see
-    :func:`call_sizes`)."""
-    if len(call_sizes(len(relevant), coalesce)) == 1:
-        return [(X, [bool(r) for r in relevant])]
-    return [(X[i], [bool(rel)]) for i, rel in enumerate(relevant)]

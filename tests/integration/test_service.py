@@ -118,12 +118,6 @@ def dead_letters(settings: Settings) -> list[dict[str, object]]:
                                                        idle=1.5)]
 
 
-def table_states(settings: Settings, service: Service) -> dict[str, object]:
-    """The profiles as their changelog topics hold them (the state table's and the
-    judgment journal's), recovered by a fresh service as a worker recovers them."""
-    return recovered_profiles(settings, service)
-
-
 @pytest.fixture
 def settings(broker_url: str, topic_prefix: str, tmp_path: Path,
              corpus: tuple[Path, list[Document], list[Document]]) -> Settings:
@@ -192,7 +186,9 @@ def test_worker_end_to_end_bad_input_judgments_and_replacement(
         wait_for(lambda: total(workers, "judgments") == len(judged)
                  and total(workers, "judgments_duplicate") == len(judged), 60, "judgments")
         wait_for(lambda: total(workers, "dead_letters") == 6 + 3, 30, "judgment dead letters")
-        states = table_states(settings, ref.service)
+        # the profiles as the state and journal changelogs hold them, recovered as a
+        # worker recovers them
+        states = recovered_profiles(settings, ref.service)
         n_judged = {p: e.profile.n_judged_ for p, e in states.items()}  # type: ignore[attr-defined]
         want = {str(s["profile"]): sum(j["profile"] == s["profile"] for j in judged)
                 for s in specs}

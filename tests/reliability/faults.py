@@ -27,10 +27,9 @@ import numpy as np
 import orjson
 from kafka.errors import KafkaError
 
-from sift.agents.app import JOURNAL_TABLE, TABLE
 from sift.agents.harness import (
     WorkerProcess,
-    read_all,
+    changelog_tables,
     recovered_profiles,
     send_all,
     total,
@@ -211,13 +210,9 @@ def progress(settings: Settings, stream: Stream, expected: Expected) -> dict[str
     missing = expected.decisions - got
     lags = {f"{t}[{p}]": n for (t, p), n in group_lag_by_partition(settings, INPUT_TOPICS).items()
             if n}
-    latest: dict[str, dict[str, bytes | None]] = {TABLE: {}, JOURNAL_TABLE: {}}
-    for table, values in latest.items():
-        for key, value, _, _ in read_all(settings, f"{settings.app_id}-{table}-changelog",
-                                         idle=1.0):
-            values[(key or b"").decode()] = value
-    judged = {k: len(judged_keys(orjson.loads(v), latest[JOURNAL_TABLE].get(k)))
-              for k, v in latest[TABLE].items() if k in stream.learn and v}
+    records, journals = changelog_tables(settings, idle=1.0)
+    judged = {k: len(judged_keys(orjson.loads(v), journals.get(k)))
+              for k, v in records.items() if k in stream.learn}
     want = Counter(str(j["profile"]) for j in stream.judgments)
     return {"decisions_missing": len(missing),
             "missing_sample": sorted(missing)[:5],
