@@ -247,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stay", type=float, default=20.0, help="seconds w2 scores before leaving")
     ap.add_argument("--crash", action="store_true",
                     help="then start w3 and SIGKILL it (the group waits for its session timeout)")
+    ap.add_argument("--session-timeout", type=float, default=None, metavar="SECONDS",
+                    help="the workers' SIFT_SESSION_TIMEOUT (heartbeats every tenth of it); "
+                         "default: the service's (60 s)")
     ap.add_argument("--interval", type=float, default=0.25)
     ap.add_argument("--idf-docs", type=int, default=2000)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "rebalance.json"))
@@ -305,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
                         app_id=f"rebalance-{uuid.uuid4().hex[:8]}", partitions=args.partitions,
                         data_dir=str(tmp / "w1"), idf_corpus=str(idf), batch_size=32,
                         batch_timeout=0.05)
+    if args.session_timeout is not None:
+        settings = replace(settings, session_timeout=args.session_timeout,
+                           heartbeat_interval=args.session_timeout / 10)
     w1 = WorkerProcess(settings, "w1")
     w2 = WorkerProcess(replace(settings, data_dir=str(tmp / "w2")), "w2")
     w3 = WorkerProcess(replace(settings, data_dir=str(tmp / "w3")), "w3")
@@ -415,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
                                                              else sys.argv[1:]),
             "documents": n_docs, "rate": args.rate, "documents_per_message": args.batch,
             "partitions": args.partitions, "fixed_profiles": len(fixed),
+            "session_timeout": settings.session_timeout,
             "learning_profiles": len(learn), "judgments": len(judgments),
             "events": events,
             "steady_latency_before_join": steady,

@@ -67,6 +67,16 @@ class Settings:
     #: seconds exits anyway: with its broker gone, aiokafka's metadata loop kept a
     #: stopping worker alive, spinning at 70-90 % of a core (seventh session).
     stop_timeout: float = 30.0
+    #: How long the group waits for a silent worker (crashed, or cut off) before its
+    #: shards move to the others: Faust's ``broker_session_timeout``. A SIGKILLed worker's
+    #: shards are not scored for this long (docs/reliability.md). Heartbeats come from
+    #: the consumer's own thread, so a long batch on the event loop does not count
+    #: against it; the broker bounds it (``group.min.session.timeout.ms``, 6 s, and
+    #: ``group.max.session.timeout.ms``, 30 min, by default).
+    session_timeout: float = 60.0
+    #: How often the worker tells the group it is alive (at most a third of
+    #: ``session_timeout``, as Kafka advises).
+    heartbeat_interval: float = 3.0
     max_document_bytes: int = 1_000_000
     max_batch_documents: int = 1000
     recent_documents: int = 100_000
@@ -97,11 +107,16 @@ class Settings:
                 raise ConfigError(f"SIFT_{name.upper()} must be >= 1, got {getattr(self, name)!r}")
         if self.truncate < 0:
             raise ConfigError(f"SIFT_TRUNCATE must be >= 0 (0: tokens whole), got {self.truncate!r}")
-        for name in ("batch_timeout", "judgment_batch_timeout", "stop_timeout"):
+        for name in ("batch_timeout", "judgment_batch_timeout", "stop_timeout",
+                     "session_timeout", "heartbeat_interval"):
             value = getattr(self, name)
             if not 0 < value < float("inf"):
                 raise ConfigError(f"SIFT_{name.upper()} must be a positive number of seconds, "
                                   f"got {value!r}")
+        if self.heartbeat_interval * 3 > self.session_timeout:
+            raise ConfigError(f"SIFT_HEARTBEAT_INTERVAL must be at most a third of "
+                              f"SIFT_SESSION_TIMEOUT ({self.session_timeout!r} s), got "
+                              f"{self.heartbeat_interval!r}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

@@ -58,6 +58,21 @@ def test_the_worker_vectorizes_as_its_settings_say(tmp_path: Any) -> None:
         assert w.service.training.vectorizer.truncate == expect
 
 
+def test_the_group_session_settings_reach_faust(tmp_path: Any) -> None:
+    """``SIFT_SESSION_TIMEOUT`` and ``SIFT_HEARTBEAT_INTERVAL`` reach the consumer; the
+    request timeout stays at Faust's 90 s unless the session is longer (Faust refuses a
+    session timeout above the request timeout)."""
+    vec = Vectorizer(n_features=2**12).fit(TRAIN)
+    training = TrainingSet(vec, vec.transform(TRAIN), {f"t{i}": i for i in range(len(TRAIN))})
+    for session, heartbeat, request in ((60.0, 3.0, 90.0), (10.0, 1.0, 90.0), (120.0, 5.0, 150.0)):
+        settings = Settings(broker="kafka://127.0.0.1:1", app_id="sift-test", partitions=2,
+                            data_dir=str(tmp_path / str(session)), session_timeout=session,
+                            heartbeat_interval=heartbeat)
+        conf = create_app(settings, training=training).app.conf
+        assert (conf.broker_session_timeout, conf.broker_heartbeat_interval,
+                conf.broker_request_timeout) == (session, heartbeat, request)
+
+
 def agent(worker: Any, name: str) -> Any:
     return next(a for a in worker.app.agents.values() if a.name.endswith(name))
 

@@ -50,7 +50,11 @@ def make_settings(broker_url: str, topic_prefix: str, tmp_path: Path, corpus_pat
     return Settings(broker=broker_url, topic_prefix=topic_prefix,
                     app_id=f"sift-{uuid.uuid4().hex[:8]}", partitions=PARTITIONS,
                     data_dir=str(tmp_path / "w1"), idf_corpus=str(corpus_path),
-                    batch_size=32, batch_timeout=0.05)
+                    batch_size=32, batch_timeout=0.05,
+                    # the killed worker's shards move after 10 s of silence, not Faust's
+                    # 60: the path a SIGKILL takes either way, and how an operator
+                    # shortens it (SIFT_SESSION_TIMEOUT)
+                    session_timeout=10.0, heartbeat_interval=1.0)
 
 
 def report(name: str, figures: dict[str, object]) -> None:

@@ -15,6 +15,8 @@ def test_environment_values_are_parsed_by_the_field_type() -> None:
                                                                                     "x.")
     assert s.topic("documents") == "x.documents"
     assert Settings.from_env({}, partitions=2, app_id=None).partitions == 2
+    s = Settings.from_env({"SIFT_SESSION_TIMEOUT": "9", "SIFT_HEARTBEAT_INTERVAL": "3"})
+    assert (s.session_timeout, s.heartbeat_interval) == (9.0, 3.0)  # a third exactly is fine
 
 
 @pytest.mark.parametrize(("env", "match"), [
@@ -29,6 +31,12 @@ def test_environment_values_are_parsed_by_the_field_type() -> None:
     ({"SIFT_JUDGMENT_BATCH_TIMEOUT": "inf"}, "SIFT_JUDGMENT_BATCH_TIMEOUT must be a positive"),
     ({"SIFT_FETCH_MAX_WAIT_MS": "0"}, "SIFT_FETCH_MAX_WAIT_MS must be >= 1, got 0"),
     ({"SIFT_TRUNCATE": "-1"}, "SIFT_TRUNCATE must be >= 0"),
+    ({"SIFT_SESSION_TIMEOUT": "0"}, "SIFT_SESSION_TIMEOUT must be a positive number"),
+    ({"SIFT_HEARTBEAT_INTERVAL": "nan"}, "SIFT_HEARTBEAT_INTERVAL must be a positive number"),
+    ({"SIFT_SESSION_TIMEOUT": "6"},
+     r"SIFT_HEARTBEAT_INTERVAL must be at most a third of SIFT_SESSION_TIMEOUT \(6.0 s\), got 3.0"),
+    ({"SIFT_SESSION_TIMEOUT": "10", "SIFT_HEARTBEAT_INTERVAL": "4"},
+     "SIFT_HEARTBEAT_INTERVAL must be at most a third"),
 ])
 def test_bad_values_raise_one_clear_error(env: dict[str, str], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
