@@ -171,6 +171,18 @@ class Histogram(_Metric):
         self.sum += value
         self.count += 1
 
+    def observe_many(self, values: Iterable[float]) -> None:
+        """:meth:`observe` each value."""
+        counts, bounds, find = self.counts, self.bounds, bisect.bisect_left
+        total, n = 0.0, 0
+        for v in values:
+            if v == v:  # not NaN
+                counts[find(bounds, v)] += 1
+                total += v
+                n += 1
+        self.sum += total
+        self.count += n
+
     def lines(self) -> list[str]:
         out = []
         running = 0

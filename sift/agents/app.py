@@ -31,7 +31,7 @@ import ssl
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from inspect import CORO_CREATED, getcoroutinestate
 from pathlib import Path
 from types import CoroutineType
@@ -39,11 +39,12 @@ from typing import Any, TypeVar
 
 import faust
 import orjson
-from faust.exceptions import NotReady
+from faust.exceptions import ConsumerNotStarted, NotReady
 from faust.types import TP, EventT
 
 from sift.agents import gcwatch
 from sift.agents import review as review_mode
+from sift.agents.metrics import WorkerMetrics
 from sift.agents.service import (
     InputMessage,
     RouteResult,
@@ -59,6 +60,7 @@ from sift.agents.service import (
 )
 from sift.agents.tails import PartitionView, TailWatch
 from sift.kafkaclient import read_offsets, start_offsets
+from sift.observability import CONTENT_TYPE
 from sift.settings import Settings
 from sift.topics.codecs import encode
 from sift.topics.deadletter import DeadLetter
@@ -567,13 +569,14 @@ class Worker:
     topics: dict[str, faust.TopicT]
     table: Any
     reviews: Any = None  # sift.agents.review.ReviewHooks
+    metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
 
     def stats(self) -> dict[str, Any]:
         out = self.service.counters()
         shard_topic = self.settings.topic(SHARD_TOPIC)
         try:
             actives = self.app.consumer.assignment()
-        except (AttributeError, RuntimeError):
+        except (AttributeError, RuntimeError, ConsumerNotStarted):  # starting, or stopped
             actives = set()
         out["partitions"] = sorted(tp.partition for tp in actives if tp.topic == shard_topic)
         out["app_id"] = self.settings.app_id
@@ -582,6 +585,10 @@ class Worker:
         out["pid"] = os.getpid()
         out["ts"] = time.time()
         return out
+
+    def metrics_text(self) -> str:
+        """``GET /metrics``: the worker's metrics in Prometheus' text format."""
+        return self.metrics.render(self.stats())
 
     def write_stats(self) -> None:
         path = Path(self.settings.data_dir) / "stats.json"
@@ -912,12 +919,16 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             t = time.monotonic()
             await asyncio.gather(*in_flight)
             stats["document_batch_publish_us"] += int(1e6 * (time.monotonic() - t))
+            now = time.time()  # the decisions of the shards held here are on the broker
+            worker.metrics.document_latency.observe_many(
+                max(now - e.message.timestamp, 0.0) for e in batch if e.message.timestamp)
             ack_recovered(recovered)
             mark_processed(batch)
             if done is not None:
                 stats["document_batch_wait_us"] += int(1e6 * (start - done))
             done = time.monotonic()
             stats["document_batch_work_us"] += int(1e6 * (done - start))
+            worker.metrics.document_batch.observe(done - start)
 
     shard_topic_name = settings.topic(SHARD_TOPIC)
 
@@ -1038,6 +1049,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         # per shard, and the copies are scored as one (Service.score_copies)
         recovered: list[tuple[str, int, int]] = []
         async for batch in stream.take_events(settings.batch_size, within=settings.batch_timeout):
+            start = time.monotonic()
             for copies in same_payloads(await complete([to_message(e) for e in batch], recovered)):
                 try:
                     # the shards held here, and their scoring, with no await in between
@@ -1057,6 +1069,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                                                 for d in scoring.decisions])
             ack_recovered(recovered)
             mark_processed(batch)
+            worker.metrics.copy_batch.observe(time.monotonic() - start)
 
     @app.agent(profiles_topic)
     async def apply_specs(stream: faust.StreamT) -> None:
@@ -1076,6 +1089,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         # larger batches: more judgments of one profile share a re-threshold and a write
         async for events in stream.take_events(settings.judgment_batch_size,
                                                within=settings.judgment_batch_timeout):
+            start = time.monotonic()
             msgs = await reviews.take_judgments(await complete([to_message(e) for e in events],
                                                                recovered))
             result = guarded(service.apply_judgments, msgs, table)
@@ -1083,6 +1097,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             await emit_forwards(result)
             ack_recovered(recovered)
             mark_processed(events)
+            worker.metrics.judgment_batch.observe(time.monotonic() - start)
 
     async def settle() -> None:
         """The batch's table writes on the broker before the batch is acknowledged."""
@@ -1127,5 +1142,10 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         @app.page("/sift/stats")
         async def stats_page(web: Any, request: Any) -> Any:
             return web.json(worker.stats())
+
+        @app.page("/metrics")
+        async def metrics_page(web: Any, request: Any) -> Any:
+            # aiohttp takes no charset in content_type: the whole header goes in headers
+            return web.bytes(worker.metrics_text().encode(), headers={"Content-Type": CONTENT_TYPE})
 
     return worker

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,10 @@ class WorkerProcess:
     """A ``sift worker`` child process."""
 
     def __init__(self, settings: Settings, name: str = "worker", *, log_dir: Path | None = None,
-                 extra_env: dict[str, str] | None = None) -> None:
+                 extra_env: dict[str, str] | None = None, args: Sequence[str] = ()) -> None:
         self.settings = settings
         self.name = name
+        self.args = list(args)  # more ``sift worker`` arguments, e.g. ["--web"]
         self.data_dir = Path(settings.data_dir)
         self.log_path = (log_dir or self.data_dir) / f"{name}.log"
         self.extra_env = dict(extra_env or {})
@@ -58,7 +59,8 @@ class WorkerProcess:
         env = {**os.environ, **settings_env(self.settings), **self.extra_env}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "sift.cli", "worker"], env=env,
+            self.proc = subprocess.Popen([sys.executable, "-m", "sift.cli", "worker", *self.args],
+                                         env=env,
                                          stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         return self

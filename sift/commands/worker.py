@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--partitions", type=int, help="profile shards = partitions (SIFT_PARTITIONS)")
     p.add_argument("--data-dir", help="this worker's directory for stats (SIFT_DATA_DIR)")
     p.add_argument("--web", action="store_true",
-                   help="serve /sift/stats on SIFT_WEB_HOST:SIFT_WEB_PORT")
+                   help="serve /sift/stats (JSON) and /metrics (Prometheus) on SIFT_WEB_HOST:SIFT_WEB_PORT")
     p.set_defaults(func=run)
 
 

@@ -149,6 +149,60 @@ def test_judgments_agent_appends_to_the_journal_on_the_profiles_shard(worker: An
     assert orjson.dumps(again.profile.to_state()) == orjson.dumps(live.profile.to_state())
 
 
+def metric(text: str, name: str) -> float:
+    """The value of one sample line of a Prometheus text page (``name`` with its labels)."""
+    lines = [line for line in text.splitlines() if line.startswith(name + " ")]
+    assert len(lines) == 1, f"{name}: {lines}"
+    return float(lines[0].split()[-1])
+
+
+def test_metrics_page_reports_what_the_agents_did(worker: Any) -> None:
+    """``GET /metrics`` (``sift worker --web``): the worker's counters as the service
+    counts them, refusals by reason, the profiles it holds and one histogram observation
+    per taken batch of each agent."""
+    name = "wheat"
+    part = shard_of(name, 2)
+    empty = worker.metrics_text()
+    assert metric(empty, "sift_worker_documents_total") == 0
+    assert metric(empty, "sift_worker_document_batch_seconds_count") == 0
+
+    async def run() -> None:
+        async with agent(worker, "apply_specs").test_context() as a:
+            await a.put(orjson.dumps({"profile": name, "query": "wheat"}), key=name.encode(),
+                        partition=part)
+            await asyncio.sleep(0.1)
+        async with agent(worker, "route_documents").test_context() as a:
+            await a.put(orjson.dumps({"documents": [{"id": "a", "text": "wheat"},
+                                                    {"id": "b", "text": "oil"}]}))
+            await a.put(b"not json")
+            await asyncio.sleep(0.1)
+        async with agent(worker, "apply_judgments").test_context() as a:
+            for _ in range(2):  # the second is the first again: skipped
+                await a.put(orjson.dumps({"id": "j0", "doc_id": "t0", "profile": name,
+                                          "relevant": True, "text": TRAIN[0]}),
+                            key=name.encode(), partition=part)
+            await a.put(orjson.dumps({"doc_id": "t1", "profile": "nobody", "relevant": True,
+                                      "text": "x"}), key=b"nobody", partition=shard_of("nobody", 2))
+            await asyncio.sleep(0.6)
+
+    asyncio.run(run())
+    text = worker.metrics_text()
+    assert metric(text, "sift_worker_documents_total") == 2
+    assert metric(text, "sift_worker_judgments_total") == 1
+    assert metric(text, "sift_worker_judgments_duplicate_total") == 1
+    assert metric(text, "sift_worker_profiles_created_total") == 1
+    assert metric(text, 'sift_worker_dead_letters_total{reason="bad_json"}') == 1
+    assert metric(text, 'sift_worker_dead_letters_total{reason="unknown_profile"}') == 1
+    assert metric(text, "sift_worker_document_batch_seconds_count") >= 1
+    assert metric(text, "sift_worker_document_latency_seconds_count") == 2  # each message
+    assert metric(text, "sift_worker_judgment_batch_seconds_count") >= 1
+    assert metric(text, "sift_worker_profiles") == 1
+    assert metric(text, "sift_worker_resident_bytes") > 0
+    # counters mirror the service's: a second page does not count anything twice
+    assert metric(worker.metrics_text(), "sift_worker_documents_total") == 2
+    assert text.endswith("\n") and "# TYPE sift_worker_document_batch_seconds histogram" in text
+
+
 @pytest.fixture
 def deliveries(worker: Any, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Changelog writes as futures the test resolves (delivered, or failed)."""

@@ -1,0 +1,110 @@
+"""A worker's own metrics, for Prometheus: ``GET /metrics`` on ``sift worker --web``.
+
+``sift web`` reports the group as its topics show it (decisions, lag, latency from a
+document's timestamp to its decision). A worker reports what happens inside it: what it
+routed, scored, learned and refused, how long its batches take, what it holds. The
+counters mirror the service's own (:attr:`Service.stats`), so ``/sift/stats`` (JSON)
+and ``/metrics`` never disagree; the batch histograms are observed by the agents.
+
+>>> m = WorkerMetrics()
+>>> m.document_batch.observe(0.004)
+>>> text = m.render({"stats": {"documents": 3, "dead_letters.bad_json": 1},
+...                  "documents_kept": 3, "profiles": ["a"], "partitions": [0, 1],
+...                  "memory": {"rss_bytes": 1024}})
+>>> [line for line in text.splitlines() if line.startswith(("sift_worker_documents_total",
+...                                                          "sift_worker_dead_letters_total"))]
+['sift_worker_documents_total 3', 'sift_worker_dead_letters_total{reason="bad_json"} 1']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sift.observability import Counter, Registry
+
+#: Batch durations: a document batch takes a few ms to a few hundred ms.
+BATCH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+#: Document latency: tens of ms at a steady rate, seconds to minutes behind a backlog.
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+#: (service counter, metric name, help) of the counters mirrored one to one.
+COUNTERS = (
+    ("documents", "sift_worker_documents_total",
+     "Documents this worker decoded and vectorized (read from its documents partitions)."),
+    ("scored", "sift_worker_pairs_scored_total",
+     "(document, profile) pairs scored here, for the shards this worker holds."),
+    ("decisions", "sift_worker_decisions_total", "Deliveries (decisions) emitted."),
+    ("judgments", "sift_worker_judgments_total", "Judgments applied to a profile."),
+    ("judgments_duplicate", "sift_worker_judgments_duplicate_total",
+     "Judgments delivered again and skipped (idempotent by id, or by document and profile)."),
+    ("profiles_created", "sift_worker_profiles_created_total", "Profiles created or replaced."),
+    ("profiles_deleted", "sift_worker_profiles_deleted_total", "Profiles deleted."),
+    ("redelivered_skipped", "sift_worker_redelivered_skipped_total",
+     "Messages seen again after a restart or rebalance and skipped as already processed."),
+    ("state_records", "sift_worker_state_records_total",
+     "Whole profile state records written to the table's changelog."),
+    ("journal_appends", "sift_worker_journal_appends_total",
+     "Judgment batches appended to a profile's journal."),
+    ("state_write_failed", "sift_worker_state_write_failures_total",
+     "Table writes that did not reach the changelog (the next save rewrites the record)."),
+    ("tail_seeks", "sift_worker_tail_seeks_total",
+     "Partitions sought back to a message that never reached the worker."),
+)
+
+
+def _mirror(counter: Counter, value: float, labels: dict[str, str] | None = None) -> None:
+    """Bring a counter up to a count kept elsewhere (never down)."""
+    delta = float(value) - counter.get(labels)
+    if delta > 0:
+        counter.inc(delta, labels)
+
+
+class WorkerMetrics:
+    """The registry of one worker: mirrored counters, gauges and batch histograms."""
+
+    def __init__(self) -> None:
+        reg = self.registry = Registry()
+        self.counters = {key: reg.counter(name, help) for key, name, help in COUNTERS}
+        self.dead_letters = reg.counter("sift_worker_dead_letters_total",
+                                        "Inputs refused, by reason (sent to the dead-letter topic).",
+                                        ["reason"])
+        self.document_latency = reg.histogram(
+            "sift_worker_document_latency_seconds",
+            "Seconds from a document message's Kafka timestamp until this worker has delivered "
+            "its decisions for the shards it holds (other shards' copies take one hop more).",
+            LATENCY_BUCKETS)
+        self.document_batch = reg.histogram(
+            "sift_worker_document_batch_seconds",
+            "Time to route, score and publish one taken batch of document messages.",
+            BATCH_BUCKETS)
+        self.copy_batch = reg.histogram(
+            "sift_worker_shard_batch_seconds",
+            "Time to score and publish one taken batch of other workers' document copies.",
+            BATCH_BUCKETS)
+        self.judgment_batch = reg.histogram(
+            "sift_worker_judgment_batch_seconds",
+            "Time to apply one taken batch of judgments, state writes settled.",
+            BATCH_BUCKETS)
+        self.profiles = reg.gauge("sift_worker_profiles", "Profiles held by this worker.")
+        self.shards = reg.gauge("sift_worker_shards", "Profile shards (partitions) held.")
+        self.documents_kept = reg.gauge("sift_worker_documents_kept",
+                                        "Recent document vectors kept for late judgments.")
+        self.rss = reg.gauge("sift_worker_resident_bytes", "Resident set size of the process.")
+
+    def render(self, snapshot: Mapping[str, Any]) -> str:
+        """The text exposition format, counters and gauges taken from ``snapshot`` (the
+        worker's :meth:`~sift.agents.app.Worker.stats`)."""
+        stats: Mapping[str, Any] = snapshot.get("stats", {})
+        for key, counter in self.counters.items():
+            _mirror(counter, stats.get(key, 0))
+        prefix = "dead_letters."
+        for key, value in stats.items():
+            if key.startswith(prefix):
+                _mirror(self.dead_letters, value, {"reason": key[len(prefix):]})
+        self.profiles.set(len(snapshot.get("profiles", ())))
+        self.shards.set(len(snapshot.get("partitions", ())))
+        self.documents_kept.set(float(snapshot.get("documents_kept", 0)))
+        self.rss.set(float(snapshot.get("memory", {}).get("rss_bytes", 0)))
+        return self.registry.render()

@@ -1,0 +1,68 @@
+"""``sift worker --web`` against the real broker: ``/metrics`` (Prometheus text) and
+``/sift/stats`` (JSON) report what the worker did."""
+
+from __future__ import annotations
+
+import urllib.request
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sift.agents.harness import WorkerProcess, send_all, total, wait_for
+from sift.devbroker import free_port
+from sift.settings import Settings
+from sift.topics.records import Document
+
+from .test_service import doc_messages, make_corpus, specs_for
+
+
+def get(port: int, path: str) -> tuple[int, str, bytes]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+        return r.status, r.headers.get("Content-Type", ""), r.read()
+
+
+def sample(text: str, name: str) -> float:
+    lines = [line for line in text.splitlines() if line.startswith(name + " ")]
+    assert len(lines) == 1, f"{name}: {lines}"
+    return float(lines[0].split()[-1])
+
+
+def test_worker_serves_metrics_and_stats(broker_url: str, topic_prefix: str, tmp_path: Path,
+                                         tmp_path_factory: pytest.TempPathFactory) -> None:
+    corpus, train, test = make_corpus(tmp_path_factory)
+    port = free_port()
+    settings = Settings(broker=broker_url, topic_prefix=topic_prefix,
+                        app_id=f"sift-{uuid.uuid4().hex[:8]}", partitions=2,
+                        data_dir=str(tmp_path / "w1"), idf_corpus=str(corpus), web_port=port)
+    w = WorkerProcess(settings, "w1", args=["--web"]).start()
+    try:
+        w.wait_ready()
+        specs = specs_for(train, 1)
+        send_all(settings, settings.topic("profiles"),
+                 [(str(s["profile"]).encode(), orjson.dumps(s)) for s in specs])
+        wait_for(lambda: total([w], "profiles_created") == 1, 60, "profile created")
+        docs: list[Document] = test[:50]
+        send_all(settings, settings.topic("documents"), list(doc_messages(docs, 10)))
+        send_all(settings, settings.topic("documents"), [(None, b"not json")])
+        wait_for(lambda: total([w], "documents") == 50 and total([w], "dead_letters") == 1, 60,
+                 "documents routed")
+        status, ctype, body = get(port, "/metrics")
+        assert status == 200 and ctype.startswith("text/plain; version=0.0.4")
+        text = body.decode()
+        assert sample(text, "sift_worker_documents_total") == 50
+        assert sample(text, "sift_worker_pairs_scored_total") == 50  # one profile
+        assert sample(text, 'sift_worker_dead_letters_total{reason="bad_json"}') == 1
+        assert sample(text, "sift_worker_profiles") == 1
+        assert sample(text, "sift_worker_shards") == 2
+        assert sample(text, "sift_worker_document_batch_seconds_count") >= 1
+        # one latency per document message (5 of 10 documents, and the refused one)
+        assert sample(text, "sift_worker_document_latency_seconds_count") == 6
+        assert sample(text, "sift_worker_document_latency_seconds_sum") > 0
+        status, ctype, body = get(port, "/sift/stats")
+        stats = orjson.loads(body)
+        assert status == 200 and stats["stats"]["documents"] == 50
+        assert stats["partitions"] == [0, 1]
+    finally:
+        w.stop()
