@@ -117,6 +117,14 @@ def test_specs_agent_writes_the_table(worker: Any) -> None:
     assert (partition, key) == (part, name.encode()) and value is worker.table[name]
 
 
+async def create_profile(worker: Any, name: str, query: str) -> None:
+    """A profile spec through the specs agent, on the profile's shard."""
+    async with agent(worker, "apply_specs").test_context() as a:
+        await a.put(orjson.dumps({"profile": name, "query": query}), key=name.encode(),
+                    partition=shard_of(name, 2))
+        await asyncio.sleep(0.1)
+
+
 def test_judgments_agent_appends_to_the_journal_on_the_profiles_shard(worker: Any) -> None:
     """A batch of judgments goes to the profile's journal (its own table, the profile's
     shard as changelog partition); the state record is not rewritten for it, and a
@@ -125,10 +133,7 @@ def test_judgments_agent_appends_to_the_journal_on_the_profiles_shard(worker: An
     part = shard_of(name, 2)
 
     async def run() -> None:
-        async with agent(worker, "apply_specs").test_context() as a:
-            await a.put(orjson.dumps({"profile": name, "query": "wheat"}), key=name.encode(),
-                        partition=part)
-            await asyncio.sleep(0.1)
+        await create_profile(worker, name, "wheat")
         async with agent(worker, "apply_judgments").test_context() as a:
             for i in range(3):
                 await a.put(orjson.dumps({"id": f"j{i}", "doc_id": f"t{i}", "profile": name,
@@ -167,10 +172,7 @@ def test_metrics_page_reports_what_the_agents_did(worker: Any) -> None:
     assert metric(empty, "sift_worker_document_batch_seconds_count") == 0
 
     async def run() -> None:
-        async with agent(worker, "apply_specs").test_context() as a:
-            await a.put(orjson.dumps({"profile": name, "query": "wheat"}), key=name.encode(),
-                        partition=part)
-            await asyncio.sleep(0.1)
+        await create_profile(worker, name, "wheat")
         async with agent(worker, "route_documents").test_context() as a:
             await a.put(orjson.dumps({"documents": [{"id": "a", "text": "wheat"},
                                                     {"id": "b", "text": "oil"}]}))
