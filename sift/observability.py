@@ -174,14 +174,13 @@ class Histogram(_Metric):
     def observe_many(self, values: Iterable[float]) -> None:
         """:meth:`observe` each value."""
         counts, bounds, find = self.counts, self.bounds, bisect.bisect_left
-        total, n = 0.0, 0
+        total, n = self.sum, self.count  # added in the same order as observe would
         for v in values:
             if v == v:  # not NaN
                 counts[find(bounds, v)] += 1
                 total += v
                 n += 1
-        self.sum += total
-        self.count += n
+        self.sum, self.count = total, n
 
     def lines(self) -> list[str]:
         out = []
