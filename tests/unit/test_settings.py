@@ -47,3 +47,16 @@ def test_settings_are_frozen() -> None:
     s = Settings()
     with pytest.raises(AttributeError):
         s.partitions = 3  # type: ignore[misc]
+
+
+def test_every_setting_is_in_the_documented_table() -> None:
+    """docs/streaming.md lists every ``SIFT_*`` variable (and no other) in its settings table."""
+    import re
+    from dataclasses import fields
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "streaming.md").read_text()
+    start = doc.index("Every setting comes from the environment")
+    table = doc[start:doc.index("\n\n", doc.index("| --- |", start))]
+    documented = set(re.findall(r"`(SIFT_[A-Z_]+)`", table))
+    assert documented == {f"SIFT_{f.name.upper()}" for f in fields(Settings)}
