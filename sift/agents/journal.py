@@ -31,13 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import orjson
 import scipy.sparse as sp
-from numpy.typing import NDArray
 
 from sift.errors import SiftError
-from sift.filters.state import decode_csr_parts, encode_csr, stack_csr_parts
+from sift.filters.state import CSRParts, decode_csr_parts, encode_csr, stack_csr_parts
 
 #: Version of the journal record.
 JOURNAL_FORMAT = 1
@@ -53,9 +51,6 @@ class JournalError(SiftError):
     """A journal record that cannot be read."""
 
 
-_Parts = tuple[tuple[int, int], NDArray[np.float64], NDArray[np.int32], NDArray[np.int64]]
-
-
 @dataclass(frozen=True)
 class JournalBatch:
     """One learned batch of judgments: rows judged ``relevant``, with their keys. The rows
@@ -63,7 +58,7 @@ class JournalBatch:
     :func:`stack_batches` stacks many batches' rows with one matrix built."""
 
     seq: int
-    parts: _Parts
+    parts: CSRParts
     relevant: list[bool]
     keys: list[str]
     coalesce: bool

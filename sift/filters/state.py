@@ -80,9 +80,11 @@ def encode_csr(m: sp.csr_matrix) -> dict[str, Any]:
     }
 
 
-def decode_csr_parts(
-    obj: Any, *, name: str = "matrix"
-) -> tuple[tuple[int, int], NDArray[np.float64], NDArray[np.int32], NDArray[np.int64]]:
+#: A decoded sparse matrix not yet built: ``(shape, data, indices, indptr)``.
+CSRParts = tuple[tuple[int, int], NDArray[np.float64], NDArray[np.int32], NDArray[np.int64]]
+
+
+def decode_csr_parts(obj: Any, *, name: str = "matrix") -> CSRParts:
     """Decode and validate :func:`encode_csr` output into ``(shape, data, indices,
     indptr)`` without building the matrix (to stack many at once)."""
     if not isinstance(obj, dict):
@@ -111,10 +113,7 @@ def decode_csr(obj: Any, *, name: str = "matrix") -> sp.csr_matrix:
     return sp.csr_matrix((data, indices, indptr), shape=shape)
 
 
-def stack_csr_parts(
-    parts: list[tuple[tuple[int, int], NDArray[np.float64], NDArray[np.int32], NDArray[np.int64]]],
-    n_cols: int,
-) -> sp.csr_matrix:
+def stack_csr_parts(parts: list[CSRParts], n_cols: int) -> sp.csr_matrix:
     """The rows of :func:`decode_csr_parts` results (each ``n_cols`` wide) stacked in
     order, as one CSR matrix built once."""
     if any(shape[1] != n_cols for shape, *_ in parts):
