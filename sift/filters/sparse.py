@@ -78,12 +78,20 @@ def restrict(X: sp.csr_matrix, cols: NDArray[np.integer[Any]]) -> sp.csr_matrix:
 
 
 def _build(X: sp.csr_matrix, pos: NDArray[Any], keep: NDArray[np.bool_], k: int) -> sp.csr_matrix:
+    """The entries of ``X`` where ``keep`` holds, in column ``pos`` of ``k`` columns.
+
+    A row's new extent is the running count of kept entries at its old bounds (one
+    cumulative sum over the entries), with no per-entry row numbers; the index arrays
+    are int32 when they fit, as scipy would make them anyway (without a conversion)."""
     n = X.shape[0]
-    rows = np.repeat(np.arange(n), np.diff(X.indptr))
-    counts = np.bincount(rows[keep], minlength=n)
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    return sp.csr_matrix((X.data[keep], pos[keep], indptr), shape=(n, k))
+    kept = np.empty(keep.size + 1, dtype=np.int64)
+    kept[0] = 0
+    np.cumsum(keep, out=kept[1:])
+    take = np.flatnonzero(keep)
+    small = max(take.size, k) < np.iinfo(np.int32).max
+    indptr = kept[X.indptr].astype(np.int32 if small else np.int64, copy=False)
+    indices = pos[take].astype(np.int32 if small else np.int64, copy=False)
+    return sp.csr_matrix((X.data[take], indices, indptr), shape=(n, k))
 
 
 def stack_rows(blocks: list[sp.csr_matrix]) -> sp.csr_matrix:

@@ -190,3 +190,32 @@ def test_stack_row_refs_equals_vstack_of_row_slices() -> None:
         stack_row_refs([(mats[0], 0), (sp.csr_matrix((1, 7)), 0)])
     with pytest.raises(ValueError, match="at least one"):
         stack_row_refs([])
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 12), density=st.floats(0.0, 0.6),
+       k=st.integers(0, F))
+def test_restrict_equals_scipy_column_selection(seed: int, n: int, density: float, k: int) -> None:
+    """``restrict(X, cols)`` is ``X[:, cols]``: the same entries in the same order (rows
+    left empty included), for columns in any order."""
+    from sift.filters.sparse import restrict
+
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix(sp.random(n, F, density=density,
+                                random_state=np.random.RandomState(seed), format="csr"))
+    cols = rng.permutation(F)[:k]
+    got = restrict(X, cols)
+    want = sp.csr_matrix(X[:, cols]) if k else sp.csr_matrix((n, 0))
+    want.sort_indices()
+    got_sorted = got.copy()
+    got_sorted.sort_indices()
+    assert got.shape == want.shape
+    assert np.array_equal(got.indptr, want.indptr)
+    assert np.array_equal(got_sorted.indices, want.indices)
+    assert np.array_equal(got_sorted.data, want.data)
+    # each row keeps the order of its entries in X (its columns' order there)
+    for i in range(n):
+        lo, hi = X.indptr[i], X.indptr[i + 1]
+        order = [c for c in X.indices[lo:hi] if c in set(cols.tolist())]
+        assert got.indices[got.indptr[i]:got.indptr[i + 1]].tolist() == \
+            [int(np.flatnonzero(cols == c)[0]) for c in order]
