@@ -30,6 +30,7 @@ import os
 import ssl
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from inspect import CORO_CREATED, getcoroutinestate
@@ -173,6 +174,11 @@ def rotate_fetched_partitions() -> None:
     Fetcher.fetched_records = fetched_records  # type: ignore[method-assign]
 
 
+#: Calls of Faust's drain loop for records (each a hop to its consumer thread and back):
+#: ``consumer_polls`` in the worker's stats.
+POLLS: Counter[str] = Counter()
+
+
 def bound_poll_wait(max_wait_ms: int) -> None:
     """Make Faust's drain loop wait at most ``max_wait_ms`` for records per poll
     (``SIFT_FETCH_MAX_WAIT_MS``) instead of its fixed 1 s.
@@ -195,6 +201,7 @@ def bound_poll_wait(max_wait_ms: int) -> None:
     limit = max_wait_ms / 1000
 
     def getmany(self: Any, timeout: float) -> Any:
+        POLLS["polls"] += 1
         return original(self, timeout=min(timeout, limit))
 
     getmany.sift_poll_wait = max_wait_ms  # type: ignore[attr-defined]
@@ -582,6 +589,7 @@ class Worker:
         out["app_id"] = self.settings.app_id
         if gcwatch.WATCH is not None:
             out["gc"] = gcwatch.WATCH.summary()
+        out["consumer_polls"] = POLLS["polls"]
         out["pid"] = os.getpid()
         out["ts"] = time.time()
         return out

@@ -639,3 +639,25 @@ def test_scoring_here_is_scoring_each_shards_payload() -> None:
     here, there = both(docs[250:400], [1, 3])
     assert sorted(here) == sorted(there)
     assert {p for _, p, *_ in here} <= {p for p in queries if svc.shard(p) in (1, 3)}
+
+
+def test_routing_scoring_and_copies_add_their_thread_cpu_time_to_the_stats(
+        training: TrainingSet, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cpu_*_us``: each timed call adds the CPU time of its thread between its start
+    and its end (here a fake clock that moves 1.5 ms a reading), even when it raises."""
+    import sift.agents.service as service_module
+
+    ticks = itertools.count(0, 1_500_000)
+    monkeypatch.setattr(service_module.time, "thread_time_ns", lambda: next(ticks))
+    svc, table = eight_profiles(training)
+    routed = svc.route([msg(d, offset=i) for i, d in enumerate(FIVE_TEXTS)])
+    ((ids, X),) = routed.parts
+    svc.score_here([0, 1], ids, X, table)
+    ((first, copy),) = svc.copies(ids, X, routed.counts[0], [2, 3])
+    svc.score_copies([InputMessage(copy, "shard", first, 1)], table, here=[2, 3])
+    with pytest.raises(ServiceError):
+        svc.score_copies([InputMessage(copy, "shard", 0, 2), InputMessage(b"x", "shard", 1, 2)], table)
+    # one reading at the start and one at the end of each call: 1,500 µs a call
+    assert {k: v for k, v in svc.stats.items() if k.startswith("cpu_")} == {
+        "cpu_route_us": 1500, "cpu_score_here_us": 1500, "cpu_copies_us": 1500,
+        "cpu_score_copies_us": 3000}
