@@ -373,6 +373,11 @@ def one_round(k: int, groups: dict[str, tuple[Settings, list[WorkerProcess]]],
     except ValueError as exc:
         out["window"] = {"error": str(exc)}
     out["load"] = sb.load()
+    # each worker alive, and the shards it held at the end: a pair worker that left the
+    # group shows here (its partner then holds all four and runs alone)
+    out["workers"] = [{"group": name, "worker": w.name, "alive": w.proc is not None
+                       and w.proc.poll() is None, "shards": w.stats().get("partitions", [])}
+                      for name, (_, ws) in groups.items() for w in ws]
     return out
 
 
@@ -495,7 +500,12 @@ def main(argv: list[str] | None = None) -> int:
                                    args.settle, args.py_spy, args.spy_dir if args.py_spy else None,
                                    args.pair_workers, args.pin)
         result["machine"]["load_at_end"] = sb.load()
-        shutil.rmtree(corpus.dir, ignore_errors=True)
+        rounds = result["result"]["rounds"]
+        if all(w["alive"] and w["shards"] for r in rounds for w in r["workers"]):
+            shutil.rmtree(corpus.dir, ignore_errors=True)
+        else:  # the workers' logs, to see why one stopped or lost its shards
+            print(f"a worker died or held no shard: logs kept under {corpus.dir}", flush=True)
+            result["logs_kept"] = str(corpus.dir)
     finally:
         if broker is not None:
             broker.stop()
