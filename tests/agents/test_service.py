@@ -9,6 +9,8 @@ import numpy as np
 import orjson
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
 from sift.agents.service import (
@@ -661,3 +663,27 @@ def test_routing_scoring_and_copies_add_their_thread_cpu_time_to_the_stats(
     assert {k: v for k, v in svc.stats.items() if k.startswith("cpu_")} == {
         "cpu_route_us": 1500, "cpu_score_here_us": 1500, "cpu_copies_us": 1500,
         "cpu_score_copies_us": 3000}
+
+
+@settings(max_examples=80, deadline=None)
+@given(capacity=st.integers(0, 6),
+       batches=st.lists(st.lists(st.integers(0, 9), max_size=6), max_size=6))
+def test_document_store_keeps_the_first_row_of_the_last_capacity_distinct_ids(
+        capacity: int, batches: list[list[int]]) -> None:
+    """Against a plain model: an id's first row is kept, ids are evicted oldest first,
+    whether a batch is all new (the bulk path) or repeats ids (the loop)."""
+    vec = Vectorizer(n_features=64, idf="none")
+    store = DocumentStore(capacity)
+    model: dict[str, tuple[int, int]] = {}
+    for b, batch in enumerate(batches):
+        ids = [f"d{i}" for i in batch]
+        X = vec.transform([f"w{i}" for i in batch]) if batch else sp.csr_matrix((0, 64))
+        store.put(ids, X)
+        for row, doc in enumerate(ids):
+            model.setdefault(doc, (b, row))
+        while len(model) > capacity:
+            del model[next(iter(model))]
+        assert list(store._rows) == list(model)
+        for doc, (_, row) in model.items():
+            located = store.locate(doc)
+            assert located is not None and located[1] == row
