@@ -49,7 +49,6 @@ import resource
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -73,7 +72,7 @@ from sift.agents.service import (  # noqa: E402
     default_corpus,
     read_vector_batch,
 )
-from sift.devbroker import DevBroker, bootstrap_servers, free_port  # noqa: E402
+from sift.devbroker import DevBroker, bootstrap_servers  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "copy_cost.json"
 #: documents a routing step vectorizes at once (a worker's step is up to
@@ -215,11 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.broker:
         bootstrap = bootstrap_servers(args.broker)
     else:
-        broker = DevBroker(port=free_port(), controller_port=free_port(),
-                           data_dir=Path(tempfile.mkdtemp(prefix="sift-copy-cost-")),
-                           die_with_parent=True, heap="1g")
-        print(f"starting a broker on {broker.bootstrap}", flush=True)
-        broker.start(timeout=180)
+        broker = DevBroker.throwaway("sift-copy-cost-")
         bootstrap = broker.bootstrap
     rounds: dict[str, list[dict[str, float]]] = {k: [] for k in formats}
     try:

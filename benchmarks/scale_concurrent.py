@@ -46,7 +46,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -61,7 +60,7 @@ from cpucap import CpuCap, CpuCapError  # noqa: E402
 
 from sift.agents.harness import WorkerProcess, total  # noqa: E402
 from sift.commands._common import write_json  # noqa: E402
-from sift.devbroker import DevBroker, free_port  # noqa: E402
+from sift.devbroker import DevBroker  # noqa: E402
 from sift.settings import Settings  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "scale_concurrent.json"
@@ -477,11 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.broker:
             url = args.broker
         else:
-            broker = DevBroker(port=free_port(), controller_port=free_port(),
-                               data_dir=Path(tempfile.mkdtemp(prefix="sift-bench-kafka-")),
-                               die_with_parent=True, heap="1g")
-            print(f"starting a broker on {broker.bootstrap}", flush=True)
-            broker.start(timeout=180)
+            broker = DevBroker.throwaway()
             url = broker.url
             sb.BROKER_PID = broker.pid()
         corpus = sb.Corpus()

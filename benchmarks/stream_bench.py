@@ -59,7 +59,7 @@ from cpucap import CpuCap, CpuCapError  # noqa: E402
 from sift.agents.app import prepare_topics  # noqa: E402
 from sift.agents.harness import WorkerProcess, send_all, total, wait_for  # noqa: E402
 from sift.commands._common import write_json  # noqa: E402
-from sift.devbroker import DevBroker, free_port  # noqa: E402
+from sift.devbroker import DevBroker  # noqa: E402
 from sift.settings import Settings  # noqa: E402
 from sift.topics.codecs import read_jsonl  # noqa: E402
 from sift.topics.records import Document  # noqa: E402
@@ -699,12 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.broker:
         args.broker_url = args.broker
     else:
-        port = free_port()
-        broker = DevBroker(port=port, controller_port=free_port(),
-                           data_dir=Path(tempfile.mkdtemp(prefix="sift-bench-kafka-")),
-                           die_with_parent=True, heap="1g")
-        print(f"starting a broker on {broker.bootstrap}", flush=True)
-        broker.start(timeout=180)
+        broker = DevBroker.throwaway()
         args.broker_url = broker.url
         BROKER_PID = broker.pid()
     try:

@@ -311,6 +311,20 @@ class DevBroker:
             return False
         return admin_ready(self.bootstrap, timeout=timeout)
 
+    @classmethod
+    def throwaway(cls, prefix: str = "sift-bench-kafka-", *, heap: str = "1g",
+                  timeout: float = 180.0) -> DevBroker:
+        """A broker for one benchmark run, started: free ports, a fresh data directory
+        (``prefix`` in the temporary folder; the caller removes ``broker.data`` after
+        :meth:`stop`), ended with this process if it dies."""
+        import tempfile
+
+        broker = cls(port=free_port(), controller_port=free_port(),
+                     data_dir=Path(tempfile.mkdtemp(prefix=prefix)), die_with_parent=True,
+                     heap=heap)
+        print(f"starting a broker on {broker.bootstrap}", flush=True)
+        return broker.start(timeout=timeout)
+
     def start(self, *, timeout: float = 90.0) -> DevBroker:
         """Fetch (if needed), configure, format (once) and start; wait until it answers."""
         with _locked(self.data / ".lock"):
