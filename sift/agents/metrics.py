@@ -70,6 +70,11 @@ class WorkerMetrics:
         self.dead_letters = reg.counter("sift_worker_dead_letters_total",
                                         "Inputs refused, by reason (sent to the dead-letter topic).",
                                         ["reason"])
+        self.cpu = reg.counter("sift_worker_cpu_seconds_total",
+                               "CPU seconds of the main thread in each part of the work: "
+                               "route (decode and vectorize), score_here, copies (encode "
+                               "other shards' copies), score_copies (decode, store and score "
+                               "copies received).", ["part"])
         self.document_latency = reg.histogram(
             "sift_worker_document_latency_seconds",
             "Seconds from a document message's Kafka timestamp until this worker has delivered "
@@ -103,6 +108,8 @@ class WorkerMetrics:
         for key, value in stats.items():
             if key.startswith(prefix):
                 _mirror(self.dead_letters, value, {"reason": key[len(prefix):]})
+            elif key.startswith("cpu_") and key.endswith("_us"):
+                _mirror(self.cpu, value / 1e6, {"part": key[len("cpu_"):-len("_us")]})
         self.profiles.set(len(snapshot.get("profiles", ())))
         self.shards.set(len(snapshot.get("partitions", ())))
         self.documents_kept.set(float(snapshot.get("documents_kept", 0)))

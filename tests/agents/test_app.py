@@ -200,6 +200,11 @@ def test_metrics_page_reports_what_the_agents_did(worker: Any) -> None:
     assert metric(text, "sift_worker_judgment_batch_seconds_count") >= 1
     assert metric(text, "sift_worker_profiles") == 1
     assert metric(text, "sift_worker_resident_bytes") > 0
+    # the main thread's CPU by part, as the service's cpu_*_us counters say (in seconds)
+    stats = worker.service.stats
+    assert stats["cpu_route_us"] > 0
+    assert metric(text, 'sift_worker_cpu_seconds_total{part="route"}') == pytest.approx(
+        stats["cpu_route_us"] / 1e6)
     # counters mirror the service's: a second page does not count anything twice
     assert metric(worker.metrics_text(), "sift_worker_documents_total") == 2
     assert text.endswith("\n") and "# TYPE sift_worker_document_batch_seconds histogram" in text
