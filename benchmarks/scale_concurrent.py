@@ -490,10 +490,16 @@ def main(argv: list[str] | None = None) -> int:
             "settings": {"journal": base.journal, "score_here": base.score_here}}
         print(f"[solo and pair at once: {args.profiles} profiles, {args.per_message} a message, "
               f"{args.documents:,} / {2 * args.documents:,} documents a round]", flush=True)
-        result["result"] = measure(base, corpus, args.profiles, args.documents,
-                                   args.per_message, args.rounds, args.partitions,
-                                   args.settle, args.py_spy, args.spy_dir if args.py_spy else None,
-                                   args.pair_workers, args.pin)
+        try:
+            result["result"] = measure(base, corpus, args.profiles, args.documents,
+                                       args.per_message, args.rounds, args.partitions,
+                                       args.settle, args.py_spy,
+                                       args.spy_dir if args.py_spy else None,
+                                       args.pair_workers, args.pin)
+        except ValueError as exc:  # a round too short to time (see completion)
+            print(f"scale_concurrent: {exc} (a larger --documents gives each round more "
+                  f"time; the workers' logs are under {corpus.dir})", file=sys.stderr)
+            return 1
         result["machine"]["load_at_end"] = sb.load()
         rounds = result["result"]["rounds"]
         if all(w["alive"] and w["shards"] for r in rounds for w in r["workers"]):
