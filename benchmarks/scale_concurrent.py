@@ -58,7 +58,7 @@ for p in (str(ROOT), str(ROOT / "benchmarks")):
 import stream_bench as sb  # noqa: E402
 from cpucap import CpuCap, CpuCapError  # noqa: E402
 
-from sift.agents.harness import WorkerProcess, total  # noqa: E402
+from sift.agents.harness import WorkerProcess  # noqa: E402
 from sift.commands._common import write_json  # noqa: E402
 from sift.devbroker import DevBroker  # noqa: E402
 from sift.settings import Settings  # noqa: E402
@@ -187,15 +187,17 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _cpu(workers: list[WorkerProcess]) -> float:
-    return sum(sb.cpu_seconds(w.proc.pid) for w in workers if w.proc is not None)
+def _stat(path: Path) -> list[str]:
+    """The fields of a ``/proc/.../stat`` file after the command name."""
+    return path.read_text().rsplit(")", 1)[1].split()
 
 
 #: the workers' own CPU counters (``sift.agents.service.cpu_timed``), in µs
 CPU_KEYS = ("cpu_route_us", "cpu_score_here_us", "cpu_copies_us", "cpu_score_copies_us")
 #: counters that say how the work was cut: routing steps and the documents they held,
 #: copies scored
-COUNT_KEYS = ("document_batches", "document_batch_messages", "documents", "shard_payloads")
+COUNT_KEYS = ("scored", "document_batches", "document_batch_messages", "documents",
+              "shard_payloads")
 
 
 def threads_cpu(pid: int) -> tuple[float, float, float]:
@@ -205,7 +207,7 @@ def threads_cpu(pid: int) -> tuple[float, float, float]:
     tick = os.sysconf("SC_CLK_TCK")
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            fields = _stat(task / "stat")
         except OSError:  # a thread that ended meanwhile
             continue
         cpu = (int(fields[11]) + int(fields[12])) / tick
@@ -223,10 +225,12 @@ EVENT_KEYS = ("minor_faults", "voluntary_switches", "involuntary_switches", "gc0
 
 
 def events(pid: int) -> dict[str, float]:
-    """Minor page faults and context switches of a process (all threads); the
-    collections by generation (``gc0``-``gc2``) come from the worker's stats."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    out = {"minor_faults": float(fields[7])}
+    """The CPU seconds (``process_cpu``, all threads), minor page faults and context
+    switches of a process; the collections by generation (``gc0``-``gc2``) come from
+    the worker's stats."""
+    fields = _stat(Path(f"/proc/{pid}/stat"))
+    out = {"process_cpu": (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"),
+           "minor_faults": float(fields[7])}
     vol = inv = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
@@ -241,10 +245,13 @@ def events(pid: int) -> dict[str, float]:
 
 
 def parts(workers: list[WorkerProcess]) -> dict[str, float]:
-    """The group's CPU by part, in seconds: the workers' own counters (:data:`CPU_KEYS`)
-    and the main and other threads' CPU."""
+    """One reading of a group, summed over its workers (each worker's stats and /proc
+    read once): its counters (:data:`COUNT_KEYS`, the (document, profile) pairs
+    ``scored`` among them), its CPU in seconds (the process, its main and other
+    threads, the workers' own timers :data:`CPU_KEYS`) and its events."""
     out = dict.fromkeys(CPU_KEYS + COUNT_KEYS + EVENT_KEYS, 0.0) | {
-        "main_thread": 0.0, "other_threads": 0.0, "main_thread_kernel": 0.0, "gc_pauses": 0.0}
+        "process_cpu": 0.0, "main_thread": 0.0, "other_threads": 0.0,
+        "main_thread_kernel": 0.0, "gc_pauses": 0.0}
     for w in workers:
         whole = w.stats()
         gc = whole.get("gc", {})
@@ -273,7 +280,8 @@ def breakdown(before: dict[str, float], after: dict[str, float], documents: int)
     d = {k: after[k] - before[k] for k in before}
     d["main_rest"] = d["main_thread"] - sum(d[k] for k in CPU_KEYS)
     out: dict[str, float] = {k.removeprefix("cpu_").removesuffix("_us"): round(1e6 * v / max(documents, 1), 2)
-                             for k, v in d.items() if k not in COUNT_KEYS + EVENT_KEYS}
+                             for k, v in d.items()
+                             if k not in COUNT_KEYS + EVENT_KEYS and k != "process_cpu"}
     # events per 1,000 documents
     out |= {f"{k}_per_1000": round(1000 * d[k] / max(documents, 1), 1) for k in EVENT_KEYS}
     steps = d["document_batches"]
@@ -317,7 +325,7 @@ def one_round(k: int, groups: dict[str, tuple[Settings, list[WorkerProcess]]],
     for settings, workers in groups.values():
         sb.warm_up(settings, corpus, workers, n_prof)
     solo, pair = groups["solo"][1], groups["pair"][1]
-    base = (total(solo, "scored"), total(pair, "scored"))
+    base = (parts(solo)["scored"], parts(pair)["scored"])
     docs = {"solo": n_docs, "pair": pair_docs}
     targets = {name: n * n_prof for name, n in docs.items()}
     # in chunks, by turns (solo's first in even rounds), so that both backlogs arrive
@@ -339,12 +347,13 @@ def one_round(k: int, groups: dict[str, tuple[Settings, list[WorkerProcess]]],
     deadline = start + 900
     moved = time.monotonic()
     while True:
-        a, b = total(solo, "scored") - base[0], total(pair, "scored") - base[1]
+        snap = (parts(solo), parts(pair))
         now = time.monotonic()
+        a, b = int(snap[0]["scored"] - base[0]), int(snap[1]["scored"] - base[1])
         if samples and (a, b) != samples[-1][1:3]:
             moved = now
-        samples.append((now, a, b, _cpu(solo), _cpu(pair)))
-        snaps.append((parts(solo), parts(pair)))
+        samples.append((now, a, b, snap[0]["process_cpu"], snap[1]["process_cpu"]))
+        snaps.append(snap)
         if (a >= targets["solo"] and b >= targets["pair"]) or now > deadline:
             break
         # a few messages can stay in Faust's take() buffer (stream_bench.measure): stop
@@ -392,24 +401,18 @@ def in_documents(figures: dict[str, Any], n_prof: int) -> dict[str, Any]:
 
 def measure(base: Settings, corpus: sb.Corpus, n_prof: int, n_docs: int, per_message: int,
             rounds: int, partitions: int, settle: float = 2.0, spy_s: float = 0.0,
-            spy_dir: Path | None = None, pair_workers: int = 2, pin: bool = False) -> dict[str, Any]:
+            spy_dir: Path | None = None, pair_workers: int = 2) -> dict[str, Any]:
     groups: dict[str, tuple[Settings, list[WorkerProcess]]] = {}
     try:
         for name, n in (("solo", 1), ("pair", pair_workers)):
             settings, tmp = sb.fresh_run(base, corpus, partitions, name)
             workers = sb.start_workers(settings, n, tmp)
             groups[name] = (settings, workers)
-            if pin:
-                for i, w in enumerate(workers):
-                    assert w.proc is not None
-                    cpu = (0 if name == "solo" else i + 1) % (os.cpu_count() or 1)
-                    for task in Path(f"/proc/{w.proc.pid}/task").iterdir():
-                        os.sched_setaffinity(int(task.name), {cpu})
             sb.add_profiles(settings, corpus, workers, n_prof)
         out: dict[str, Any] = {"profiles": n_prof, "documents_solo": n_docs,
                                "documents_per_message": per_message,
                                "partitions": partitions, "settle_s": settle,
-                               "pair_workers": pair_workers, "pinned": pin, "rounds": []}
+                               "pair_workers": pair_workers, "rounds": []}
         factor = 2.0  # the pair's backlog over solo's: its expected speedup
         for k in range(rounds):
             r = one_round(k, groups, corpus, n_prof, n_docs, round(factor * n_docs),
@@ -449,9 +452,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pair-workers", type=int, default=2,
                    help="workers of the pair group (1: a check of the set-up, which should "
                         "then give a speedup of about 1)")
-    p.add_argument("--pin", action="store_true",
-                   help="every thread of a worker on one CPU: solo's on CPU 0, the pair's "
-                        "first on CPU 1 and second on CPU 0 (a check of thread placement)")
     p.add_argument("--settle", type=float, default=2.0,
                    help="seconds between the end of the production and the window")
     p.add_argument("--py-spy", type=float, default=0.0, metavar="SECONDS",
@@ -495,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
                                        args.per_message, args.rounds, args.partitions,
                                        args.settle, args.py_spy,
                                        args.spy_dir if args.py_spy else None,
-                                       args.pair_workers, args.pin)
+                                       args.pair_workers)
         except ValueError as exc:  # a round too short to time (see completion)
             print(f"scale_concurrent: {exc} (a larger --documents gives each round more "
                   f"time; the workers' logs are under {corpus.dir})", file=sys.stderr)
