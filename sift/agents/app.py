@@ -998,10 +998,6 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     batched_sends = settings.processing_guarantee == "at_least_once"
     partition_cache: dict[str, tuple[frozenset[int] | None, dict[bytes, int]]] = {}
 
-    async def publish(topic: faust.TopicT, records: list[tuple[bytes, bytes]]) -> None:
-        """Send keyed records and wait until the broker has them all (:func:`send_records`)."""
-        await asyncio.gather(*await send_records(topic, records))
-
     async def send_records(topic: faust.TopicT,
                            records: list[tuple[bytes, bytes]]) -> list[asyncio.Future[Any]]:
         """Send keyed records; the futures of their delivery (done already under
@@ -1058,6 +1054,10 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         recovered: list[tuple[str, int, int]] = []
         async for batch in stream.take_events(settings.batch_size, within=settings.batch_timeout):
             start = time.monotonic()
+            # the decisions of each payload are sent without waiting for the broker, so
+            # the next payload is scored during the round trip (as the router does); the
+            # batch is acknowledged after all of them are delivered
+            in_flight: list[asyncio.Future[Any]] = []
             for copies in same_payloads(await complete([to_message(e) for e in batch], recovered)):
                 try:
                     # the shards held here, and their scoring, with no await in between
@@ -1073,8 +1073,9 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                 if scoring.forward is not None:  # shards for which this is the wrong worker
                     part, payload = scoring.forward
                     await shard_topic.send(value=payload, partition=part)
-                await publish(decisions_topic, [(d.profile.encode(), encode(d))
-                                                for d in scoring.decisions])
+                in_flight += await send_records(decisions_topic, [(d.profile.encode(), encode(d))
+                                                                  for d in scoring.decisions])
+            await asyncio.gather(*in_flight)
             ack_recovered(recovered)
             mark_processed(batch)
             worker.metrics.copy_batch.observe(time.monotonic() - start)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import logging
 import math
 import operator
@@ -85,8 +86,11 @@ MAX_JUDGED_KEYS = 200_000
 #: first kept). Faust re-delivers what was not committed yet (offsets are committed every
 #: second), so this only has to cover a few seconds of messages.
 MAX_PROCESSED_OFFSETS = 20_000
-#: Largest internal vector-batch payload before it is split.
+#: Size an internal vector-batch payload is cut to (estimated before encoding).
 CHUNK_BYTES = 400_000
+#: Largest internal vector-batch payload sent: one estimated under CHUNK_BYTES and
+#: encoded larger (long document ids) is cut in two (under the broker's 1 MiB).
+MAX_COPY_BYTES = 800_000
 
 
 class ServiceError(SiftError):
@@ -274,8 +278,7 @@ def _encode_counts(ids: Sequence[str], X: sp.csr_matrix, counts: np.ndarray,
     if values.shape != (nnz,) and values.shape != X.data.shape:
         raise ValueError(f"encode_vector_batch: {values.size} counts for {nnz} entries")
     values = values[start:stop] if values.shape == X.data.shape else values
-    top = float(values.max()) if nnz else 0.0
-    dtype = "<u1" if top < 2**8 else "<u2" if top < 2**16 else "<u4"
+    dtype = f"<u{_count_width(values)}"
     head: dict[str, Any] = {"ids": list(ids), "shape": [n, m], "nnz": nnz, "ts": time.time(),
                             "counts": dtype, "vectorizer": vectorizer}
     if shards is not None:
@@ -284,6 +287,13 @@ def _encode_counts(ids: Sequence[str], X: sp.csr_matrix, counts: np.ndarray,
     return b"".join((_vector_batch_header(head), indptr.tobytes(),
                      np.asarray(X.indices[start:stop], dtype="<i4").tobytes(),
                      values.astype(dtype).tobytes()))
+
+
+def _count_width(counts: np.ndarray | None) -> int:
+    """Bytes a count takes in a format-3 payload: the width of the smallest unsigned type
+    holding the largest (as :func:`_encode_counts` chooses it)."""
+    top = float(np.max(counts)) if counts is not None and counts.size else 0.0
+    return 1 if top < 2**8 else 2 if top < 2**16 else 4
 
 
 def _vector_batch_header(head: dict[str, Any]) -> bytes:
@@ -438,16 +448,34 @@ def split_rows(X: sp.csr_matrix, max_bytes: int = CHUNK_BYTES,
                entry_bytes: int = 12) -> Iterator[tuple[int, int]]:
     """Row ranges ``[a, b)`` whose encoded size stays under ``max_bytes`` (a single row
     larger than that is a range of its own): ``entry_bytes`` a non-zero (12 for
-    weights, 8 for counts, the widest), ~72 a row."""
+    weights, 5 to 8 for counts), ~72 a row.
+
+    As few ranges as the limit allows, and of about equal size where that fits the
+    limit: 2,000 documents of 700 kB are two payloads of 350 kB, not one of 400 kB and
+    one of 300 kB (each payload costs its receiver a message and a scoring call,
+    whatever its size).
+    """
     n = X.shape[0]
     cum = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.diff(X.indptr) * entry_bytes + 72, out=cum[1:])
-    start = 0
-    while start < n:
+    # greedy ranges: the fewest possible
+    bounds = [0]
+    while bounds[-1] < n:
+        start = bounds[-1]
         stop = int(np.searchsorted(cum, cum[start] + max_bytes, side="right")) - 1
-        stop = min(max(stop, start + 1), n)
-        yield start, stop
-        start = stop
+        bounds.append(min(max(stop, start + 1), n))
+    k = len(bounds) - 1
+    if k > 1:
+        # as many ranges, cut at the row boundaries nearest to equal shares, when each
+        # stays under the limit
+        targets = cum[-1] * np.arange(1, k) / k
+        at = np.clip(np.searchsorted(cum, targets), 1, n)
+        at = np.where(targets - cum[at - 1] < cum[at] - targets, at - 1, at)
+        even = np.concatenate([[0], at, [n]])
+        sizes = np.diff(cum[even])
+        if np.all(np.diff(even) > 0) and np.all(sizes <= max_bytes):
+            bounds = even.tolist()
+    yield from itertools.pairwise(bounds)
 
 
 class DocumentStore:
@@ -1019,23 +1047,34 @@ class Service:
     @cpu_timed("cpu_copies_us")
     def copies(self, ids: list[str], X: sp.csr_matrix, counts: np.ndarray | None,
                elsewhere: Sequence[int], *, one_copy: bool = True) -> list[tuple[int, bytes]]:
-        """:meth:`shard_copies` of a whole routed part, cut into chunks of at most
-        :data:`CHUNK_BYTES` encoded (the shard topic's messages stay under the broker's
-        1 MiB)."""
+        """:meth:`shard_copies` of a whole routed part, cut into chunks of about
+        :data:`CHUNK_BYTES` encoded (:func:`split_rows`); a chunk that still encodes to
+        more than :data:`MAX_COPY_BYTES` (ids far longer than the estimate's) is cut in
+        two until it does not, so the shard topic's messages stay under the broker's
+        1 MiB."""
         if not elsewhere:
             return []
         with_counts = counts is not None and one_copy
+        # a count takes 1, 2 or 4 bytes in the payload (the widest it needs)
+        entry = 12 if not with_counts else 4 + _count_width(counts)
         ranges = [(0, X.shape[0])] if X.shape[0] <= 1 else list(
-            split_rows(X, entry_bytes=8 if with_counts else 12))
-        out = []
-        for a, b in ranges:
+            split_rows(X, CHUNK_BYTES, entry_bytes=entry))
+        out: list[tuple[int, bytes]] = []
+        ranges.reverse()
+        while ranges:
+            a, b = ranges.pop()
             part = X if (a, b) == (0, X.shape[0]) else X[a:b]
             part_counts = None
             if with_counts:
                 assert counts is not None
                 part_counts = counts[int(X.indptr[a]):int(X.indptr[b])]
-            out += self.shard_copies(ids[a:b], part, elsewhere, one_copy=one_copy,
+            made = self.shard_copies(ids[a:b], part, elsewhere, one_copy=one_copy,
                                      counts=part_counts)
+            if b - a > 1 and any(len(payload) > MAX_COPY_BYTES for _, payload in made):
+                mid = (a + b) // 2
+                ranges += [(mid, b), (a, mid)]
+                continue
+            out += made
         return out
 
     @cpu_timed("cpu_score_here_us")

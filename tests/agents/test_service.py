@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
+import sift.agents.service as service_module
 from sift.agents.service import (
     VECTOR_BATCH_MAGIC,
     VECTOR_BATCH_MAGIC_COUNTS,
@@ -544,6 +545,46 @@ def test_split_rows_keeps_chunks_under_the_limit() -> None:
             <= 5_000 + 200  # the estimate's slack: header and padding
     assert list(split_rows(sp.csr_matrix((0, 5)))) == []
     assert list(split_rows(X[:1], max_bytes=10)) == [(0, 1)]  # a big row alone
+
+
+def test_split_rows_cuts_as_few_ranges_as_the_limit_allows_of_about_equal_size() -> None:
+    X = sp.random(2000, 3000, density=0.02, format="csr", random_state=3)
+    size = np.diff(X.indptr) * 5 + 72  # the estimate of a row, at 5 bytes an entry
+    for limit in (30_000, 100_000, 250_000, 700_000, 10**7):
+        ranges = list(split_rows(X, max_bytes=limit, entry_bytes=5))
+        assert ranges[0][0] == 0 and ranges[-1][1] == 2000
+        assert all(b == c for (_, b), (c, _) in itertools.pairwise(ranges))
+        sums = [int(size[a:b].sum()) for a, b in ranges]
+        assert max(sums) <= limit
+        fewest, acc = 1, 0  # greedy filling: the fewest ranges possible
+        for s in size.tolist():
+            if acc + s > limit:
+                fewest, acc = fewest + 1, 0
+            acc += s
+        assert len(ranges) == fewest
+        if int(size.sum()) / fewest + int(size.max()) <= limit:  # room to even them out
+            # each cut within half a row of its share
+            assert max(sums) - min(sums) <= 2 * int(size.max())
+    # 700 kB in 400 kB ranges: two of about 350, not 400 and 300
+    sums = [int(size[a:b].sum()) for a, b in split_rows(X, max_bytes=int(size.sum()) * 4 // 7,
+                                                       entry_bytes=5)]
+    assert len(sums) == 2 and abs(sums[0] - sums[1]) <= int(size.max())
+
+
+def test_copies_with_ids_longer_than_the_estimate_stay_under_the_message_limit(
+        training: TrainingSet, monkeypatch: pytest.MonkeyPatch) -> None:
+    svc = Service(training, n_shards=N_SHARDS)
+    texts = [f"wheat and corn exports {i} rose" for i in range(60)]
+    routed = svc.route([msg({"id": f"d{i}", "text": t}, offset=i) for i, t in enumerate(texts)])
+    ((ids, X),) = routed.parts
+    long_ids = [f"{i:04d}-" + "x" * 2_000 for i in range(len(ids))]  # ~72 bytes a row estimated
+    monkeypatch.setattr(service_module, "MAX_COPY_BYTES", 20_000)
+    monkeypatch.setattr(service_module, "CHUNK_BYTES", 16_000)
+    out = svc.copies(long_ids, X, routed.counts[0], [1, 2, 3])
+    assert len(out) > 1 and all(len(payload) <= 20_000 for _, payload in out)
+    got = [read_vector_batch(payload, training.vectorizer) for _, payload in out]
+    assert [i for ids_, _, _ in got for i in ids_] == long_ids  # every row, in order
+    assert (sp.vstack([Y for _, Y, _ in got]) != X).nnz == 0
 
 
 def test_gaps_are_found_against_the_last_offset_or_the_committed_one(service: Service) -> None:
