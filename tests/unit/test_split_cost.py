@@ -1,0 +1,31 @@
+"""benchmarks/split_cost.py end to end on a few documents and profiles: one worker and
+two must deliver the same decisions, and every step is reported."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "split_cost.py"
+_spec = importlib.util.spec_from_file_location("split_cost", SCRIPT)
+assert _spec is not None and _spec.loader is not None
+split_cost = importlib.util.module_from_spec(_spec)
+sys.path.insert(0, str(ROOT))
+_spec.loader.exec_module(split_cost)
+
+
+def test_split_cost_times_every_step_of_one_worker_and_two(tmp_path: Path) -> None:
+    out = tmp_path / "split.json"
+    assert split_cost.main(["--profiles", "12", "--batch", "300", "--rounds", "2",
+                            "--warm-up", "0", "--out", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert set(got["us_per_document"]["one"]) == {"route", "score"}
+    assert set(got["us_per_document"]["two"]) == {"route", "score_here", "encode_copies",
+                                                  "score_copies"}
+    assert all(v > 0 for steps in got["us_per_document"].values() for v in steps.values())
+    total = got["total_us_per_document"]
+    assert got["extra_us_per_document"] == round(total["two"] - total["one"], 3)
+    assert got["copy_payloads_a_step"] >= 1
