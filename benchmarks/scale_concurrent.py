@@ -383,10 +383,47 @@ def one_round(k: int, groups: dict[str, tuple[Settings, list[WorkerProcess]]],
     out["load"] = sb.load()
     # each worker alive, and the shards it held at the end: a pair worker that left the
     # group shows here (its partner then holds all four and runs alone)
-    out["workers"] = [{"group": name, "worker": w.name, "alive": w.proc is not None
-                       and w.proc.poll() is None, "shards": w.stats().get("partitions", [])}
-                      for name, (_, ws) in groups.items() for w in ws]
+    out["workers"] = []
+    for name, (_, ws) in groups.items():
+        for w in ws:
+            _LOG_READ[w.log_path], problems = log_problems(w.log_path, _LOG_READ.get(w.log_path, 0))
+            out["workers"].append({"group": name, "worker": w.name,
+                                   "alive": w.proc is not None and w.proc.poll() is None,
+                                   "shards": w.stats().get("partitions", []), "log": problems})
     return out
+
+
+#: where each worker's log was read up to (a round reports only what is new)
+_LOG_READ: dict[Path, int] = {}
+
+
+def log_problems(path: Path, start: int = 0, keep: int = 3) -> tuple[int, dict[str, Any]]:
+    """The error and warning lines a worker logged from byte ``start`` of its log: their
+    counts and the first ``keep`` of each (cut to 300 characters), and where the log ends
+    now. Records what happened around a lost worker (the twenty-fourth session lost one
+    with its logs) and shows a healthy round as 0 errors."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            data = fh.read()
+    except OSError:
+        return start, {"errors": 0, "warnings": 0, "first_errors": [], "first_warnings": []}
+    out: dict[str, Any] = {"errors": 0, "warnings": 0, "first_errors": [], "first_warnings": []}
+    for raw in data.splitlines():
+        line = raw.decode("utf-8", "replace")
+        # sift's "] ERROR name:", Faust's "[ERROR]", and uncaught tracebacks
+        if any(t in line for t in (" ERROR ", "[ERROR]", " CRITICAL ", "[CRITICAL]",
+                                   "Traceback (most recent call last)")):
+            kind = "errors"
+        elif " WARNING " in line or "[WARNING]" in line:
+            kind = "warnings"
+        else:
+            continue
+        out[kind] += 1
+        first = out["first_" + kind]
+        if len(first) < keep:
+            first.append(line[:300])
+    return start + len(data), out
 
 
 def in_documents(figures: dict[str, Any], n_prof: int) -> dict[str, Any]:
@@ -502,10 +539,12 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         result["machine"]["load_at_end"] = sb.load()
         rounds = result["result"]["rounds"]
-        if all(w["alive"] and w["shards"] for r in rounds for w in r["workers"]):
+        if all(w["alive"] and w["shards"] and not w["log"]["errors"]
+               for r in rounds for w in r["workers"]):
             shutil.rmtree(corpus.dir, ignore_errors=True)
-        else:  # the workers' logs, to see why one stopped or lost its shards
-            print(f"a worker died or held no shard: logs kept under {corpus.dir}", flush=True)
+        else:  # the workers' logs, to see why one stopped, lost its shards or logged errors
+            print(f"a worker died, held no shard or logged an error: logs kept under "
+                  f"{corpus.dir}", flush=True)
             result["logs_kept"] = str(corpus.dir)
     finally:
         if broker is not None:

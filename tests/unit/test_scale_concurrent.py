@@ -92,3 +92,23 @@ def test_a_group_stopping_just_short_is_done_at_its_last_move_and_one_far_short_
     assert c["solo_seconds"] == 10.0  # 998 of 1,000 (99.8 %) at t = 10, then still
     with pytest.raises(ValueError, match="solo group did not finish"):
         sc.completion(s, start=0.0, solo_target=1100, pair_target=2000)
+
+
+def test_log_problems_counts_the_errors_and_warnings_logged_since_the_last_read(tmp_path: Path) -> None:
+    log = tmp_path / "w0.log"
+    log.write_text("[2026-12-03 12:00:00] INFO sift.agents.app: started\n"
+                   "[2026-12-03 12:00:01] WARNING sift.agents.app: consumer skipped x\n"
+                   "[2026-12-03 12:00:02,1] [77] [ERROR] [^Agent]: Crashed reason=Boom()\n"
+                   "Traceback (most recent call last):\n"
+                   '  File "x.py", line 1, in <module>\n')
+    end, got = sc.log_problems(log)
+    assert (got["errors"], got["warnings"]) == (2, 1)
+    assert got["first_errors"][0].endswith("Crashed reason=Boom()")
+    assert got["first_warnings"] == ["[2026-12-03 12:00:01] WARNING sift.agents.app: consumer skipped x"]
+    with open(log, "a") as fh:
+        fh.write("[2026-12-03 12:01:00] ERROR sift.agents.app: scoring failed\n")
+    end2, again = sc.log_problems(log, end)  # only what is new
+    assert (again["errors"], again["warnings"]) == (1, 0) and end2 > end
+    assert sc.log_problems(tmp_path / "none.log", 5) == (5, {"errors": 0, "warnings": 0,
+                                                             "first_errors": [],
+                                                             "first_warnings": []})
