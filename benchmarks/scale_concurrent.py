@@ -450,6 +450,11 @@ def measure(base: Settings, corpus: sb.Corpus, n_prof: int, n_docs: int, per_mes
                                "documents_per_message": per_message,
                                "partitions": partitions, "settle_s": settle,
                                "pair_workers": pair_workers, "rounds": []}
+        # the rounds report what the workers log from here on, not their start-up (the
+        # group coordinator not available yet is logged as an error at every start)
+        for _, ws in groups.values():
+            for w in ws:
+                _LOG_READ[w.log_path] = w.log_path.stat().st_size if w.log_path.exists() else 0
         factor = 2.0  # the pair's backlog over solo's: its expected speedup
         for k in range(rounds):
             r = one_round(k, groups, corpus, n_prof, n_docs, round(factor * n_docs),
