@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import ssl
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from inspect import CORO_CREATED, getcoroutinestate
 from pathlib import Path
@@ -434,6 +435,39 @@ def internal_error(msg: InputMessage, exc: BaseException) -> DeadLetter:
 
 
 R = TypeVar("R", RouteResult, UpdateResult)
+
+#: How often a periodic task that keeps failing is logged (seconds); every failure counts.
+TIMER_ERROR_LOG_INTERVAL = 60.0
+
+
+def keep_going(name: str, fn: Callable[[], Awaitable[None]], stats: MutableMapping[str, int],
+               *, clock: Callable[[], float] = time.monotonic) -> Callable[[], Awaitable[None]]:
+    """``fn`` (the body of a periodic task) made unable to stop the worker.
+
+    An exception escaping an ``@app.timer`` body ends its task, and mode's
+    ``Service._execute_task`` then crashes the app: the worker stops over a stats file
+    it could not write (a full or read-only disk) or a seek the broker refused during a
+    rebalance. Wrapped, the failure is counted (``stats["timer_errors"]``), logged with
+    its traceback the first time and then at most once every
+    :data:`TIMER_ERROR_LOG_INTERVAL` seconds per task, and the next tick runs as usual.
+    Cancellation (a stop) still goes through.
+    """
+    last_logged: list[float] = []
+
+    @functools.wraps(fn)
+    async def survive() -> None:
+        try:
+            await fn()
+        except Exception:
+            stats["timer_errors"] += 1
+            now = clock()
+            if not last_logged or now - last_logged[0] >= TIMER_ERROR_LOG_INTERVAL:
+                last_logged[:] = [now]
+                log.exception("periodic task %s failed (%d failures of periodic tasks so "
+                              "far); it runs again at its next tick", name,
+                              stats["timer_errors"])
+
+    return survive
 
 
 def guarded(fn: Callable[..., R], messages: list[InputMessage], *args: Any) -> R:
@@ -867,7 +901,13 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     gaps_left_to_the_agents(inputs)
     tails = TailWatch(stall_s=TAIL_STALL_S)
 
+    def keep_going_here(name: str) -> Callable[[Callable[[], Awaitable[None]]],
+                                               Callable[[], Awaitable[None]]]:
+        """The worker's periodic tasks: a failure is counted and logged, never fatal."""
+        return lambda fn: keep_going(name, fn, service.stats)
+
     @app.timer(interval=TAIL_CHECK_INTERVAL)
+    @keep_going_here("seek_lost_tails")
     async def seek_lost_tails() -> None:
         """Seek back a partition whose last messages never reached its agent (see
         :mod:`sift.agents.tails`): they are fetched and delivered again."""
@@ -1128,14 +1168,17 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                 key=f.key, value=f.value, partition=f.partition)
 
     @app.timer(interval=STATS_INTERVAL)
+    @keep_going_here("write_stats")
     async def write_stats() -> None:
         await asyncio.get_running_loop().run_in_executor(None, worker.write_stats)
 
     @app.timer(interval=TRIM_INTERVAL)
+    @keep_going_here("trim_memory")
     async def trim_memory() -> None:
         await asyncio.get_running_loop().run_in_executor(None, release_free_memory)
 
     @app.timer(interval=10.0)
+    @keep_going_here("log_progress")
     async def log_progress() -> None:
         s = service.stats
         log.info("documents %d, decisions %d, judgments %d (+%d duplicate), dead letters %d, "

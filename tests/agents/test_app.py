@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 from unittest.mock import AsyncMock, Mock
@@ -13,7 +14,7 @@ import orjson
 import pytest
 from faust.types import TP
 
-from sift.agents.app import create_app
+from sift.agents.app import TIMER_ERROR_LOG_INTERVAL, create_app, keep_going
 from sift.agents.service import (
     VECTOR_BATCH_MAGIC_COUNTS,
     Service,
@@ -208,6 +209,9 @@ def test_metrics_page_reports_what_the_agents_did(worker: Any) -> None:
     # counters mirror the service's: a second page does not count anything twice
     assert metric(worker.metrics_text(), "sift_worker_documents_total") == 2
     assert text.endswith("\n") and "# TYPE sift_worker_document_batch_seconds histogram" in text
+    assert metric(text, "sift_worker_periodic_task_failures_total") == 0
+    stats["timer_errors"] += 2  # as keep_going counts a failed periodic task
+    assert metric(worker.metrics_text(), "sift_worker_periodic_task_failures_total") == 2
 
 
 @pytest.fixture
@@ -916,3 +920,46 @@ def test_the_shard_agent_sends_on_the_shards_it_does_not_hold(
     assert np.array_equal(got.indices, X.indices) and np.array_equal(got.data, X.data)
     assert worker.service.stats["shard_forwards"] == 1
     assert worker.service.stats["shard_payloads"] == 1
+
+
+def test_a_failing_periodic_task_is_counted_and_logged_and_runs_again(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """An exception escaping an ``@app.timer`` body would crash the app (mode's
+    ``_execute_task``): wrapped, a stats file the disk refuses costs a count and a log
+    line, at most one a minute."""
+    calls: list[int] = []
+    now = [100.0]
+
+    async def write() -> None:
+        calls.append(1)
+        if len(calls) <= 3:
+            raise OSError(28, "No space left on device")
+
+    stats: Counter[str] = Counter()
+    tick = keep_going("write_stats", write, stats, clock=lambda: now[0])
+    assert tick.__name__ == "write"  # Faust names the timer after it
+    with caplog.at_level("ERROR", logger="sift.agents.app"):
+        for step in (0.0, 1.0, TIMER_ERROR_LOG_INTERVAL, 1.0):
+            now[0] += step
+            asyncio.run(tick())  # returns: the next tick would run
+    assert len(calls) == 4 and stats["timer_errors"] == 3
+    logged = [r for r in caplog.records if "periodic task write_stats failed" in r.getMessage()]
+    assert len(logged) == 2  # the first failure, and the third a minute later; not the second
+    assert logged[0].exc_info is not None and "No space left" in str(logged[0].exc_info[1])
+
+
+def test_a_periodic_task_still_stops_when_cancelled() -> None:
+    async def sleeps() -> None:
+        await asyncio.sleep(10)
+
+    stats: Counter[str] = Counter()
+
+    async def run() -> None:
+        task = asyncio.ensure_future(keep_going("t", sleeps, stats)())
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    assert stats["timer_errors"] == 0
