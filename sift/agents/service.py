@@ -1378,10 +1378,16 @@ class Service:
         return out
 
     def counters(self) -> dict[str, Any]:
-        """A JSON-safe snapshot of the counters."""
+        """A JSON-safe snapshot of the counters.
+
+        The worker writes it from a thread of its own (the stats file) while the main
+        thread scores: every container is copied in one C-level step before it is walked
+        (a generator over ``self._banks`` would raise if a shard's first batch added a
+        bank meanwhile)."""
+        banks = list(self._banks.values())
         return {"stats": dict(self.stats), "scored": dict(self.scored),
                 "documents_kept": len(self.store), "memory": memory_usage(),
-                "profiles": sorted(n for b in self._banks.values() for n in b.names)}
+                "profiles": sorted(n for b in banks for n in b.names)}
 
 
 def learn_batch(profile: Profile, X: sp.csr_matrix, relevant: Sequence[bool], *,
