@@ -29,6 +29,7 @@ import functools
 import logging
 import os
 import ssl
+import threading
 import time
 import weakref
 from collections import Counter
@@ -436,6 +437,46 @@ def internal_error(msg: InputMessage, exc: BaseException) -> DeadLetter:
 
 R = TypeVar("R", RouteResult, UpdateResult)
 
+class OneAtATime:
+    """A blocking call run in the default executor by a periodic task, never twice at once.
+
+    A timer body that awaits a slow call (the stats file of a busy worker, a worker
+    capped to part of a core) outlasts its interval, and Faust warns "Timer ... is
+    overlapping" at every such tick. :meth:`tick` starts the call and returns at once;
+    a tick that finds the last call still running skips it (``skipped``), and the next
+    tick after a call that failed raises its error (for :func:`keep_going` to count).
+
+    >>> import asyncio, threading
+    >>> gate = threading.Event(); runs = []
+    >>> job = OneAtATime(lambda: (gate.wait(5), runs.append(1)))
+    >>> async def ticks():
+    ...     await job.tick(); await job.tick()      # the second finds the first running
+    ...     gate.set(); await job.wait(); await job.tick(); await job.wait()
+    >>> asyncio.run(ticks()); len(runs), job.skipped
+    (2, 1)
+    """
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.pending: asyncio.Future[Any] | None = None
+        self.skipped = 0
+
+    async def tick(self) -> None:
+        pending = self.pending
+        if pending is not None:
+            if not pending.done():
+                self.skipped += 1
+                return
+            self.pending = None
+            pending.result()  # the last call's error, if any
+        self.pending = asyncio.get_running_loop().run_in_executor(None, self.fn)
+
+    async def wait(self) -> None:
+        """Until the call in flight (if any) has ended; its error is left to :meth:`tick`."""
+        if self.pending is not None:
+            await asyncio.wait([self.pending])
+
+
 #: How often a periodic task that keeps failing is logged (seconds); every failure counts.
 TIMER_ERROR_LOG_INTERVAL = 60.0
 
@@ -635,7 +676,9 @@ class Worker:
     def write_stats(self) -> None:
         path = Path(self.settings.data_dir) / "stats.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        # a file of its own per thread: the last write at a stop (main thread) may meet
+        # the periodic one (an executor thread); each replaces the file whole
+        tmp = path.with_name(f"{path.name}.{threading.get_ident()}.tmp")
         tmp.write_bytes(orjson.dumps(self.stats(), option=orjson.OPT_INDENT_2))
         tmp.replace(path)
 
@@ -1167,15 +1210,18 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             await app.topic(f.topic, key_serializer="raw", value_serializer="raw").send(
                 key=f.key, value=f.value, partition=f.partition)
 
+    stats_writer = OneAtATime(worker.write_stats)
+    trimmer = OneAtATime(release_free_memory)
+
     @app.timer(interval=STATS_INTERVAL)
     @keep_going_here("write_stats")
     async def write_stats() -> None:
-        await asyncio.get_running_loop().run_in_executor(None, worker.write_stats)
+        await stats_writer.tick()
 
     @app.timer(interval=TRIM_INTERVAL)
     @keep_going_here("trim_memory")
     async def trim_memory() -> None:
-        await asyncio.get_running_loop().run_in_executor(None, release_free_memory)
+        await trimmer.tick()
 
     @app.timer(interval=10.0)
     @keep_going_here("log_progress")

@@ -14,7 +14,7 @@ import orjson
 import pytest
 from faust.types import TP
 
-from sift.agents.app import TIMER_ERROR_LOG_INTERVAL, create_app, keep_going
+from sift.agents.app import TIMER_ERROR_LOG_INTERVAL, OneAtATime, create_app, keep_going
 from sift.agents.service import (
     VECTOR_BATCH_MAGIC_COUNTS,
     Service,
@@ -963,3 +963,40 @@ def test_a_periodic_task_still_stops_when_cancelled() -> None:
 
     asyncio.run(run())
     assert stats["timer_errors"] == 0
+
+
+def test_a_slow_periodic_call_is_skipped_not_stacked_and_its_error_surfaces_at_the_next_tick(
+        ) -> None:
+    """The stats file and the memory trim run in the executor one call at a time: a tick
+    returns at once (no "Timer ... is overlapping" warning from Faust), a tick during a
+    call skips, and a failed call raises at the next tick, where keep_going counts it."""
+    import threading
+
+    gate = threading.Event()
+    calls: list[int] = []
+
+    def write() -> None:
+        calls.append(1)
+        gate.wait(5)
+        if len(calls) == 2:
+            raise OSError(30, "Read-only file system")
+
+    job = OneAtATime(write)
+    stats: Counter[str] = Counter()
+    tick = keep_going("write_stats", job.tick, stats)
+
+    async def run() -> None:
+        await tick()
+        await tick()  # the first call still waits at the gate: skipped
+        assert job.skipped == 1 and len(calls) == 1
+        gate.set()
+        await job.wait()
+        await tick()  # the first call ended well: a second starts, and fails
+        await job.wait()
+        await tick()  # its error surfaces here: counted, no call started
+        assert stats["timer_errors"] == 1 and len(calls) == 2
+        await tick()  # and the task goes on
+        await job.wait()
+        assert len(calls) == 3
+
+    asyncio.run(run())
