@@ -437,14 +437,16 @@ def internal_error(msg: InputMessage, exc: BaseException) -> DeadLetter:
 
 R = TypeVar("R", RouteResult, UpdateResult)
 
+
 class OneAtATime:
     """A blocking call run in the default executor by a periodic task, never twice at once.
 
     A timer body that awaits a slow call (the stats file of a busy worker, a worker
     capped to part of a core) outlasts its interval, and Faust warns "Timer ... is
     overlapping" at every such tick. :meth:`tick` starts the call and returns at once;
-    a tick that finds the last call still running skips it (``skipped``), and the next
-    tick after a call that failed raises its error (for :func:`keep_going` to count).
+    a tick that finds the last call still running starts none (counted in ``skipped``),
+    and the next tick after a call that failed raises its error (for :func:`keep_going`
+    to count) instead of starting one.
 
     >>> import asyncio, threading
     >>> gate = threading.Event(); runs = []
