@@ -413,6 +413,7 @@ def log_problems(path: Path, start: int = 0, keep: int = 3) -> tuple[int, dict[s
     except OSError:
         return start, {"errors": 0, "warnings": 0, "first_errors": [], "first_warnings": []}
     out: dict[str, Any] = {"errors": 0, "warnings": 0, "first_errors": [], "first_warnings": []}
+    data = data[: data.rfind(b"\n") + 1]  # whole lines only: a line being written waits
     for raw in data.splitlines():
         line = raw.decode("utf-8", "replace")
         # sift's "] ERROR name:", Faust's "[ERROR]", and uncaught tracebacks

@@ -105,10 +105,16 @@ def test_log_problems_counts_the_errors_and_warnings_logged_since_the_last_read(
     assert (got["errors"], got["warnings"]) == (2, 1)
     assert got["first_errors"][0].endswith("Crashed reason=Boom()")
     assert got["first_warnings"] == ["[2026-12-03 12:00:01] WARNING sift.agents.app: consumer skipped x"]
+    partial = "[2026-12-03 12:0"  # a line being written
     with open(log, "a") as fh:
-        fh.write("[2026-12-03 12:01:00] ERROR sift.agents.app: scoring failed\n")
-    end2, again = sc.log_problems(log, end)  # only what is new
-    assert (again["errors"], again["warnings"]) == (1, 0) and end2 > end
+        fh.write("[2026-12-03 12:01:00] ERROR sift.agents.app: scoring failed\n" + partial)
+    end2, again = sc.log_problems(log, end)  # only what is new, in whole lines
+    assert (again["errors"], again["warnings"]) == (1, 0)
+    assert end2 == log.stat().st_size - len(partial)
+    with open(log, "a") as fh:
+        fh.write("1:01] WARNING sift.agents.app: late\n")
+    assert sc.log_problems(log, end2)[1]["first_warnings"] == [
+        "[2026-12-03 12:01:01] WARNING sift.agents.app: late"]  # the line read whole
     assert sc.log_problems(tmp_path / "none.log", 5) == (5, {"errors": 0, "warnings": 0,
                                                              "first_errors": [],
                                                              "first_warnings": []})
