@@ -406,13 +406,13 @@ def log_problems(path: Path, start: int = 0, keep: int = 3) -> tuple[int, dict[s
     counts and the first ``keep`` of each (cut to 300 characters), and where the log ends
     now. Records what happened around a lost worker (the twenty-fourth session lost one
     with its logs) and shows a healthy round as 0 errors."""
+    out: dict[str, Any] = {"errors": 0, "warnings": 0, "first_errors": [], "first_warnings": []}
     try:
         with open(path, "rb") as fh:
             fh.seek(start)
             data = fh.read()
     except OSError:
-        return start, {"errors": 0, "warnings": 0, "first_errors": [], "first_warnings": []}
-    out: dict[str, Any] = {"errors": 0, "warnings": 0, "first_errors": [], "first_warnings": []}
+        return start, out
     data = data[: data.rfind(b"\n") + 1]  # whole lines only: a line being written waits
     for raw in data.splitlines():
         line = raw.decode("utf-8", "replace")
