@@ -290,8 +290,8 @@ def _encode_counts(ids: Sequence[str], X: sp.csr_matrix, counts: np.ndarray,
 
 
 def _count_width(counts: np.ndarray | None) -> int:
-    """Bytes a count takes in a format-3 payload: the width of the smallest unsigned type
-    holding the largest (as :func:`_encode_counts` chooses it)."""
+    """Bytes a count takes in a format-3 payload (:func:`_encode_counts` writes them so):
+    the width of the smallest unsigned type holding the largest."""
     top = float(np.max(counts)) if counts is not None and counts.size else 0.0
     return 1 if top < 2**8 else 2 if top < 2**16 else 4
 
@@ -448,7 +448,7 @@ def split_rows(X: sp.csr_matrix, max_bytes: int = CHUNK_BYTES,
                entry_bytes: int = 12) -> Iterator[tuple[int, int]]:
     """Row ranges ``[a, b)`` whose encoded size stays under ``max_bytes`` (a single row
     larger than that is a range of its own): ``entry_bytes`` a non-zero (12 for
-    weights, 5 to 8 for counts), ~72 a row.
+    weights, 5, 6 or 8 for counts), ~72 a row.
 
     As few ranges as the limit allows, and of about equal size where that fits the
     limit: 2,000 documents of 700 kB are two payloads of 350 kB, not one of 400 kB and

@@ -688,8 +688,6 @@ def test_routing_scoring_and_copies_add_their_thread_cpu_time_to_the_stats(
         training: TrainingSet, monkeypatch: pytest.MonkeyPatch) -> None:
     """``cpu_*_us``: each timed call adds the CPU time of its thread between its start
     and its end (here a fake clock that moves 1.5 ms a reading), even when it raises."""
-    import sift.agents.service as service_module
-
     ticks = itertools.count(0, 1_500_000)
     monkeypatch.setattr(service_module.time, "thread_time_ns", lambda: next(ticks))
     svc, table = eight_profiles(training)
@@ -711,8 +709,8 @@ def test_routing_scoring_and_copies_add_their_thread_cpu_time_to_the_stats(
        batches=st.lists(st.lists(st.integers(0, 9), max_size=6), max_size=6))
 def test_document_store_keeps_the_first_row_of_the_last_capacity_distinct_ids(
         capacity: int, batches: list[list[int]]) -> None:
-    """Against a plain model: an id's first row is kept, ids are evicted oldest first,
-    whether a batch is all new (the bulk path) or repeats ids (the loop)."""
+    """Against a plain model: an id's first row is kept (a repeat, in its batch or a
+    later one, changes nothing) and ids are evicted oldest first."""
     vec = Vectorizer(n_features=64, idf="none")
     store = DocumentStore(capacity)
     model: dict[str, tuple[int, int]] = {}
