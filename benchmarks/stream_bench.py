@@ -34,6 +34,7 @@ wall-clock rates with ``load`` and compare CPU microseconds per document.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import os
 import random
@@ -154,6 +155,19 @@ def produce_fast(settings: Settings, topic: str,
 BROKER_PID: int | None = None
 # --worker-cores: every worker process capped at this many cores (a cgroup each)
 CAP: CpuCap | None = None
+# --pin-workers: worker i runs on CPU i mod the CPU count (all its threads)
+PIN = False
+
+
+def pin(pid: int, cpu: int) -> int:
+    """Pin every thread of process ``pid`` to CPU ``cpu``; how many threads were pinned
+    (threads a pinned thread starts later inherit its CPU)."""
+    n = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):  # a thread that just ended
+            os.sched_setaffinity(int(task.name), {cpu})
+            n += 1
+    return n
 
 
 def broker_cpu() -> float:
@@ -331,8 +345,17 @@ def start_workers(settings: Settings, n: int, tmp: Path) -> list[WorkerProcess]:
         for w in workers:
             assert w.proc is not None
             CAP.add(w.proc.pid)
+    cpus = sorted(os.sched_getaffinity(0))
+    if PIN:
+        for i, w in enumerate(workers):
+            assert w.proc is not None
+            pin(w.proc.pid, cpus[i % len(cpus)])
     for w in workers:
         w.wait_ready(180)
+    if PIN:  # again: the threads started meanwhile (the executor's, aiokafka's)
+        for i, w in enumerate(workers):
+            assert w.proc is not None
+            pin(w.proc.pid, cpus[i % len(cpus)])
     wait_for(lambda: sorted(p for w in workers for p in w.stats().get("partitions", []))
              == list(range(settings.partitions)) and all(w.stats().get("partitions")
                                                          for w in workers),
@@ -596,6 +619,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "command": "python benchmarks/stream_bench.py " + " ".join(sys.argv[1:]),
         "machine": {"cpus": os.cpu_count(), "load_at_start": load()},
         "worker_cores_cap": CAP.cores if CAP is not None else None,
+        "workers_pinned": PIN,
         "documents": "Reuters-21578 test texts, ~760 characters, cycled",
         "partitions": args.partitions, "runs": {},
         # the workers' settings that change what is measured (SIFT_* in this environment)
@@ -656,7 +680,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global BROKER_PID, CAP
+    global BROKER_PID, CAP, PIN
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--broker", default="", help="kafka://host:port (default: start a local one)")
     p.add_argument("--profiles", type=lambda s: [int(x) for x in s.split(",")],
@@ -681,10 +705,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker-cores", type=float, default=None, metavar="CORES",
                    help="cap every worker process at CORES cores (a Linux cgroup each; "
                         "root): a fixed CPU budget per worker, the rest for the broker")
+    p.add_argument("--pin-workers", action="store_true",
+                   help="pin worker i to CPU i (mod the CPUs): a core of its own per worker, "
+                        "as on separate hosts, without a quota's throttling; the broker and "
+                        "this script are not pinned")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error(f"--repeat: expected at least 1, got {args.repeat}")
+    PIN = args.pin_workers
     if args.worker_cores is not None:
         try:
             CAP = CpuCap(args.worker_cores)
