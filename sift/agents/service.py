@@ -32,6 +32,7 @@ by profile name reaches the right worker. A message on the wrong partition
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import functools
 import itertools
@@ -43,7 +44,7 @@ import sys
 import time
 import uuid
 import zlib
-from collections import Counter, OrderedDict, deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -482,39 +483,104 @@ class DocumentStore:
     """The recent documents' vectors, for judgments that arrive after scoring.
 
     Bounded: holds the last ``capacity`` distinct document ids (first in, first
-    out). Every shard sees every document, so one store per worker serves the
-    judgments of all the shards it owns.
+    out); a repeated id keeps its first row and its place. Every shard sees every
+    document, so one store per worker serves the judgments of all the shards it owns.
+
+    Every document a worker scores passes through :meth:`put` (with two workers, each
+    document through both), and once full the store evicts as much as it adds. So it
+    is kept out of the garbage collector's way: an id maps to an int (its batch's first
+    position plus its row), and the batches' matrices and added ids sit in lists
+    found by bisection, so the store holds no tracked object per document (before the
+    twenty-sixth session each held a ``(matrix, row)`` tuple, 100,000 of them for the
+    collector to walk at every full collection). Filling and eviction are done a batch
+    at a time in C (docs/streaming.md, twenty-sixth session).
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> store = DocumentStore(3)
+    >>> store.put(["a", "b"], sp.csr_matrix(np.eye(2)))
+    >>> store.put(["b", "c", "d"], sp.csr_matrix(np.eye(3)))    # "b" stays the first one
+    >>> list(store.ids()), store.locate("b")[1], store.locate("d")[1]
+    (['b', 'c', 'd'], 1, 2)
     """
 
     def __init__(self, capacity: int) -> None:
         self.capacity = max(int(capacity), 0)
-        # (batch matrix, row): slicing a CSR row costs ~25 us, so it is done on demand
-        self._rows: OrderedDict[str, tuple[sp.csr_matrix, int]] = OrderedDict()
+        # doc id -> position: row r of the batch whose first position is s is s + r
+        self._pos: dict[str, int] = {}
+        self._next = 0
+        # per batch, oldest first from index _first: its first position, its matrix
+        # (slicing a CSR row costs ~25 us, so it is done on demand) and the ids it added;
+        # _head of the oldest batch's ids are evicted already
+        self._starts: list[int] = []
+        self._mats: list[sp.csr_matrix | None] = []
+        self._added: list[tuple[str, ...]] = []
+        self._first = 0
+        self._head = 0
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._pos)
 
     def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self._rows
+        return doc_id in self._pos
 
     def put(self, ids: Sequence[str], X: sp.csr_matrix) -> None:
-        if self.capacity == 0:
+        n = len(ids)
+        if self.capacity == 0 or n == 0:
             return
-        rows = self._rows
-        for i, doc_id in enumerate(ids):
-            if doc_id in rows:
-                continue
-            rows[doc_id] = (X, i)
-        while len(rows) > self.capacity:
-            rows.popitem(last=False)
+        pos, start = self._pos, self._next
+        self._next += n
+        fresh: tuple[str, ...] = tuple(ids)
+        if len(set(fresh)) == n and pos.keys().isdisjoint(fresh):
+            pos.update(zip(fresh, range(start, start + n), strict=True))  # the usual batch, in C
+        else:  # a repeat (a re-delivered message, or an id twice in a batch)
+            added = []
+            for row, doc_id in enumerate(fresh):
+                if doc_id not in pos:
+                    pos[doc_id] = start + row
+                    added.append(doc_id)
+            fresh = tuple(added)
+        if fresh:
+            self._starts.append(start)
+            self._mats.append(X)
+            self._added.append(fresh)
+        self._evict(len(pos) - self.capacity)
+
+    def _evict(self, excess: int) -> None:
+        pos = self._pos
+        while excess > 0:
+            oldest, head = self._added[self._first], self._head
+            k = min(excess, len(oldest) - head)
+            deque(map(pos.__delitem__, itertools.islice(oldest, head, head + k)), maxlen=0)
+            excess -= k
+            if head + k < len(oldest):
+                self._head = head + k
+                break
+            self._mats[self._first] = None  # every row gone: the matrix can go
+            self._first += 1
+            self._head = 0
+        if self._first > 64 and 2 * self._first > len(self._added):
+            f = self._first
+            del self._starts[:f], self._mats[:f], self._added[:f]
+            self._first = 0
+
+    def ids(self) -> Iterator[str]:
+        """The ids held, oldest first (the order of eviction)."""
+        for b in range(self._first, len(self._added)):
+            yield from itertools.islice(self._added[b], self._head if b == self._first else 0, None)
 
     def get(self, doc_id: str) -> sp.csr_matrix | None:
-        hit = self._rows.get(doc_id)
+        hit = self.locate(doc_id)
         return None if hit is None else hit[0][hit[1]]
 
     def locate(self, doc_id: str) -> tuple[sp.csr_matrix, int] | None:
         """The batch matrix holding ``doc_id`` and its row (no copy), or None."""
-        return self._rows.get(doc_id)
+        at = self._pos.get(doc_id)
+        if at is None:
+            return None
+        b = bisect.bisect_right(self._starts, at, self._first) - 1
+        X = self._mats[b]
+        assert X is not None  # a batch with ids held has its matrix
+        return X, at - self._starts[b]
 
 
 # ----------------------------------------------------------------------------- profiles

@@ -722,7 +722,7 @@ def test_document_store_keeps_the_first_row_of_the_last_capacity_distinct_ids(
             model.setdefault(doc, (b, row))
         while len(model) > capacity:
             del model[next(iter(model))]
-        assert list(store._rows) == list(model)
+        assert list(store.ids()) == list(model) and len(store) == len(model)
         for doc, (_, row) in model.items():
             located = store.locate(doc)
             assert located is not None and located[1] == row
