@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -12,12 +11,10 @@ import numpy as np
 import orjson
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "engine_significance.py"
-_spec = importlib.util.spec_from_file_location("engine_significance", SCRIPT)
-assert _spec is not None and _spec.loader is not None
-sig = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sig)
+from tests.scripts import load_benchmark
+
+sig = load_benchmark("engine_significance")
+SCRIPT = Path(sig.__file__)
 
 
 def run(scores: dict[str, list[float]], *, small: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -3,19 +3,13 @@ on made-up samples."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-SCRIPT = ROOT / "benchmarks" / "scale_concurrent.py"
-_spec = importlib.util.spec_from_file_location("scale_concurrent", SCRIPT)
-assert _spec is not None and _spec.loader is not None
-sc = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sc)
+from tests.scripts import load_benchmark
+
+sc = load_benchmark("scale_concurrent")
 
 
 def samples(solo_rate: float, pair_rate: float, *, n: int = 41, dt: float = 0.5,

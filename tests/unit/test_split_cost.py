@@ -3,18 +3,12 @@ two must deliver the same decisions, and every step is reported."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "split_cost.py"
-_spec = importlib.util.spec_from_file_location("split_cost", SCRIPT)
-assert _spec is not None and _spec.loader is not None
-split_cost = importlib.util.module_from_spec(_spec)
-sys.path.insert(0, str(ROOT))
-_spec.loader.exec_module(split_cost)
+from tests.scripts import load_benchmark
+
+split_cost = load_benchmark("split_cost")
 
 
 def test_split_cost_times_every_step_of_one_worker_and_two(tmp_path: Path) -> None:

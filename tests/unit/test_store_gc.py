@@ -3,18 +3,12 @@ their own, and every figure is reported."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "store_gc.py"
-_spec = importlib.util.spec_from_file_location("store_gc", SCRIPT)
-assert _spec is not None and _spec.loader is not None
-store_gc = importlib.util.module_from_spec(_spec)
-sys.path.insert(0, str(ROOT))
-_spec.loader.exec_module(store_gc)
+from tests.scripts import load_benchmark
+
+store_gc = load_benchmark("store_gc")
 
 
 def test_store_gc_runs_both_stores_and_reports_the_collector(tmp_path: Path) -> None:
