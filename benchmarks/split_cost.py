@@ -94,6 +94,16 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(corpus.dir, ignore_errors=True)
 
 
+def step_messages(corpus: sb.Corpus, batch: int, per_message: int,
+                  offset: int) -> list[InputMessage]:
+    """One routing step: the corpus's next ``batch`` documents, ``per_message`` a message,
+    as messages of partition 0 from ``offset`` on."""
+    docs = corpus.documents(batch)
+    return [InputMessage(orjson.dumps({"documents": docs[i : i + per_message]}), "documents", 0,
+                         offset + j)
+            for j, i in enumerate(range(0, len(docs), per_message))]
+
+
 def run(args: argparse.Namespace, corpus: sb.Corpus, argv: list[str] | None) -> int:
     training = TrainingSet.load(corpus.idf)
     specs = corpus.specs(args.profiles)
@@ -107,13 +117,10 @@ def run(args: argparse.Namespace, corpus: sb.Corpus, argv: list[str] | None) -> 
     payloads: list[int] = []
     offset = 0
     for k in range(args.warm_up + args.rounds):
-        docs = corpus.documents(args.batch)
-        values = [orjson.dumps({"documents": docs[i : i + args.per_message]})
-                  for i in range(0, len(docs), args.per_message)]
+        msgs = step_messages(corpus, args.batch, args.per_message, offset)
         runs: dict[str, dict[str, int]] = {}
         decisions: dict[str, set[tuple[str, str]]] = {}
         for setup in (("one", "two") if k % 2 == 0 else ("two", "one")):
-            msgs = [InputMessage(v, "documents", 0, offset + i) for i, v in enumerate(values)]
             if setup == "one":
                 t0 = clock()
                 routed = one.route(msgs)
@@ -141,7 +148,7 @@ def run(args: argparse.Namespace, corpus: sb.Corpus, argv: list[str] | None) -> 
             decisions[setup] = {(d.doc_id, d.profile) for d in got}
         if decisions["one"] != decisions["two"]:
             raise SystemExit("split_cost: one worker and two delivered different decisions")
-        offset += len(values)
+        offset += len(msgs)
         if k >= args.warm_up:
             for setup, steps in runs.items():
                 for step, ns in steps.items():
@@ -167,14 +174,6 @@ def run(args: argparse.Namespace, corpus: sb.Corpus, argv: list[str] | None) -> 
                                           "speedup_if_nothing_else", "copy_payloads_a_step")},
                      indent=1))
     return 0
-
-
-def _messages(corpus: sb.Corpus, args: argparse.Namespace, offset: int) -> list[InputMessage]:
-    """One routing step: ``args.batch`` documents of the corpus, ``args.per_message`` a message."""
-    docs = corpus.documents(args.batch)
-    values = [orjson.dumps({"documents": docs[i : i + args.per_message]})
-              for i in range(0, len(docs), args.per_message)]
-    return [InputMessage(v, "documents", 0, offset + i) for i, v in enumerate(values)]
 
 
 def _child(role: str, args: argparse.Namespace, corpus: sb.Corpus, steps: int,
@@ -207,7 +206,7 @@ def _child(role: str, args: argparse.Namespace, corpus: sb.Corpus, steps: int,
             part["score_copies"] = clock() - t0
             offset += len(payloads)
         else:
-            msgs = _messages(corpus, args, offset)
+            msgs = step_messages(corpus, args.batch, args.per_message, offset)
             offset += len(msgs)
             t0 = clock()
             routed = svc.route(msgs)

@@ -37,7 +37,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
 import scipy.sparse as sp
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +46,7 @@ from benchmarks import split_cost as sc  # noqa: E402
 from benchmarks import stream_bench as sb  # noqa: E402
 from sift.agents import service  # noqa: E402
 from sift.agents.gcwatch import GcPauses  # noqa: E402
-from sift.agents.service import InputMessage, TrainingSet  # noqa: E402
+from sift.agents.service import TrainingSet  # noqa: E402
 
 STORES = ("ints", "tuples")
 STEP = 2000  # documents a routing step, 100 a message
@@ -100,10 +99,7 @@ def one_run(store: str, documents: int, profiles: int) -> dict[str, Any]:
         watch = GcPauses().install()
         cpu: list[int] = []
         for k in range(steps):
-            docs = corpus.documents(STEP)
-            msgs = [InputMessage(orjson.dumps({"documents": docs[i : i + 100]}), "documents", 0,
-                                 k * (STEP // 100) + j)
-                    for j, i in enumerate(range(0, STEP, 100))]
+            msgs = sc.step_messages(corpus, STEP, 100, k * (STEP // 100))
             t0 = time.thread_time_ns()
             routed = svc.route(msgs)
             ((ids, X),) = routed.parts
