@@ -532,11 +532,13 @@ class ExampleSet:
             lo = int(c.indptr[first])
             indptr = c.indptr[first:] - lo
             data = c.data[lo:]
-            if data.size:
-                sq = np.add.reduceat(data * data, indptr[:-1])
-                sq = np.where(np.diff(indptr) > 0, sq, 0.0)
-            else:
-                sq = np.zeros(c.n_rows - first)
+            sq = np.zeros(c.n_rows - first)
+            full = np.diff(indptr) > 0
+            if full.any():
+                # over the rows with entries only: a start at the end of ``data`` (trailing
+                # empty rows) is out of reduceat's range, and an empty row's sum is 0; each
+                # row still sums its own entries, in order
+                sq[full] = np.add.reduceat(data * data, indptr[:-1][full])
             self._norms = np.concatenate([prev, np.sqrt(np.asarray(sq, dtype=np.float64))])
             self._remember(_NORMS, self._norms)
         return self._norms

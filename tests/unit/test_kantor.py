@@ -115,3 +115,21 @@ def test_top_k_keeps_the_largest_coefficients_of_p_and_n() -> None:
     assert m.score(d)[0] == pytest.approx(math.sqrt((1 - 0.8) / (1 - 0.6)))
     with pytest.raises(ParameterError, match="top_k must be a positive integer"):
         Kantor(top_k=0)
+
+
+def test_row_norms_with_empty_rows_at_the_end_and_after_more_examples() -> None:
+    """An example with no entries (a positive given as empty text) last in the set: the
+    norms come out 0 for it, not an IndexError (found by the decoder fuzz test), and the
+    norms kept across an add match a recomputation."""
+    ex = ExampleSet(None, 4)
+    rows = sp.csr_matrix(np.array([[1.0, 2, 0, 0], [0, 0, 0, 0], [0, 0, 3, 0], [0, 0, 0, 0]]))
+    ex.add(rows, [1, -1, 1, -1], np.ones(4), np.ones(4, bool))
+    assert ex.row_norms().tolist() == [math.sqrt(5.0), 0.0, 3.0, 0.0]
+    ex.add(sp.csr_matrix(np.array([[0, 0, 0, 0], [0, 4.0, 0, 0], [0, 0, 0, 0]])), [1, 1, -1],
+           np.ones(3), np.ones(3, bool))
+    assert ex.row_norms().tolist() == [math.sqrt(5.0), 0.0, 3.0, 0.0, 0.0, 4.0, 0.0]
+    m = Kantor()
+    m.bind(4, None, ex)
+    m.start(sp.csr_matrix([[1.0, 0, 0, 0]]))
+    m.learn(ex.X, ex.labels, ex.weights, ex.real)
+    assert np.all(np.isfinite(m.loo_scores()))
