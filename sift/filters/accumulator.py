@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from sift.filters.errors import StateError
+from sift.filters.sparse import insert_sorted
 from sift.filters.state import decode_array, encode_array
 
 
@@ -81,8 +82,8 @@ class SparseAccumulator:
             self.size += n_new
             # uniq is sorted: insert the new features into the sorted view, O(size)
             at = np.searchsorted(self._sorted_feat, uniq[new])
-            self._sorted_feat = np.insert(self._sorted_feat, at, uniq[new])
-            self._sorted_slot = np.insert(self._sorted_slot, at, new_slots)
+            self._sorted_feat = insert_sorted(self._sorted_feat, at, uniq[new])
+            self._sorted_slot = insert_sorted(self._sorted_slot, at, new_slots)
         return slot_u if inv is None else slot_u[inv]
 
     def _grow(self) -> None:

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
 from sift.filters.errors import ParameterError, StateError
-from sift.filters.sparse import dense_product
+from sift.filters.sparse import dense_product, insert_sorted
 from sift.filters.state import decode_array, decode_count, decode_csr, encode_array, encode_csr
 
 try:  # the kernel behind scipy's CSR @ vector, called without building a matrix per call
@@ -152,7 +152,7 @@ class _Compact:
             ids[new] = fresh_ids[inv.ravel()]
             cols = np.concatenate([cols, fresh])
             at = np.searchsorted(self.sorted_cols, fresh)
-            index = (np.insert(self.sorted_cols, at, fresh), np.insert(self.sorted_ids, at, fresh_ids))
+            index = (insert_sorted(self.sorted_cols, at, fresh), insert_sorted(self.sorted_ids, at, fresh_ids))
         nnz, extra = int(self.data.size), int(X.indptr[-1])
         buf, off = self._buf, self._off
         if buf is None or buf.used != off + nnz or off + nnz + extra > buf.data.size:

@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from sift.filters.base import ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError
 from sift.filters.examples import ExampleSet, _Compact
-from sift.filters.sparse import dense_product, nonzero_2d, take_rows, unique
+from sift.filters.sparse import dense_product, isin_sorted, nonzero_2d, take_rows, unique
 
 _CHUNK = 1024
 
@@ -183,13 +183,13 @@ class _Neighbours:
         """The lists for the example set as it is now, from these (of an earlier state of
         the same set). Same result as :meth:`build`, entry for entry in the first ``kk``."""
         seq = ex.seq
-        is_new = ~np.isin(seq, self.seq)
+        is_new = ~isin_sorted(seq, self.seq)  # both in insertion order
         added = np.flatnonzero(is_new)
         appended = added.size == 0 or added[0] == seq.size - added.size
         if (ex.lineage is not self.lineage or kk != self.kk or kk + extra != self.width
                 or not appended or 4 * added.size > seq.size):
             return _Neighbours.build(ex, kk, extra)
-        kept_old = np.isin(self.seq, seq)
+        kept_old = isin_sorted(self.seq, seq)
         nbr, sim, length = self.nbr[kept_old], self.sim[kept_old], self.length[kept_old]
         n_kept = nbr.shape[0]
         gone = self.seq[~kept_old]

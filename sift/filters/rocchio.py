@@ -37,7 +37,7 @@ from sift.filters.accumulator import SlotMap, SparseAccumulator
 from sift.filters.base import ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.examples import ExampleSet
-from sift.filters.sparse import ColumnStack, restrict
+from sift.filters.sparse import ColumnStack, isin_sorted, restrict
 
 _Q, _P, _N = 0, 1, 2
 
@@ -237,8 +237,8 @@ class Rocchio(ScoringModel):
         old, old_size, old_colmap, old_n_cols = prev
         if cols.size == old.size and np.array_equal(cols, old):
             return
-        kept = _isin_sorted(old, cols)
-        fresh = cols[~_isin_sorted(cols, old)]
+        kept = isin_sorted(old, cols)
+        fresh = cols[~isin_sorted(cols, old)]
         known = self.acc_.find(fresh) < old_size  # features known at the last model
         changed = np.concatenate([old[~kept], fresh[known]])
         if changed.size:
@@ -311,13 +311,6 @@ class Rocchio(ScoringModel):
     def build_stack(cls, models: Sequence[ScoringModel]) -> Stack:
         return LinearStack(models)
 
-
-def _isin_sorted(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.bool_]:
-    """Whether each element of ``a`` is in ``b`` (both sorted and unique)."""
-    if b.size == 0:
-        return np.zeros(a.size, bool)
-    pos = np.minimum(np.searchsorted(b, a), b.size - 1)
-    return np.asarray(b[pos] == a)
 
 
 class LinearStack(Stack):

@@ -57,6 +57,48 @@ def unique(a: Any) -> NDArray[Any]:
     return out[keep]
 
 
+def isin_sorted(a: NDArray[Any], b: NDArray[Any]) -> NDArray[np.bool_]:
+    """``np.isin(a, b)`` for ``b`` sorted (``a`` in any order), by binary search:
+    ``np.isin`` sorts both arrays again (about 40 against 10 µs for two sets of 2,000
+    example numbers).
+
+    >>> isin_sorted(np.array([5, 1, 4]), np.array([1, 2, 5])).tolist()
+    [True, True, False]
+    """
+    if b.size == 0:
+        return np.zeros(a.shape, bool)
+    pos = np.searchsorted(b, a)
+    np.minimum(pos, b.size - 1, out=pos)
+    return np.asarray(b[pos] == a)
+
+
+#: above this many values :func:`insert_sorted` leaves the work to ``np.insert``
+_INSERT_LOOP = 16
+
+
+def insert_sorted(a: NDArray[Any], at: NDArray[np.integer[Any]], values: NDArray[Any]) -> NDArray[Any]:
+    """``np.insert(a, at, values)`` for positions ``at`` in non-decreasing order (as
+    ``np.searchsorted`` gives them for sorted ``values``): the same array, built from
+    slices when the values are few. ``np.insert`` costs about 20 µs whatever it inserts;
+    a judgment inserts a few new columns into sorted column tables of thousands, four
+    times (5 to 6 µs each this way).
+
+    >>> insert_sorted(np.array([1, 3, 7]), np.array([1, 3, 3]), np.array([2, 8, 9])).tolist()
+    [1, 2, 3, 7, 8, 9]
+    """
+    k = int(values.size)
+    if k > _INSERT_LOOP:
+        return np.insert(a, at, values)
+    out = np.empty(a.size + k, dtype=a.dtype)
+    prev = 0
+    for i, (p, v) in enumerate(zip(at.tolist(), values.tolist(), strict=True)):
+        out[prev + i : p + i] = a[prev:p]
+        out[p + i] = v
+        prev = p
+    out[prev + k :] = a[prev:]
+    return out
+
+
 def restrict(X: sp.csr_matrix, cols: NDArray[np.integer[Any]]) -> sp.csr_matrix:
     """Columns ``cols`` (unique, any order) of ``X``, as an ``n x len(cols)`` CSR matrix.
 
