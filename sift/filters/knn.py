@@ -146,7 +146,8 @@ class _Neighbours:
         ``length`` of its old entries and the new examples in rank order (similarity,
         then sequence number): what inserting them one after the other gives, since a
         new example ranks after an old one of equal similarity. Only the new examples
-        that rank before a list's last entry take part, a few per list."""
+        that rank before a list's last entry take part, a few per list. The arrays are
+        changed in place (and returned)."""
         last = take_rows(sim, np.maximum(length - 1, 0)[:, None]).ravel()
         enters = (last[:, None] < C) & (length > 0)[:, None]
         r, j = nonzero_2d(enters)  # by list, then by sequence number
@@ -190,13 +191,22 @@ class _Neighbours:
                 or not appended or 4 * added.size > seq.size):
             return _Neighbours.build(ex, kk, extra)
         kept_old = isin_sorted(self.seq, seq)
-        nbr, sim, length = self.nbr[kept_old], self.sim[kept_old], self.length[kept_old]
-        n_kept = nbr.shape[0]
+        # the new lists are written straight into their final arrays: the kept lists
+        # first (in order), then the new examples' (they were appended); the old arrays
+        # are left as they are (lists may be shared, see _shared_build)
+        m, n_kept = seq.size, int(np.count_nonzero(kept_old))
+        out_n = np.empty((m, self.width), dtype=np.int64)
+        out_s = np.empty((m, self.width))
+        out_l = np.empty(m, dtype=np.int64)
+        nbr, sim, length = out_n[:n_kept], out_s[:n_kept], out_l[:n_kept]
+        np.compress(kept_old, self.nbr, axis=0, out=nbr)
+        np.compress(kept_old, self.sim, axis=0, out=sim)
+        np.compress(kept_old, self.length, axis=0, out=length)
         gone = self.seq[~kept_old]
         if gone.size:
             hit = np.isin(nbr, gone)
             rows = np.flatnonzero(hit.any(axis=1))
-            if rows.size:  # drop evicted neighbours, keeping rank order (arrays are copies)
+            if rows.size:  # drop evicted neighbours, keeping rank order (in the new arrays)
                 keep = ~hit[rows]
                 counts = keep.sum(axis=1)
                 src = np.flatnonzero(keep)  # kept entries, row by row, in rank order
@@ -212,12 +222,8 @@ class _Neighbours:
                 length[rows] -= self.width - counts
         C = ex.dots_to(added) if added.size else None  # kept rows come first, in order
         if C is not None and n_kept:
-            nbr, sim = self._merged(nbr, sim, length, C[:n_kept], seq[added])
-        out_n = np.full((seq.size, self.width), -1, dtype=np.int64)
-        out_s = np.full((seq.size, self.width), -np.inf)
-        out_l = np.zeros(seq.size, dtype=np.int64)
-        out_n[:n_kept], out_s[:n_kept], out_l[:n_kept] = nbr, sim, length
-        if C is not None:  # the new examples' lists, from the same products
+            self._merged(nbr, sim, length, C[:n_kept], seq[added])  # in place
+        if C is not None:  # the new examples' lists (rows n_kept.., every entry), from the same products
             out_n[added], out_s[added], out_l[added] = _Neighbours.rows(ex, added, self.width,
                                                                       C.T)
         redo = np.flatnonzero(length < kk)
