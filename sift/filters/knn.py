@@ -199,12 +199,23 @@ class _Neighbours:
         out_s = np.empty((m, self.width))
         out_l = np.empty(m, dtype=np.int64)
         nbr, sim, length = out_n[:n_kept], out_s[:n_kept], out_l[:n_kept]
-        np.compress(kept_old, self.nbr, axis=0, out=nbr)
-        np.compress(kept_old, self.sim, axis=0, out=sim)
-        np.compress(kept_old, self.length, axis=0, out=length)
+        first = int(np.argmax(kept_old)) if n_kept else 0
+        if kept_old[first : first + n_kept].all():  # the usual case, a range: plain copies
+            nbr[...] = self.nbr[first : first + n_kept]
+            sim[...] = self.sim[first : first + n_kept]
+            length[...] = self.length[first : first + n_kept]
+        else:
+            np.compress(kept_old, self.nbr, axis=0, out=nbr)
+            np.compress(kept_old, self.sim, axis=0, out=sim)
+            np.compress(kept_old, self.length, axis=0, out=length)
         gone = self.seq[~kept_old]
         if gone.size:
-            hit = np.isin(nbr, gone)
+            if gone.size <= 4:  # a judgment evicts one: comparisons beat isin's table
+                hit = nbr == gone[0]
+                for g in gone[1:]:
+                    hit |= nbr == g
+            else:
+                hit = np.isin(nbr, gone)
             rows = np.flatnonzero(hit.any(axis=1))
             if rows.size:  # drop evicted neighbours, keeping rank order (in the new arrays)
                 keep = ~hit[rows]
