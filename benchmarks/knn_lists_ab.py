@@ -70,6 +70,9 @@ def main() -> None:
     ap.add_argument("--old", type=Path, required=True, help="the other version's knn.py")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--profiles", type=int, default=40, help="captured list updates timed per rep")
+    ap.add_argument("--one-at-a-time", action="store_true",
+                    help="capture the updates of single judgments (one example in, one out) "
+                         "instead of those of a batch of 10,000 over the 100 profiles")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     train, test, cats, vec, X_train = reuters()
@@ -89,8 +92,12 @@ def main() -> None:
     K._Neighbours.updated = capture  # type: ignore[method-assign]
     rows = rng.integers(0, X_test.shape[0], 10_000)
     which = rng.integers(0, len(names), 10_000)
-    bank.learn_many([(names[w], X_test[r], names[w].split("#")[0] in test[r].topics)
-                     for r, w in zip(rows, which, strict=True)])
+    if args.one_at_a_time:  # each judgment's own update, on a distinct profile
+        for r, w in zip(rows[: args.profiles], range(args.profiles), strict=True):
+            bank[names[w]].learn_one(X_test[r], relevant=names[w].split("#")[0] in test[r].topics)
+    else:
+        bank.learn_many([(names[w], X_test[r], names[w].split("#")[0] in test[r].topics)
+                         for r, w in zip(rows, which, strict=True)])
     cases = captured[: args.profiles]
 
     def use(version: str) -> None:
@@ -129,7 +136,8 @@ def main() -> None:
     commit = subprocess.run(["git", "-C", str(args.old.parents[2]), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
     out = {"benchmark": "knn_lists_ab", "old": str(args.old), "old_commit": commit or None,
-           "cases": len(cases), "examples_per_profile": int(np.median([len(c[1]) for c in cases])),
+           "cases": len(cases), "one_at_a_time": args.one_at_a_time,
+           "examples_per_profile": int(np.median([len(c[1]) for c in cases])),
            "new_examples_per_case": int(np.median([np.count_nonzero(~np.isin(c[1].seq, c[0].seq))
                                                     for c in cases])),
            "identical_lists": identical,
