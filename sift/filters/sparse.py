@@ -72,30 +72,33 @@ def isin_sorted(a: NDArray[Any], b: NDArray[Any]) -> NDArray[np.bool_]:
     return np.asarray(b[pos] == a)
 
 
-#: above this many values :func:`insert_sorted` leaves the work to ``np.insert``
-_INSERT_LOOP = 16
-
-
 def insert_sorted(a: NDArray[Any], at: NDArray[np.integer[Any]], values: NDArray[Any]) -> NDArray[Any]:
     """``np.insert(a, at, values)`` for positions ``at`` in non-decreasing order (as
     ``np.searchsorted`` gives them for sorted ``values``): the same array, built from
-    slices when the values are few. ``np.insert`` costs about 20 µs whatever it inserts;
-    a judgment inserts a few new columns into sorted column tables of thousands, four
-    times (5 to 6 µs each this way).
+    slices when the values are few, else by a mask. ``np.insert`` costs 5 to 30 µs
+    whatever it inserts; a judgment inserts its new columns into sorted column tables of
+    hundreds to tens of thousands, four times (a throw-away ``timeit``, 500 to 30,000
+    values: 1.5-5 µs for up to 4 new ones by slices, 3-8 µs for 8 to 64 of 500 to 5,000
+    by the mask, against 3-29 µs for ``np.insert``).
 
     >>> insert_sorted(np.array([1, 3, 7]), np.array([1, 3, 3]), np.array([2, 8, 9])).tolist()
     [1, 2, 3, 7, 8, 9]
     """
-    k = int(values.size)
-    if k > _INSERT_LOOP:
-        return np.insert(a, at, values)
-    out = np.empty(a.size + k, dtype=a.dtype)
-    prev = 0
-    for i, (p, v) in enumerate(zip(at.tolist(), values.tolist(), strict=True)):
-        out[prev + i : p + i] = a[prev:p]
-        out[p + i] = v
-        prev = p
-    out[prev + k :] = a[prev:]
+    n, k = int(a.size), int(values.size)
+    out = np.empty(n + k, dtype=a.dtype)
+    if k <= 4 or (k <= 16 and n > 10_000):
+        prev = 0
+        for i, (p, v) in enumerate(zip(at.tolist(), values.tolist(), strict=True)):
+            out[prev + i : p + i] = a[prev:p]
+            out[p + i] = v
+            prev = p
+        out[prev + k :] = a[prev:]
+        return out
+    pos = np.asarray(at, dtype=np.intp) + np.arange(k)  # where the new values land
+    old = np.ones(n + k, dtype=bool)
+    old[pos] = False
+    out[pos] = values
+    out[old] = a
     return out
 
 

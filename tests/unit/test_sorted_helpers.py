@@ -1,6 +1,6 @@
 """``insert_sorted`` and ``isin_sorted`` (sift.filters.sparse) against the numpy
-functions they replace on the judgment path, on both sides of the size where
-``insert_sorted`` hands over to ``np.insert``."""
+functions they replace on the judgment path, with few and many new values (slices and
+mask) and short and long arrays."""
 
 from __future__ import annotations
 
@@ -8,17 +8,17 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sift.filters import sparse
 from sift.filters.sparse import insert_sorted, isin_sorted
 
 ints = st.lists(st.integers(-50, 50), max_size=60)
 
 
 @settings(max_examples=300, deadline=None)
-@given(base=ints, new=st.lists(st.integers(-60, 60), max_size=2 * sparse._INSERT_LOOP + 4),
-       dtype=st.sampled_from([np.int64, np.int32, np.float64]))
-def test_insert_sorted_is_np_insert(base: list[int], new: list[int], dtype: type) -> None:
-    a = np.sort(np.array(base, dtype=dtype))
+@given(base=ints, new=st.lists(st.integers(-60, 60), max_size=40),
+       long=st.booleans(), dtype=st.sampled_from([np.int64, np.int32, np.float64]))
+def test_insert_sorted_is_np_insert(base: list[int], new: list[int], long: bool, dtype: type) -> None:
+    # long: past 10,000 values, where up to 16 new ones go in by slices
+    a = np.sort(np.array(base + (list(range(-70, 11_000)) if long else []), dtype=dtype))
     v = np.sort(np.array(new, dtype=dtype))
     at = np.searchsorted(a, v)
     a_before = a.copy()
