@@ -146,10 +146,15 @@ class _Compact:
         index = (self.sorted_cols, self.sorted_ids)
         new = ids < 0
         if new.any():
-            fresh, inv = np.unique(X.indices[new], return_inverse=True)
-            fresh = fresh.astype(np.int64)
-            fresh_ids = np.arange(cols.size, cols.size + fresh.size, dtype=np.int32)
-            ids[new] = fresh_ids[inv.ravel()]
+            unseen = X.indices[new].astype(np.int64)
+            if unseen.size < 2 or bool(np.all(unseen[1:] > unseen[:-1])):  # one row: sorted, distinct
+                fresh = unseen
+                fresh_ids = np.arange(cols.size, cols.size + fresh.size, dtype=np.int32)
+                ids[new] = fresh_ids
+            else:
+                fresh, inv = np.unique(unseen, return_inverse=True)
+                fresh_ids = np.arange(cols.size, cols.size + fresh.size, dtype=np.int32)
+                ids[new] = fresh_ids[inv.ravel()]
             cols = np.concatenate([cols, fresh])
             at = np.searchsorted(self.sorted_cols, fresh)
             index = (insert_sorted(self.sorted_cols, at, fresh), insert_sorted(self.sorted_ids, at, fresh_ids))
