@@ -110,8 +110,13 @@ class SparseAccumulator:
         rows = np.flatnonzero(mask)
         if rows.size == 0:
             return 0.0
-        sub = X if rows.size == X.shape[0] else X[rows]  # all rows: no copy
-        self.add(which, sub.indices, sub.data * np.repeat(weights[rows], np.diff(sub.indptr)))
+        lengths = np.diff(X.indptr)
+        if rows.size == X.shape[0]:  # all rows: no copy
+            indices, data = X.indices, X.data
+        else:  # the rows' entries, in order (what X[rows] holds, without scipy's indexing)
+            entries = np.repeat(np.asarray(mask, dtype=bool), lengths)
+            indices, data, lengths = X.indices[entries], X.data[entries], lengths[rows]
+        self.add(which, indices, data * np.repeat(weights[rows], lengths))
         return float(weights[rows].sum())
 
     def add_query(self, which: int, query: sp.csr_matrix | None) -> None:
