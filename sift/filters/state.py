@@ -69,9 +69,11 @@ def decode_array(
 
 
 def encode_csr(m: sp.csr_matrix) -> dict[str, Any]:
-    """Encode a CSR matrix (sorted indices, float64 data)."""
-    m = sp.csr_matrix(m)
-    m.sort_indices()
+    """Encode a CSR matrix (sorted indices, float64 data). The matrix is not changed (an
+    unsorted one is sorted in a copy)."""
+    if not (isinstance(m, sp.csr_matrix) and m.has_sorted_indices):
+        m = sp.csr_matrix(m, copy=True)
+        m.sort_indices()
     return {
         "shape": list(m.shape),
         "data": encode_array(m.data.astype(np.float64)),

@@ -413,6 +413,19 @@ def test_state_rejects_matrix_shapes_out_of_range(shape) -> None:  # type: ignor
         decode_csr(enc, name="m")
 
 
+def test_encode_csr_leaves_an_unsorted_matrix_as_it_was() -> None:
+    """Encoding sorts a row's entries by column in a copy: until the twenty-seventh
+    session ``sp.csr_matrix(m)`` shared ``m``'s arrays and the sort rewrote them."""
+    from sift.filters.state import decode_csr, encode_csr
+
+    m = sp.csr_matrix((np.array([1.0, 2.0, 3.0]), np.array([3, 1, 0]), np.array([0, 2, 3])), shape=(2, 5))
+    assert not m.has_sorted_indices
+    enc = encode_csr(m)
+    assert m.indices.tolist() == [3, 1, 0] and m.data.tolist() == [1.0, 2.0, 3.0]
+    back = decode_csr(orjson.loads(orjson.dumps(enc)), name="m")
+    assert back.indices.tolist() == [1, 3, 0] and np.array_equal(back.toarray(), m.toarray())
+
+
 def test_decoded_matrices_stack_as_vstack() -> None:
     """``stack_csr_parts`` of decoded matrices (empty ones included) is their vstack,
     exactly; a matrix of another width is refused."""
