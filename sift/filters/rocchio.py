@@ -312,7 +312,6 @@ class Rocchio(ScoringModel):
         return LinearStack(models)
 
 
-
 class LinearStack(Stack):
     """Rocchio models stacked into one matrix over the union of their columns:
     one sparse product scores a batch against all of them; a changed model is

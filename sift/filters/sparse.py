@@ -58,9 +58,9 @@ def unique(a: Any) -> NDArray[Any]:
 
 
 def isin_sorted(a: NDArray[Any], b: NDArray[Any]) -> NDArray[np.bool_]:
-    """``np.isin(a, b)`` for ``b`` sorted (``a`` in any order), by binary search:
-    ``np.isin`` sorts both arrays again (about 40 against 10 µs for two sets of 2,000
-    example numbers).
+    """``np.isin(a, b)`` for ``b`` sorted (``a`` in any order), by binary search, where
+    ``np.isin`` would sort or tabulate both arrays again (kNN's list update compares the
+    example numbers of two states of a set, both in insertion order, at every judgment).
 
     >>> isin_sorted(np.array([5, 1, 4]), np.array([1, 2, 5])).tolist()
     [True, True, False]
