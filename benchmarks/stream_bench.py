@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 import uuid
+import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,9 @@ class Corpus:
         self.test = [Document(d.id, d.text, d.title, d.date)
                      for d in read_jsonl(REUTERS / "test.jsonl.gz", Document.from_obj)]
         self.dir = Path(tempfile.mkdtemp(prefix="sift-bench-"))
+        # removed when the corpus is collected or the process exits (each run left
+        # its ~1 MB training file behind until the twenty-seventh session)
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
         self.idf = self.dir / "train.jsonl.gz"
         with gzip.open(self.idf, "wb") as fh:
             for d in train:
