@@ -350,16 +350,18 @@ def start_workers(settings: Settings, n: int, tmp: Path) -> list[WorkerProcess]:
             assert w.proc is not None
             CAP.add(w.proc.pid)
     cpus = sorted(os.sched_getaffinity(0))
-    if PIN:
+
+    def pin_workers() -> None:
         for i, w in enumerate(workers):
             assert w.proc is not None
             pin(w.proc.pid, cpus[i % len(cpus)])
+
+    if PIN:
+        pin_workers()
     for w in workers:
         w.wait_ready(180)
     if PIN:  # again: the threads started meanwhile (the executor's, aiokafka's)
-        for i, w in enumerate(workers):
-            assert w.proc is not None
-            pin(w.proc.pid, cpus[i % len(cpus)])
+        pin_workers()
     wait_for(lambda: sorted(p for w in workers for p in w.stats().get("partitions", []))
              == list(range(settings.partitions)) and all(w.stats().get("partitions")
                                                          for w in workers),

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from sift.filters.errors import StateError
-from sift.filters.sparse import insert_sorted
+from sift.filters.sparse import insert_sorted, unique_inverse
 from sift.filters.state import decode_array, encode_array
 
 
@@ -66,10 +66,7 @@ class SparseAccumulator:
     def slots(self, indices: NDArray[np.integer[Any]]) -> NDArray[np.int64]:
         """Slots of global columns, creating slots for new ones."""
         idx = np.asarray(indices, dtype=np.int64)
-        if idx.size < 2 or bool(np.all(idx[1:] > idx[:-1])):  # one document's row: unique, sorted
-            uniq, inv = idx, None
-        else:
-            uniq, inv = np.unique(idx, return_inverse=True)
+        uniq, inv = unique_inverse(idx)  # one document's row: unique and sorted already
         slot_u = self.find(uniq)
         new = slot_u < 0
         n_new = int(new.sum())

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
 from sift.filters.errors import ParameterError, StateError
-from sift.filters.sparse import dense_product, insert_sorted
+from sift.filters.sparse import dense_product, insert_sorted, unique_inverse
 from sift.filters.state import decode_array, decode_count, decode_csr, encode_array, encode_csr
 
 try:  # the kernel behind scipy's CSR @ vector, called without building a matrix per call
@@ -146,15 +146,9 @@ class _Compact:
         index = (self.sorted_cols, self.sorted_ids)
         new = ids < 0
         if new.any():
-            unseen = X.indices[new].astype(np.int64)
-            if unseen.size < 2 or bool(np.all(unseen[1:] > unseen[:-1])):  # one row: sorted, distinct
-                fresh = unseen
-                fresh_ids = np.arange(cols.size, cols.size + fresh.size, dtype=np.int32)
-                ids[new] = fresh_ids
-            else:
-                fresh, inv = np.unique(unseen, return_inverse=True)
-                fresh_ids = np.arange(cols.size, cols.size + fresh.size, dtype=np.int32)
-                ids[new] = fresh_ids[inv.ravel()]
+            fresh, inv = unique_inverse(X.indices[new].astype(np.int64))  # one row: no sort
+            fresh_ids = np.arange(cols.size, cols.size + fresh.size, dtype=np.int32)
+            ids[new] = fresh_ids if inv is None else fresh_ids[inv]
             cols = np.concatenate([cols, fresh])
             at = np.searchsorted(self.sorted_cols, fresh)
             index = (insert_sorted(self.sorted_cols, at, fresh), insert_sorted(self.sorted_ids, at, fresh_ids))

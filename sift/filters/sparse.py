@@ -57,6 +57,22 @@ def unique(a: Any) -> NDArray[Any]:
     return out[keep]
 
 
+def unique_inverse(a: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.intp] | None]:
+    """``np.unique(a, return_inverse=True)`` of a 1-D array, with the inverse ``None``
+    when ``a`` is strictly increasing already (one CSR row's columns): then ``a`` is its
+    own unique values and nothing is sorted.
+
+    >>> [x if x is None else x.tolist() for x in unique_inverse(np.array([2, 5, 9]))]
+    [[2, 5, 9], None]
+    >>> [x.tolist() for x in unique_inverse(np.array([5, 2, 5]))]
+    [[2, 5], [1, 0, 1]]
+    """
+    if a.size < 2 or bool((a[1:] > a[:-1]).all()):
+        return a, None
+    uniq, inv = np.unique(a, return_inverse=True)
+    return uniq, inv.ravel()
+
+
 def isin_sorted(a: NDArray[Any], b: NDArray[Any]) -> NDArray[np.bool_]:
     """``np.isin(a, b)`` for ``b`` sorted (``a`` in any order), by binary search, where
     ``np.isin`` would sort or tabulate both arrays again (kNN's list update compares the
