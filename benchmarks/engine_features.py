@@ -8,7 +8,9 @@ seed (the pseudolabels' random draw) and compared with the defaults, seed by see
         base title=1 title=2 v_ngram_max=2 v_idf=idf2 v_tf=binary
 
 A variant is comma-separated ``key=value`` pairs: ``v_<name>`` sets a ``Vectorizer``
-parameter (``v_truncate=6``, ``v_ngram_max=2``, ``v_idf=idf2``, ``v_tf=binary``),
+parameter (``v_truncate=6``, ``v_ngram_max=2``, ``v_idf=idf2``, ``v_tf=binary``), ``vc=fusion``
+the word + character n-gram vectors of ``FusionVectorizer`` (its parameters as ``v_``:
+``vc=fusion,v_lsa_components=0,v_char_weight=0.3``; ``vc=plain`` the default class),
 ``title=N`` puts ``N`` more copies of each document's title in front of its text
 (Reuters texts already start with the title once, so ``title=1`` counts title words
 twice), and any other key is passed as in ``engine_variants.py`` (``mp_<name>`` a model
@@ -44,14 +46,20 @@ from sift.topics.records import Document
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def parse(spec: str) -> tuple[dict[str, Any], int, str]:
-    """``(vectorizer params, extra title copies, the rest for variant_params)``."""
+def parse(spec: str) -> tuple[dict[str, Any], int, str, str]:
+    """``(vectorizer params, extra title copies, the rest for variant_params, vectorizer
+    class)``."""
     vec: dict[str, Any] = {}
     title = 0
+    kind = "auto"
     rest = []
     for kv in spec.split(","):
         key, _, raw = kv.partition("=")
-        if key.startswith("v_"):
+        if key == "vc":
+            if raw not in ("plain", "fusion"):
+                raise SystemExit(f"vc must be plain or fusion, got {raw!r}")
+            kind = raw
+        elif key.startswith("v_"):
             vec[key[2:]] = _value(raw)
         elif key == "title":
             title = int(raw)
@@ -59,7 +67,7 @@ def parse(spec: str) -> tuple[dict[str, Any], int, str]:
                 raise SystemExit(f"title must be >= 0, got {raw!r}")
         else:
             rest.append(kv)
-    return vec, title, ",".join(rest)
+    return vec, title, ",".join(rest), kind
 
 
 def with_titles(corpus: Corpus, copies: int) -> Corpus:
@@ -88,12 +96,13 @@ def main() -> None:
     val = validation_corpus()
     results: dict[str, Any] = {}
     for spec in variants:
-        vec, title, rest = parse(spec)
+        vec, title, rest, kind = parse(spec)
         pseudo, model_params, profile = variant_params(rest)
         corpus = with_titles(val, title)
         t0 = time.process_time()
         runs = [replay(corpus, ReplayConfig(model=args.model, seed=s, pseudolabel=pseudo, model_params=model_params,
-                                            profile_params=profile, vectorizer=vec)).metrics
+                                            profile_params=profile, vectorizer=vec,
+                                            vectorizer_class=kind)).metrics
                 for s in seeds]
         su = [m["macro_t11su"] for m in runs]
         tf = [m["macro_t11f"] for m in runs]

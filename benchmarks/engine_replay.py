@@ -54,6 +54,9 @@ def main() -> None:
     ap.add_argument("--truncate", type=int, default=None, metavar="N",
                     help="vectorizer option for the adaptive and batch runs and the peer (the "
                          "same features): tokens cut to N characters; the runs are named with it")
+    ap.add_argument("--chars", type=float, default=None, metavar="C",
+                    help="vectorizer option for the adaptive and batch runs and the peer: a block of "
+                         "character n-grams with share C of the dot product; the runs are named with it")
     ap.add_argument("--measure", default="t11su", choices=["t11su", "t11f", "f1"],
                     help="the measure TROT optimises in the adaptive and batch runs (TREC 2002 "
                          "submitted a run per measure); other than t11su the runs are named with it")
@@ -100,7 +103,9 @@ def main() -> None:
               f"| others({g['profiles']}) {g['macro_t11su']:.3f}/{g['macro_t11f']:.3f} | {seconds:.0f} s",
               flush=True)
 
-    vectorizer = {} if args.truncate is None else {"truncate": args.truncate}
+    vectorizer: dict = {} if args.truncate is None else {"truncate": args.truncate}
+    if args.chars is not None:
+        vectorizer["chars"] = args.chars
     vtag = "".join(f",{k}={v}" for k, v in vectorizer.items())
     for model in args.models.split(","):
         for update in ("every", "never"):

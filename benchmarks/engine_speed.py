@@ -60,15 +60,15 @@ def build_bank(n_profiles: int, model: str, vec: Vectorizer, X_train, train, cat
     return bank
 
 
-def reuters() -> tuple[list, list, list[str], Vectorizer, Any]:
+def reuters(**vectorizer: Any) -> tuple[list, list, list[str], Vectorizer, Any]:
     """Reuters-21578: training and test documents, the categories with at least 3 training
-    positives that the test set holds too, the vectorizer fitted on training, the
-    training matrix."""
+    positives that the test set holds too, the vectorizer (``vectorizer`` its parameters)
+    fitted on training, the training matrix."""
     corpus = load_corpus(ROOT / "data/reuters21578/train.jsonl.gz", ROOT / "data/reuters21578/test.jsonl.gz")
     train, test = corpus.train, corpus.test
     cats = sorted({t for d in train for t in d.topics} & {t for d in test for t in d.topics})
     cats = [c for c in cats if sum(c in d.topics for d in train) >= 3]
-    vec = Vectorizer().fit(d.text for d in train)
+    vec = Vectorizer(**vectorizer).fit(d.text for d in train)
     return train, test, cats, vec, vec.transform([d.text for d in train])
 
 
@@ -102,12 +102,17 @@ def main() -> None:
                     help="comma-separated scoring variants to run; the other rows are kept")
     ap.add_argument("--profile-counts", default="100,1000",
                     help="comma-separated profile counts of the scoring rows to run; the others are kept")
+    ap.add_argument("--chars", type=float, default=0.0, metavar="C",
+                    help="vectorize with character n-grams of share C (Vectorizer(chars=C)); "
+                         "write to --out")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/engine_speed.json"))
     args = ap.parse_args()
-    train, test, cats, vec, X_train = reuters()
+    train, test, cats, vec, X_train = reuters(**({"chars": args.chars} if args.chars else {}))
     texts = [d.text for d in test]
     only = set(args.only.split(","))
-    path = ROOT / "benchmarks/results/engine_speed.json"
+    path = Path(args.out)
     out: dict = orjson.loads(path.read_bytes()) if path.exists() and only != {"scoring", "judgments", "flat"} else {}
+    out["vectorizer"] = vec.params()
     out["machine_note"] = ("2 cores shared with other work; one process, OPENBLAS_NUM_THREADS=1; "
                            "rates per CPU-second of the process (time.process_time)")
     out["load_average_at_start"] = os.getloadavg()[0]
@@ -277,7 +282,7 @@ def main() -> None:
             print("matplotlib missing: no plot")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    print(f"wrote {path.relative_to(ROOT)}")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

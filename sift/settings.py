@@ -89,6 +89,10 @@ class Settings:
     #: ``sift replay --truncate N``); 0 keeps tokens whole. Every worker of a group must
     #: use the same value: profile state holds vectors of the vectorizer that made them.
     truncate: int = 0
+    #: Share of character n-grams in the vectors (``Vectorizer(chars=C)``, as ``sift
+    #: replay --chars C``), in [0, 1); 0 (default) vectorizes words only. The same on every
+    #: worker of a group, for the same reason.
+    chars: float = 0.0
     log_json: bool = False
     log_level: str = "INFO"
     processing_guarantee: str = "at_least_once"
@@ -107,6 +111,8 @@ class Settings:
                 raise ConfigError(f"SIFT_{name.upper()} must be >= 1, got {getattr(self, name)!r}")
         if self.truncate < 0:
             raise ConfigError(f"SIFT_TRUNCATE must be >= 0 (0: tokens whole), got {self.truncate!r}")
+        if not 0.0 <= self.chars < 1.0:
+            raise ConfigError(f"SIFT_CHARS must be in [0, 1) (0: words only), got {self.chars!r}")
         for name in ("batch_timeout", "judgment_batch_timeout", "stop_timeout",
                      "session_timeout", "heartbeat_interval"):
             value = getattr(self, name)

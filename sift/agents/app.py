@@ -711,7 +711,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     if service is None:
         if training is None:
             training = TrainingSet.load(settings.idf_corpus or default_corpus(),
-                                        truncate=settings.truncate or None)
+                                        truncate=settings.truncate or None, chars=settings.chars)
         service = Service(
             training, n_shards=P, recent_documents=settings.recent_documents,
             max_document_bytes=settings.max_document_bytes,

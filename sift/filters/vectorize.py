@@ -20,6 +20,13 @@ Examples
 (1, 1024)
 >>> round(float(X.multiply(X).sum()), 6)   # unit length
 1.0
+
+With a block of character n-grams (``chars``), inflections of a word share features:
+
+>>> c = Vectorizer(n_features=2**12, chars=0.4).fit(["wheat exports", "oil prices"])
+>>> Y = c.transform(["exports", "exported", "oil"])
+>>> bool((Y[0] @ Y[1].T).toarray()[0, 0] > 0), float((Y[0] @ Y[2].T).toarray()[0, 0])
+(True, 0.0)
 """
 
 from __future__ import annotations
@@ -196,7 +203,17 @@ def _murmur3(buf: NDArray[np.uint8], start: NDArray[np.int64], length: NDArray[n
     h = np.zeros(n, dtype=np.uint32)
     blocks = length >> 2
     top = int(blocks.max()) if n else 0
-    if top:
+    if top == 1:  # (character n-grams: no range has a second block, nothing to order)
+        one = np.flatnonzero(blocks)
+        hs = words[start[one]]
+        _mix(hs)
+        t = hs >> np.uint32(19)
+        hs <<= np.uint32(13)
+        hs |= t
+        hs *= np.uint32(5)
+        hs += np.uint32(0xE6546B64)
+        h[one] = hs
+    elif top:
         # longest first, so that the ranges still in play at block j are a prefix
         blocks = np.minimum(blocks, _BLOCKS)
         order = np.argsort((255 - blocks).astype(np.uint8), kind="stable")
@@ -302,6 +319,82 @@ def _stop_keys(stop: frozenset[str]) -> tuple[NDArray[np.uint64], int, int, list
         table[(k * mult) % 2**64 >> (64 - bits)] = k
     return table, mult, 64 - bits, sorted(long)
 
+_spaces: tuple[bytes, NDArray[np.uint32]] | None = None
+
+
+def _space_tables() -> tuple[bytes, NDArray[np.uint32]]:
+    """What ``str.split()`` splits on: a bytes.translate table for U+0000..U+00FF (1 for
+    whitespace) and every whitespace code point, sorted (built once)."""
+    global _spaces
+    if _spaces is None:
+        points = np.array([c for c in range(0x110000) if chr(c).isspace()], dtype=np.uint32)
+        latin1 = bytes(1 if chr(c).isspace() else 0 for c in range(256))
+        _spaces = (latin1, points)
+    return _spaces
+
+
+def _chunk_spans(text: str, doc_start: NDArray[np.int64]
+                 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """The runs of characters other than whitespace in ``text`` (which starts and ends
+    with whitespace): what ``text.split()`` gives, as UTF-8 byte ranges (start, end
+    exclusive), and for each character offset in ``doc_start`` the number of runs before it."""
+    latin1, points = _space_tables()
+    cp: NDArray[Any]
+    try:
+        raw = text.encode("latin-1")
+        cp = np.frombuffer(raw, dtype=np.uint8)
+        space = np.frombuffer(raw.translate(latin1), dtype=np.bool_)
+    except UnicodeEncodeError:
+        cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        space = np.isin(cp, points)
+    edges = np.flatnonzero(space[1:] != space[:-1]) + 1
+    start, end = edges[0::2], edges[1::2]
+    bstart, bend = start, end
+    if not text.isascii():  # UTF-8 offsets, as in _spans
+        for lo in (0x80, 0x800, 0x10000):
+            wide = np.flatnonzero(cp >= lo)
+            if wide.size:
+                bstart = bstart + np.searchsorted(wide, start)
+                bend = bend + np.searchsorted(wide, end)
+    return bstart, bend, np.searchsorted(start, doc_start)
+
+
+_TOP_ROWS = 2048  # rows whose n-grams are ranked together (bounds the bucket table)
+_BUCKETS = 256
+
+
+def _beyond_top(row: NDArray[np.int64], weight: NDArray[np.float64], col: NDArray[np.int32 | np.int64],
+                k: int) -> NDArray[np.bool_]:
+    """Which entries are not among their row's ``k`` heaviest (weight descending, then
+    column ascending). Entries are grouped by row. Without a sort of them all: the
+    weights are binned, each row keeps its bins above the one where its ``k``-th
+    entry falls, and only that bin's entries are ranked exactly."""
+    r0 = int(row[0])
+    r = row - r0
+    n = int(r[-1]) + 1
+    top = float(weight.max())
+    scale = (_BUCKETS / top) if top > 0 else 0.0
+    bucket = np.minimum((weight * scale).astype(np.int64), _BUCKETS - 1)  # monotone in the weight
+    count = np.bincount(r * _BUCKETS + bucket, minlength=n * _BUCKETS).reshape(n, _BUCKETS)
+    above = np.zeros((n, _BUCKETS + 1), dtype=np.int64)  # above[i, b]: entries of row i in bins >= b
+    np.cumsum(count[:, ::-1], axis=1, out=above[:, -2::-1])
+    cut = np.count_nonzero(above[:, :-1] >= k, axis=1) - 1  # the bin holding the k-th (-1: fewer than k)
+    room = k - above[np.arange(n), cut + 1]  # entries the cut bin still gives
+    row_cut = cut[r]
+    keep = bucket > row_cut
+    tied = np.flatnonzero(bucket == row_cut)
+    if tied.size:
+        t_row = r[tied]
+        order = np.lexsort((col[tied], -weight[tied], t_row))
+        per = np.bincount(t_row, minlength=n)
+        first = np.cumsum(per) - per
+        rank = np.empty(tied.size, dtype=np.int64)
+        rank[order] = np.arange(tied.size) - first[t_row[order]]
+        keep[tied[rank < room[t_row]]] = True
+    beyond: NDArray[np.bool_] = ~keep
+    return beyond
+
+
 class Vectorizer:
     """Hashing vectorizer with log-TF, training-set IDF and L2 normalisation.
 
@@ -325,6 +418,24 @@ class Vectorizer:
         ``exported`` both become ``export`` at 6; ``None`` (default) keeps tokens whole.
         On the Reuters-21578 validation split it raised adaptive Rocchio's macro T11F
         (docs/engine.md); kNN and Kantor did not gain.
+    chars
+        Share ``c`` in ``[0, 1)`` of a second block of features: the byte n-grams
+        (lengths ``char_ngrams``) of every run of characters other than whitespace in
+        the lower-cased text (what ``str.split`` gives: numbers, punctuation and stop
+        words included), padded with a space on each side (``"wheat,"`` gives ``" wh"``,
+        ``"whe"``, ..., ``"at,"``, ``"t, "``), as scikit-learn's ``char_wb`` analyzer
+        does; a stand-in for stemming that needs no language. 0 (default) leaves it out and
+        changes nothing. With ``c > 0`` words hash into the first half of the columns
+        and n-grams into the second; each block is normalised on its own and scaled by
+        ``sqrt(1 - c)`` and ``sqrt(c)``, so the dot product of two documents is
+        ``(1 - c) cos_words + c cos_ngrams``. Needs ``normalize=True`` and
+        ``ngram_max=1``.
+    char_ngrams
+        The n-gram lengths ``(lo, hi)`` in bytes (default ``(3, 5)``).
+    char_top
+        n-grams kept per document, those of highest weight (log-TF x IDF; ties to the
+        lower column), so that a document stays about as sparse as its words make it
+        (a Reuters story has about 1,500 distinct n-grams); ``None`` keeps all.
 
     Attributes
     ----------
@@ -344,6 +455,9 @@ class Vectorizer:
         stop_words: str | Iterable[str] = "default",
         ngram_max: int = 1,
         truncate: int | None = None,
+        chars: float = 0.0,
+        char_ngrams: tuple[int, int] | list[int] = (3, 5),
+        char_top: int | None = 200,
     ) -> None:
         self.n_features = n_features
         self.tf = tf
@@ -352,7 +466,14 @@ class Vectorizer:
         self.stop_words = stop_words
         self.ngram_max = ngram_max
         self.truncate = truncate
+        self.chars = chars
+        self.char_ngrams = char_ngrams
+        self.char_top = char_top
         self._validate()
+        # with n-grams: words in [0, half), n-grams in [half, n_features)
+        self._half = self.n_features // 2 if self.chars else self.n_features
+        self._grams = (int(self.char_ngrams[0]), int(self.char_ngrams[1]))
+        self._char_columns: dict[str, NDArray[np.int64]] = {}  # chunk -> n-gram columns (small batches)
         self.n_docs_ = 0
         self.df_: NDArray[np.float64] = np.zeros(n_features, dtype=np.float64)
         self._weights: NDArray[np.float64] | None = None
@@ -380,6 +501,23 @@ class Vectorizer:
         if self.truncate is not None and (not isinstance(self.truncate, int)
                                           or isinstance(self.truncate, bool) or self.truncate < 1):
             raise ParameterError(f"truncate must be None or an integer >= 1, got {self.truncate!r}")
+        c = self.chars
+        if isinstance(c, bool) or not isinstance(c, int | float) or not 0.0 <= c < 1.0:
+            raise ParameterError(f"chars must be a number in [0, 1), got {c!r}")
+        g = self.char_ngrams
+        if (not isinstance(g, tuple | list) or len(g) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in g) or not 1 <= g[0] <= g[1] <= 8):
+            raise ParameterError(f"char_ngrams must be (lo, hi) with 1 <= lo <= hi <= 8, got {g!r}")
+        t = self.char_top
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int) or t < 1):
+            raise ParameterError(f"char_top must be None or an integer >= 1, got {t!r}")
+        if c:
+            if not self.normalize:
+                raise ParameterError("chars > 0 needs normalize=True (each block is normalised on its own)")
+            if self.ngram_max != 1:
+                raise ParameterError(f"chars > 0 needs ngram_max=1, got {self.ngram_max!r}")
+            if self.n_features < 4 or self.n_features > 2**31 - 1:
+                raise ParameterError(f"chars > 0 needs 4 <= n_features < 2**31, got {self.n_features!r}")
 
     def _stop_set(self) -> frozenset[str]:
         if isinstance(self.stop_words, str):
@@ -434,7 +572,7 @@ class Vectorizer:
     # -- transforming ---------------------------------------------------------------
     def transform(self, texts: Sequence[str] | Iterable[str]) -> sp.csr_matrix:
         """Vectorize texts into a CSR matrix of shape (n_texts, n_features)."""
-        X, rows = self._count(texts)
+        X, rows = self._keep_top_grams(*self._count(texts))
         return self._weigh_counts(X, rows)
 
     def transform_counts(self, texts: Sequence[str] | Iterable[str]
@@ -454,7 +592,7 @@ class Vectorizer:
         >>> np.array_equal(vec.weigh(C).data, X.data)
         True
         """
-        X, rows = self._count(texts)
+        X, rows = self._keep_top_grams(*self._count(texts))
         X.sort_indices()  # (already sorted: _count sorts the columns of each row)
         counts = X.data.copy()
         return self._weigh_counts(X, rows), counts
@@ -464,11 +602,47 @@ class Vectorizer:
         sorted within rows, as :meth:`transform_counts` gives them): the steps of
         :meth:`transform` after counting, so the result equals what :meth:`transform`
         gives for the texts bit for bit. ``copy=False`` weighs a float64 ``counts``
-        in place."""
+        in place (unless ``char_top`` drops n-grams from it: counts that
+        :meth:`transform_counts` gave never lose any)."""
         C = sp.csr_matrix(counts, dtype=np.float64, copy=copy)
         if C.shape[1] != self.n_features:
             raise ParameterError(f"counts must have {self.n_features} columns, got {C.shape[1]}")
-        return self._weigh_counts(C, np.repeat(np.arange(C.shape[0]), np.diff(C.indptr)))
+        return self._weigh_counts(*self._keep_top_grams(C, np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))))
+
+    def _tf(self, counts: NDArray[np.float64]) -> NDArray[np.float64]:
+        if self.tf == "log":
+            return np.log(counts) + 1.0
+        if self.tf == "binary":
+            return np.ones_like(counts)
+        return counts
+
+    def _keep_top_grams(self, X: sp.csr_matrix, rows: NDArray[np.int64]
+                        ) -> tuple[sp.csr_matrix, NDArray[np.int64]]:
+        """Term counts with only each row's ``char_top`` heaviest n-grams (log-TF x IDF,
+        ties to the lower column); a row with fewer keeps them all, so applying it twice
+        changes nothing, and a row's choice depends on that row alone."""
+        if not self.chars or self.char_top is None or not X.nnz:
+            return X, rows
+        X.sort_indices()
+        grams = np.flatnonzero(X.indices >= self._half)
+        g_rows = rows[grams]
+        per_row = np.bincount(g_rows, minlength=X.shape[0])
+        if int(per_row.max()) <= self.char_top:
+            return X, rows
+        weight = self._tf(X.data[grams]) * self.feature_weights()[X.indices[grams]]
+        drop = np.zeros(grams.size, dtype=bool)
+        bounds = np.searchsorted(g_rows, np.arange(0, X.shape[0] + _TOP_ROWS, _TOP_ROWS))
+        for lo, hi in itertools.pairwise(bounds.tolist()):
+            if hi > lo:
+                drop[lo:hi] = _beyond_top(g_rows[lo:hi], weight[lo:hi], X.indices[grams[lo:hi]], self.char_top)
+        keep = np.ones(X.nnz, dtype=bool)
+        keep[grams[drop]] = False
+        rows = rows[keep]
+        indptr = np.zeros(X.shape[0] + 1, dtype=X.indptr.dtype)
+        np.cumsum(np.bincount(rows, minlength=X.shape[0]), out=indptr[1:])
+        out = sp.csr_matrix((X.data[keep], X.indices[keep], indptr), shape=X.shape)
+        out.has_sorted_indices = True
+        return out, rows
 
     def _weigh_counts(self, X: sp.csr_matrix, rows: NDArray[np.int64]) -> sp.csr_matrix:
         """Term counts to vectors, in place: TF, corpus weights, length normalisation."""
@@ -479,7 +653,14 @@ class Vectorizer:
         elif self.tf == "binary":
             X.data[:] = 1.0
         X.data *= self.feature_weights()[X.indices]
-        if self.normalize:  # as normalize_rows, in place
+        if self.normalize and self.chars:  # each block normalised, then scaled
+            block = (X.indices >= self._half).astype(np.int64)
+            key = 2 * rows + block
+            norms = np.sqrt(np.bincount(key, weights=X.data**2, minlength=2 * X.shape[0]))
+            norms[norms == 0] = 1.0
+            X.data /= norms[key]
+            X.data *= np.where(block == 1, np.sqrt(self.chars), np.sqrt(1.0 - self.chars))
+        elif self.normalize:  # as normalize_rows, in place
             norms = np.sqrt(np.bincount(rows, weights=X.data**2, minlength=X.shape[0]))
             norms[norms == 0] = 1.0
             X.data /= norms[rows]
@@ -560,11 +741,48 @@ class Vectorizer:
         if self.truncate is not None:
             length = _truncated(buf, bstart, length, self.truncate)
         col = np.abs(_murmur3(buf, bstart, length).astype(np.int64))
-        if self.n_features & (self.n_features - 1):
-            col %= self.n_features
+        half = self._half
+        if half & (half - 1):
+            col %= half
         else:  # a power of two
-            col &= self.n_features - 1
-        return _distinct((row << 31) | col)
+            col &= half - 1
+        key = (row << 31) | col
+        if self.chars:
+            cstart, cend, cbounds = _chunk_spans(text, doc_start)
+            crow = np.repeat(np.arange(offset, offset + n, dtype=np.int64), np.diff(cbounds))
+            key = np.concatenate([key, self._gram_keys(buf, cstart, cend - cstart, crow)])
+        return _distinct(key)
+
+    def _gram_keys(self, buf: NDArray[np.uint8], start: NDArray[np.int64], length: NDArray[np.int64],
+                   row: NDArray[np.int64]) -> NDArray[np.int64]:
+        """``row << 31 | column`` of the byte n-grams of every chunk (UTF-8 byte ranges of
+        ``buf``), each padded with a space on both sides; one key per occurrence."""
+        m = start.size
+        if not m:
+            return np.zeros(0, dtype=np.int64)
+        tokens = np.arange(m)
+        padded = length + 2
+        at = np.zeros(m + 1, dtype=np.int64)  # where each padded token starts in `spaced`
+        np.cumsum(padded, out=at[1:])
+        spaced = np.full(int(at[-1]) + 8, 0x20, dtype=np.uint8)
+        spaced[-8:] = 0
+        which = np.repeat(tokens, length)
+        first = np.cumsum(length) - length
+        inside = np.arange(which.size) - first[which]
+        spaced[at[which] + 1 + inside] = buf[start[which] + inside]
+        lo, hi = self._grams
+        starts, lengths, rows = [], [], []
+        for n in range(lo, hi + 1):
+            count = np.maximum(padded - n + 1, 0)
+            which = np.repeat(tokens, count)
+            first = np.cumsum(count) - count
+            starts.append(at[which] + np.arange(which.size) - first[which])
+            lengths.append(np.full(which.size, n, dtype=np.int64))
+            rows.append(row[which])
+        col = np.abs(_murmur3(spaced, np.concatenate(starts), np.concatenate(lengths)).astype(np.int64))
+        col %= self.n_features - self._half
+        col += self._half
+        return (np.concatenate(rows) << 31) | col
 
     def _count_keys_small(self, docs: list[Any]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """As :meth:`_count_keys`, a token at a time, the columns of tokens seen before from a dict."""
@@ -573,14 +791,35 @@ class Vectorizer:
             columns.clear()
         keys = []
         cut = self.truncate
+        half = self._half
+        grams: list[NDArray[np.int64]] = []
         for row, doc in enumerate(docs):
             for token in tokenize(doc if type(doc) is str else _as_text(doc), stop_words=self._stop):
                 col = columns.get(token)
                 if col is None:
                     head = token if cut is None else token[:cut]
-                    col = columns[token] = abs(murmurhash3_32(head, seed=0)) % self.n_features
+                    col = columns[token] = abs(murmurhash3_32(head, seed=0)) % half
                 keys.append(row << 31 | col)
-        return _distinct(np.array(keys, dtype=np.int64))
+            if self.chars:
+                text = doc if type(doc) is str else _as_text(doc)
+                grams.extend((row << 31) | self._chunk_grams(chunk) for chunk in text.lower().split())
+        key = np.array(keys, dtype=np.int64)
+        if grams:
+            key = np.concatenate([key, *grams])
+        return _distinct(key)
+
+    def _chunk_grams(self, chunk: str) -> NDArray[np.int64]:
+        """The n-gram columns of one chunk (as :meth:`_gram_keys`), remembered."""
+        cols = self._char_columns.get(chunk)
+        if cols is None:
+            if len(self._char_columns) > 100_000:
+                self._char_columns.clear()
+            b = f" {chunk} ".encode("utf-8", "surrogatepass")
+            lo, hi = self._grams
+            h = [murmurhash3_32(b[p : p + n], seed=0) for n in range(lo, hi + 1) for p in range(len(b) - n + 1)]
+            cols = np.abs(np.array(h, dtype=np.int64)) % (self.n_features - self._half) + self._half
+            self._char_columns[chunk] = cols
+        return cols
 
     def _not_stop(
         self, buf: NDArray[np.uint8], start: NDArray[np.int64], length: NDArray[np.int64]
@@ -615,6 +854,8 @@ class Vectorizer:
                "normalize": self.normalize, "stop_words": stop, "ngram_max": self.ngram_max}
         if self.truncate is not None:  # (states written before the option stay the same)
             out["truncate"] = self.truncate
+        if self.chars:  # (the same)
+            out.update(chars=self.chars, char_ngrams=list(self._grams), char_top=self.char_top)
         return out
 
     def to_state(self) -> dict[str, Any]:

@@ -46,17 +46,24 @@ def worker(tmp_path: Any) -> Any:
 
 
 def test_the_worker_vectorizes_as_its_settings_say(tmp_path: Any) -> None:
-    """``SIFT_TRUNCATE`` reaches the vectorizer the worker fits on its IDF corpus (as
-    ``sift replay --truncate``); 0 keeps tokens whole."""
+    """``SIFT_TRUNCATE`` and ``SIFT_CHARS`` reach the vectorizer the worker fits on its IDF
+    corpus (as ``sift replay --truncate`` and ``--chars``); 0 keeps tokens whole and
+    vectorizes words only."""
     corpus = tmp_path / "idf.jsonl"
     corpus.write_bytes(b"".join(orjson.dumps({"id": f"t{i}", "text": t}) + b"\n"
                                 for i, t in enumerate(TRAIN)))
-    for cut, expect in ((6, 6), (0, None)):
+    nnz = {}
+    for cut, chars, expect in ((6, 0.4, 6), (0, 0.0, None)):
         settings = Settings(broker="kafka://127.0.0.1:1", app_id="sift-test", partitions=2,
                             data_dir=str(tmp_path / str(cut)), idf_corpus=str(corpus),
-                            truncate=cut)
+                            truncate=cut, chars=chars)
         w = create_app(settings)
-        assert w.service.training.vectorizer.truncate == expect
+        vec = w.service.training.vectorizer
+        assert (vec.truncate, vec.chars) == (expect, chars)
+        X = w.service.training.X
+        assert X is not None
+        nnz[chars] = X.nnz
+    assert nnz[0.4] > 3 * nnz[0.0]  # the n-gram block
 
 
 def test_the_group_session_settings_reach_faust(tmp_path: Any) -> None:

@@ -481,7 +481,8 @@ def test_a_copy_of_term_counts_weighs_back_into_the_routers_vectors_bit_for_bit(
 
 
 @pytest.mark.parametrize("options", [{"tf": "raw"}, {"tf": "binary", "idf": "idf2"},
-                                     {"normalize": False}, {"ngram_max": 2}, {"truncate": 4}])
+                                     {"normalize": False}, {"ngram_max": 2}, {"truncate": 4},
+                                     {"chars": 0.4, "char_top": 20}])
 def test_vectorizers_weigh_their_counts_into_their_vectors(options: dict[str, object]) -> None:
     vec = Vectorizer(n_features=2**12, **options).fit(t for _, t in TRAIN)  # type: ignore[arg-type]
     X, payload = counts_copy(vec, COUNT_TEXTS + [t for _, t in TRAIN])
@@ -498,6 +499,9 @@ def test_a_copy_of_counts_needs_the_same_vectorizer(training: TrainingSet) -> No
     with pytest.raises(RecordError, match="another vectorizer") as err:
         read_vector_batch(payload, other)
     assert err.value.reason == "bad_vector_batch"
+    chars = Vectorizer(n_features=2**12, chars=0.4).fit(t for _, t in TRAIN)  # n-grams on one side only
+    with pytest.raises(RecordError, match="another vectorizer"):
+        read_vector_batch(payload, chars)
     refit = Vectorizer(n_features=2**12).fit(t for _, t in TRAIN[:3])  # another IDF corpus
     with pytest.raises(RecordError, match="another vectorizer"):
         read_vector_batch(payload, refit)

@@ -124,6 +124,22 @@ def test_truncate_reaches_the_vectorizer(files: tuple[Path, Path], tmp_path: Pat
     assert exc.value.code == 1
 
 
+def test_chars_reach_the_vectorizer(files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                    ) -> None:
+    """``--chars C`` adds the character n-gram block (recorded in the metrics' config);
+    a share outside [0, 1) is a one-line error."""
+    train, test = files
+    out = tmp_path / "c"
+    assert main(["replay", "--train", str(train), "--test", str(test), "--out", str(out), "--no-plot",
+                 "--chars", "0.4", "--truncate", "5"]) == 0
+    assert orjson.loads((out / "metrics.json").read_bytes())["config"]["vectorizer"] == {"truncate": 5, "chars": 0.4}
+    for bad in ("1", "-0.5", "x"):
+        with pytest.raises(SystemExit) as exc:
+            main(["replay", "--chars", bad])
+        assert exc.value.code != 0
+        assert "--chars" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("value", "effective"), [(None, 3.0), ("none", None), ("1.5", 1.5)])
 def test_negative_mass_reaches_the_profiles(files: tuple[Path, Path], tmp_path: Path, value: str | None,
                                             effective: float | None) -> None:
