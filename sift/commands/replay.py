@@ -135,8 +135,9 @@ def register(sub: Any) -> None:
                         "6 raised adaptive Rocchio's T11F on the validation split)")
     p.add_argument("--chars", type=_share, default=None, metavar="C",
                    help="add character n-grams (3 to 5 bytes of every space-separated chunk, "
-                        "the 200 heaviest a document) with share C of the dot product, in [0, 1) "
-                        "(0.4 raised adaptive Rocchio's T11SU and T11F on the validation split)")
+                        "the 200 heaviest a document) with share C of the dot product, in [0, 1); "
+                        "better batch models on Reuters-21578, not better adaptive runs; slower "
+                        "and about six times the memory a profile (docs/engine.md)")
     p.add_argument("--negative-mass", type=_negative_mass, default="auto", metavar="auto|none|M",
                    help="TROT weight of the pseudo-negatives scaled to each profile's prevalence "
                         "(see Profile.negative_mass; auto: 3, none for fusion; "
