@@ -193,6 +193,18 @@ def _mix(k: NDArray[np.uint32]) -> None:
     k *= _C2
 
 
+def _block(h: NDArray[np.uint32], k: NDArray[np.uint32]) -> None:
+    """One 32-bit block into the hashes: h = rotl(h ^ mix(k), 13) * 5 + 0xe6546b64, in place
+    (``k`` is overwritten)."""
+    _mix(k)
+    h ^= k
+    t = h >> np.uint32(19)
+    h <<= np.uint32(13)
+    h |= t
+    h *= np.uint32(5)
+    h += np.uint32(0xE6546B64)
+
+
 def _murmur3(buf: NDArray[np.uint8], start: NDArray[np.int64], length: NDArray[np.int64]) -> NDArray[np.int32]:
     """MurmurHash3_x86_32 with seed 0 of the byte ranges of ``buf`` (padded with 8 bytes), as signed ints.
 
@@ -205,13 +217,8 @@ def _murmur3(buf: NDArray[np.uint8], start: NDArray[np.int64], length: NDArray[n
     top = int(blocks.max()) if n else 0
     if top == 1:  # (character n-grams: no range has a second block, nothing to order)
         one = np.flatnonzero(blocks)
-        hs = words[start[one]]
-        _mix(hs)
-        t = hs >> np.uint32(19)
-        hs <<= np.uint32(13)
-        hs |= t
-        hs *= np.uint32(5)
-        hs += np.uint32(0xE6546B64)
+        hs = np.zeros(one.size, dtype=np.uint32)
+        _block(hs, words[start[one]])
         h[one] = hs
     elif top:
         # longest first, so that the ranges still in play at block j are a prefix
@@ -225,14 +232,7 @@ def _murmur3(buf: NDArray[np.uint8], start: NDArray[np.int64], length: NDArray[n
             p = at[:m]
             k = words[p]
             p += 4
-            _mix(k)
-            hm = hs[:m]
-            hm ^= k
-            t = hm >> np.uint32(19)
-            hm <<= np.uint32(13)
-            hm |= t
-            hm *= np.uint32(5)
-            hm += np.uint32(0xE6546B64)
+            _block(hs[:m], k)
         h[order] = hs
     rem = length & 3
     k = words[start + length - rem]
