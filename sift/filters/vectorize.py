@@ -156,14 +156,22 @@ def _spans(
     firsts = np.flatnonzero(is_first)
     start = begin.take(opening.take(firsts))
     end = end.take(last.take(in_stretch.take(firsts)))
+    bstart, bend = _utf8_offsets(text, cp, start, end)
+    return bstart, bend, end - start >= 2, np.searchsorted(start, doc_start)
+
+
+def _utf8_offsets(text: str, cp: NDArray[Any], start: NDArray[np.int64], end: NDArray[np.int64]
+                  ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Character offsets in ``text`` (code points ``cp``) as UTF-8 byte offsets: one more
+    byte for every earlier character from U+0080, U+0800 and U+10000 on."""
     bstart, bend = start, end
-    if not text.isascii():  # UTF-8 offsets: one more byte from U+0080, U+0800 and U+10000 on
+    if not text.isascii():
         for lo in (0x80, 0x800, 0x10000):
             wide = np.flatnonzero(cp >= lo)
             if wide.size:
                 bstart = bstart + np.searchsorted(wide, start)
                 bend = bend + np.searchsorted(wide, end)
-    return bstart, bend, end - start >= 2, np.searchsorted(start, doc_start)
+    return bstart, bend
 
 
 def _has_separator(cls: NDArray[np.uint8], lo: NDArray[np.int64], hi: NDArray[np.int64]) -> NDArray[np.bool_]:
@@ -349,13 +357,7 @@ def _chunk_spans(text: str, doc_start: NDArray[np.int64]
         space = np.isin(cp, points)
     edges = np.flatnonzero(space[1:] != space[:-1]) + 1
     start, end = edges[0::2], edges[1::2]
-    bstart, bend = start, end
-    if not text.isascii():  # UTF-8 offsets, as in _spans
-        for lo in (0x80, 0x800, 0x10000):
-            wide = np.flatnonzero(cp >= lo)
-            if wide.size:
-                bstart = bstart + np.searchsorted(wide, start)
-                bend = bend + np.searchsorted(wide, end)
+    bstart, bend = _utf8_offsets(text, cp, start, end)
     return bstart, bend, np.searchsorted(start, doc_start)
 
 
@@ -613,10 +615,12 @@ class Vectorizer:
         return self._weigh_counts(*self._keep_top_grams(C, np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))))
 
     def _tf(self, counts: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The within-document weights of ``counts``, written over them."""
         if self.tf == "log":
-            return np.log(counts) + 1.0
-        if self.tf == "binary":
-            return np.ones_like(counts)
+            np.log(counts, out=counts)
+            counts += 1.0
+        elif self.tf == "binary":
+            counts[:] = 1.0
         return counts
 
     def _keep_top_grams(self, X: sp.csr_matrix, rows: NDArray[np.int64]
@@ -632,7 +636,7 @@ class Vectorizer:
         per_row = np.bincount(g_rows, minlength=X.shape[0])
         if int(per_row.max()) <= self.char_top:
             return X, rows
-        weight = self._tf(X.data[grams]) * self.feature_weights()[X.indices[grams]]
+        weight = self._tf(X.data[grams]) * self.feature_weights()[X.indices[grams]]  # (of a copy: X keeps its counts)
         drop = np.zeros(grams.size, dtype=bool)
         bounds = np.searchsorted(g_rows, np.arange(0, X.shape[0] + _TOP_ROWS, _TOP_ROWS))
         for lo, hi in itertools.pairwise(bounds.tolist()):
@@ -650,11 +654,7 @@ class Vectorizer:
     def _weigh_counts(self, X: sp.csr_matrix, rows: NDArray[np.int64]) -> sp.csr_matrix:
         """Term counts to vectors, in place: TF, corpus weights, length normalisation."""
         X.sort_indices()  # before the weighting: each row's norm sums in column order
-        if self.tf == "log":
-            np.log(X.data, out=X.data)
-            X.data += 1.0
-        elif self.tf == "binary":
-            X.data[:] = 1.0
+        self._tf(X.data)
         X.data *= self.feature_weights()[X.indices]
         if self.normalize and self.chars:  # each block normalised, then scaled
             block = (X.indices >= self._half).astype(np.int64)
@@ -763,13 +763,13 @@ class Vectorizer:
         m = start.size
         if not m:
             return np.zeros(0, dtype=np.int64)
-        tokens = np.arange(m)
+        chunks = np.arange(m)
         padded = length + 2
-        at = np.zeros(m + 1, dtype=np.int64)  # where each padded token starts in `spaced`
+        at = np.zeros(m + 1, dtype=np.int64)  # where each padded chunk starts in `spaced`
         np.cumsum(padded, out=at[1:])
         spaced = np.full(int(at[-1]) + 8, 0x20, dtype=np.uint8)
         spaced[-8:] = 0
-        which = np.repeat(tokens, length)
+        which = np.repeat(chunks, length)
         first = np.cumsum(length) - length
         inside = np.arange(which.size) - first[which]
         spaced[at[which] + 1 + inside] = buf[start[which] + inside]
@@ -777,7 +777,7 @@ class Vectorizer:
         starts, lengths, rows = [], [], []
         for n in range(lo, hi + 1):
             count = np.maximum(padded - n + 1, 0)
-            which = np.repeat(tokens, count)
+            which = np.repeat(chunks, count)
             first = np.cumsum(count) - count
             starts.append(at[which] + np.arange(which.size) - first[which])
             lengths.append(np.full(which.size, n, dtype=np.int64))
@@ -797,14 +797,14 @@ class Vectorizer:
         half = self._half
         grams: list[NDArray[np.int64]] = []
         for row, doc in enumerate(docs):
-            for token in tokenize(doc if type(doc) is str else _as_text(doc), stop_words=self._stop):
+            text = doc if type(doc) is str else _as_text(doc)
+            for token in tokenize(text, stop_words=self._stop):
                 col = columns.get(token)
                 if col is None:
                     head = token if cut is None else token[:cut]
                     col = columns[token] = abs(murmurhash3_32(head, seed=0)) % half
                 keys.append(row << 31 | col)
             if self.chars:
-                text = doc if type(doc) is str else _as_text(doc)
                 grams.extend((row << 31) | self._chunk_grams(chunk) for chunk in text.lower().split())
         key = np.array(keys, dtype=np.int64)
         if grams:

@@ -87,7 +87,7 @@ def test_the_block_equals_its_plain_description_on_both_paths(texts: list[str], 
     np.testing.assert_array_equal(one.data.view(np.int64), got[False].data.view(np.int64))
 
 
-def test_a_token_gives_its_padded_ngrams() -> None:
+def test_a_chunk_gives_its_padded_ngrams() -> None:
     v = Vectorizer(n_features=2**12, chars=0.5, stop_words="none").fit(["cd"])  # "ab" unseen: idf ln 2
     X, counts = v.transform_counts(["ab ab"])
     half = 2**11
