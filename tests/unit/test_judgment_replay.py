@@ -10,8 +10,8 @@ the implementation before the incremental re-threshold produced
 purpose: when pseudolabeling began picking by one random key per example (the tenth
 session), which changes every profile's initial sample, and for the state digests
 alone when the fallback cut came from the pseudo-negatives' leave-one-out scores and
-when profiles gained ``negative_mass`` and ``explore`` became ``"auto"`` (parameters
-stored differently).
+when profiles gained ``negative_mass`` and ``explore`` became ``"auto"``, and
+``reopen_share`` (parameters stored differently).
 """
 
 from __future__ import annotations
@@ -60,9 +60,10 @@ def replay(model: str, cap: int, cat: str) -> dict[str, Any]:
     params = {"knn": {"query_weight": 0.0}, "kantor": {"query_weight": 1.0}}.get(model, {})
     # and the pseudo-negatives at their pseudolabel weight in TROT (negative_mass=None) and
     # exploration at 0.8 for every model, as then: the state digests were regenerated when
-    # those defaults changed (sixteenth session), the values were not
+    # those defaults changed (sixteenth session), the values were not; and the gate alone
+    # for silenced profiles (reopen_share=None), as then (twenty-ninth session, digests only)
     p = Profile(cat, query=cat, model=model, model_params=params, max_examples=cap, seed=3,
-                negative_mass=None, explore=0.8)
+                negative_mass=None, explore=0.8, reopen_share=None)
     pos = [i for i, g in enumerate(gold_train) if cat in g][:3]
     p.fit(vec.transform([cat]), X_train, positives=pos, feature_weights=vec.feature_weights())
     rng = np.random.default_rng(7)

@@ -70,7 +70,7 @@ def test_silenced_profile_delivers_its_top_documents_at_the_rate(data) -> None:
 
 def test_silenced_profile_learns_and_stops_on_junk(data) -> None:
     v, train, junk = data
-    p = _profile(v, train)
+    p = _profile(v, train, reopen_share=None)  # the gate alone (see the reopen_share tests)
     X = v.transform(train[3:])
     top = int(np.argmax(p.score(X)))
     version = p.version_
@@ -128,3 +128,72 @@ def test_fallback_cut_of_a_random_sample_and_of_the_training_set(data, model: st
     q.fit(v.transform(["profit"]), X, positives=[0, 1, 2], feature_weights=v.feature_weights())
     top = math.ceil(RATE * X.shape[0])
     assert q.fallback_threshold_ == np.sort(q.score(X))[-top]
+
+
+def test_prevalence_share_counts_the_look_alikes_of_the_lowest_positive(data) -> None:
+    v, train, _ = data
+    p = _profile(v, train)
+    ex = p.examples_
+    loo = p.model_.loo_scores()
+    sample = np.flatnonzero((ex.labels < 0) & ~ex.real)
+    low = min(loo[i] for i in range(len(ex)) if ex.labels[i] > 0 and ex.real[i])
+    expected = sum(1 for i in sample if loo[i] >= low) / len(sample)
+    assert p.prevalence_share() == p.prevalence_share(loo) == expected
+    # the 150 unlabelled relevant documents of the 400 make it common
+    assert expected > 0.3
+    assert Profile("x", pseudolabel={}).prevalence_share(np.zeros(0)) == 0.0
+
+
+def test_reopen_share_keeps_a_common_profile_exploring_through_junk(data) -> None:
+    """The same junk that stops the exploration of ``test_silenced_profile_learns_and_stops_on_junk``
+    (the threshold goes back to TROT's, above the cut) does not stop a profile whose
+    relevant documents look common (its prevalence share at least ``reopen_share``); a
+    higher bar than its share leaves the gate in charge."""
+    v, train, junk = data
+    J = v.transform(junk)
+    X = v.transform(train[3:])
+
+    def judged(reopen: float | None) -> Profile:
+        p = _profile(v, train, reopen_share=reopen)
+        p.learn_one(X[int(np.argmax(p.score(X)))], relevant=True)
+        for i in range(4):
+            p.learn_one(J[i], relevant=False)
+        assert p.silenced_
+        return p
+
+    gated = judged(None)  # left to TROT's threshold, now above the exploration cut
+    assert gated.silent_threshold() == math.inf
+    share = gated.prevalence_share()
+    assert 0 < share < 0.5
+    assert judged(2 * share).threshold_ == gated.threshold_
+    opened = judged(share)
+    assert opened.prevalence_share() == share
+    assert opened.threshold_ == opened.silent_threshold() < gated.threshold_
+    hits = opened.decide(X)
+    assert RATE / 2 <= hits.mean() <= 2 * RATE
+    state = orjson.loads(orjson.dumps(opened.to_state(), option=orjson.OPT_SERIALIZE_NUMPY))
+    q = Profile.from_state(state, v.feature_weights())
+    assert q.reopen_share == share and q.threshold_ == opened.threshold_
+
+
+@pytest.mark.parametrize("bad", [0, -0.1, 1.5, math.nan, True, "0.05", [0.05]])
+def test_reopen_share_is_validated(bad: object) -> None:
+    with pytest.raises(Exception, match="reopen_share"):
+        Profile("x", reopen_share=bad)  # type: ignore[arg-type]
+
+
+def test_reopen_share_auto_resolves_per_model() -> None:
+    assert [Profile("x", model=m).reopen_share_ for m in ("rocchio", "kantor", "knn")] == [0.05] * 3
+    assert Profile("x", model="fusion").reopen_share_ is None
+    assert Profile("x", reopen_share=None).reopen_share_ is None
+    assert Profile("x", reopen_share=1).reopen_share_ == 1.0
+    assert Profile("x").get_params()["reopen_share"] == "auto"
+
+
+def test_states_without_reopen_share_read_as_none(data) -> None:
+    v, train, _ = data
+    p = _profile(v, train, reopen_share=0.05)
+    state = orjson.loads(orjson.dumps(p.to_state(), option=orjson.OPT_SERIALIZE_NUMPY))
+    assert Profile.from_state(state, v.feature_weights()).reopen_share == 0.05
+    del state["params"]["reopen_share"]  # a state written before the parameter
+    assert Profile.from_state(state, v.feature_weights()).reopen_share is None
