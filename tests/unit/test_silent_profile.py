@@ -15,6 +15,7 @@ import numpy as np
 import orjson
 import pytest
 
+from sift.filters.errors import ParameterError
 from sift.filters.profile import Profile
 from sift.filters.vectorize import Vectorizer
 
@@ -178,7 +179,7 @@ def test_reopen_share_keeps_a_common_profile_exploring_through_junk(data) -> Non
 
 @pytest.mark.parametrize("bad", [0, -0.1, 1.5, math.nan, True, "0.05", [0.05]])
 def test_reopen_share_is_validated(bad: object) -> None:
-    with pytest.raises(Exception, match="reopen_share"):
+    with pytest.raises(ParameterError, match="reopen_share"):
         Profile("x", reopen_share=bad)  # type: ignore[arg-type]
 
 
