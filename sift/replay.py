@@ -31,7 +31,7 @@ from sift.filters.threshold import scut
 from sift.filters.vectorize import Vectorizer, normalize_rows
 from sift.topics.codecs import read_jsonl
 from sift.topics.errors import RecordError
-from sift.topics.records import Document, ProfileSpec
+from sift.topics.records import Document, ProfileSpec, is_positive_text, unknown_positive
 
 
 class Filterer(Protocol):
@@ -110,6 +110,23 @@ def default_specs(corpus: Corpus) -> list[ProfileSpec]:
 
 def read_specs(path: str | Path) -> list[ProfileSpec]:
     return list(read_jsonl(path, ProfileSpec.from_obj))
+
+
+def check_positives(corpus: Corpus, specs: Sequence[ProfileSpec], *, full_training: bool = False) -> None:
+    """Raise :class:`~sift.errors.ConfigError` for a spec's ``positives`` entry that is
+    neither a training document id nor a text (:func:`~sift.topics.records.is_positive_text`),
+    and for text positives under full training (whose labels are the training file's):
+    no listed positive is dropped silently."""
+    ids = {d.id for d in corpus.train}
+    for spec in specs:
+        for pos in spec.positives:
+            if pos in ids:
+                continue
+            if not is_positive_text(pos):
+                raise ConfigError(str(unknown_positive(spec.profile, pos, "a training document id")))
+            if full_training:
+                raise ConfigError(f"profile {spec.profile!r}: text positives are not supported with "
+                                  "full training (list training document ids)")
 
 
 @dataclass
@@ -230,8 +247,16 @@ def build_bank(
     weights = vec.feature_weights()
     for spec in specs:
         name = spec.profile
+        X_fit = X_train
         if spec.positives:
             pos = [ids[p] for p in spec.positives if p in ids]
+            texts = [p for p in spec.positives if p not in ids and is_positive_text(p)]
+            if texts:  # text positives: rows of their own after the training documents
+                Xt = vec.transform(texts)
+                if feature_mask is not None:
+                    Xt = mask_columns(Xt, feature_mask)
+                X_fit = sp.vstack([X_train, Xt], format="csr")
+                pos += range(X_train.shape[0], X_fit.shape[0])
         elif cfg.full_training:
             pos = [i for i, d in enumerate(corpus.train) if name in d.topics]
         else:
@@ -259,7 +284,7 @@ def build_bank(
         query = vec.transform([qtext]) if qtext.strip() else None
         if query is not None and feature_mask is not None:
             query = mask_columns(query, feature_mask)
-        profile.fit(query, X_train, positives=pos, labels=labels, feature_weights=weights)
+        profile.fit(query, X_fit, positives=pos, labels=labels, feature_weights=weights)
         bank.add(profile)
         n_initial[name] = len(pos)
     return bank, n_initial
@@ -517,6 +542,7 @@ def replay(
     """Run the whole job: vectorize, train the profiles, stream, evaluate."""
     t0 = time.perf_counter()
     specs = list(specs) if specs is not None else default_specs(corpus)
+    check_positives(corpus, specs, full_training=cfg.full_training)
     use_fusion = cfg.vectorizer_class == "fusion" or (cfg.vectorizer_class == "auto" and cfg.model == "fusion")
     if use_fusion:
         from sift.filters.representations import FusionVectorizer

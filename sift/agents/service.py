@@ -76,7 +76,7 @@ from sift.replay import query_from_name
 from sift.topics.codecs import decode_judgment, decode_profile_spec, loads
 from sift.topics.deadletter import DeadLetter
 from sift.topics.errors import RecordError
-from sift.topics.records import Decision, Document, Judgment, ProfileSpec
+from sift.topics.records import Decision, Document, Judgment, ProfileSpec, is_positive_text, unknown_positive
 
 log = logging.getLogger("sift.worker")
 
@@ -1334,8 +1334,10 @@ class Service:
                 rows.append(tr.ids[pos])
             elif (x := self.store.get(pos)) is not None:
                 extra.append(x)
-            else:
+            elif is_positive_text(pos):
                 texts.append(pos)
+            else:
+                raise unknown_positive(spec.profile, pos, "a training document or a recently seen one")
         if texts:
             extra.append(self.vectorizer.transform(texts))
         X = tr.X
@@ -1379,6 +1381,9 @@ class Service:
                 continue
             try:
                 profile = self.build_profile(spec)
+            except RecordError as exc:
+                self._dead(out.dead_letters, msg, exc)
+                continue
             except (FilterError, ValueError, TypeError) as exc:
                 self._dead(out.dead_letters, msg, RecordError("bad_params", f"profile "
                                                               f"{spec.profile!r}: {exc}"))

@@ -169,12 +169,35 @@ class Judgment:
         return out
 
 
+def is_positive_text(entry: str) -> bool:
+    """Whether a profile spec's ``positives`` entry that names no known document is a
+    text: it has whitespace inside. A bare token that is no known id (a mistyped id, or
+    a document no longer kept) is not taken as a one-word document.
+
+    >>> is_positive_text("tariffs on Japanese chips"), is_positive_text("r14826")
+    (True, False)
+    >>> is_positive_text("  r14826 ")
+    False
+    """
+    return any(ch.isspace() for ch in entry.strip())
+
+
+def unknown_positive(profile: str, entry: str, where: str) -> RecordError:
+    """The error for a ``positives`` entry that is neither a known id nor a text."""
+    shown = entry if len(entry) <= 80 else entry[:77] + "..."
+    return RecordError("unknown_positive",
+                       f"profile {profile!r}: positive {shown!r} is not {where} "
+                       "(a text positive needs whitespace inside)")
+
+
 @dataclass(frozen=True)
 class ProfileSpec:
     """Create, update or delete a profile.
 
     ``{"profile", "query"?, "model", "params"?, "measure"?, "update"?, "positives"?, "delete"?}``;
-    ``positives`` are document ids or texts.
+    ``positives`` are document ids or texts: an entry is an id when the reader knows a
+    document by it, else a text when it has whitespace inside (:func:`is_positive_text`);
+    any other entry is an unknown id, rejected with the reason ``unknown_positive``.
     """
 
     profile: str

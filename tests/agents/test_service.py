@@ -293,6 +293,26 @@ def test_judgment_dead_letters_and_forwarding(service: Service) -> None:
     assert res.changed == ["wheat"]
 
 
+def test_positives_are_ids_texts_or_dead_letters(service: Service) -> None:
+    """A positive is a training id, a recently seen document's id or a text (whitespace
+    inside); a bare token that names no document is dead-lettered: until the thirtieth
+    session a mistyped id silently became a one-word positive document."""
+    table: dict[str, bytes] = {}
+    score_all(service, table, [{"id": "seen-1", "text": "gold coins minted"}])
+    res = service.apply_specs([
+        spec_msg(service, profile="wheat", query="wheat", positives=["t1", "seen-1"]),
+        spec_msg(service, profile="gold", positives=["gold bullion vaults"]),
+        spec_msg(service, profile="oil", query="oil", positives=["t3", "t33"]),
+    ], table)
+    assert [d.reason for d in res.dead_letters] == ["unknown_positive"]
+    dead = res.dead_letters[0]
+    assert "'oil'" in dead.message and "'t33'" in dead.message and "\n" not in dead.message
+    assert sorted(table) == ["gold", "wheat"]
+    ex = service.entry("wheat", table).profile.examples_  # type: ignore[union-attr]
+    assert int(((ex.labels > 0) & ex.real).sum()) == 2
+    assert service.stats["profiles_created"] == 2
+
+
 def test_delete_and_replace_profiles(service: Service) -> None:
     table: dict[str, bytes] = {}
     service.apply_specs([spec_msg(service, profile="wheat", query="wheat")], table)

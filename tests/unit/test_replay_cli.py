@@ -7,7 +7,8 @@ import orjson
 import pytest
 
 from sift.cli import main
-from sift.replay import Corpus, ReplayConfig, evaluate, load_corpus, replay
+from sift.errors import ConfigError
+from sift.replay import Corpus, ReplayConfig, evaluate, load_corpus, read_specs, replay
 from sift.topics.records import Document
 
 WORDS = {
@@ -198,3 +199,33 @@ def test_write_jsonl_round_trips_through_read_jsonl(tmp_path: Path, name: str) -
     docs = [Document("a", "wheat exports", title="Wheat"), Document("b", "oil prices")]
     assert write_jsonl(tmp_path / name, docs) == 2
     assert list(read_jsonl(tmp_path / name, Document.from_obj)) == docs
+
+
+def test_profiles_file_positives_unknown_id_is_a_one_line_error(
+        files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A listed positive that is no training document id and no text used to be dropped
+    without a word (the profile then trained on fewer positives than listed)."""
+    train, test = files
+    specs = _write(tmp_path / "profiles.jsonl", [{"profile": "wheat", "positives": ["d0", "d9999"]}])
+    code = main(["replay", "--train", str(train), "--test", str(test), "--profiles", str(specs),
+                 "--out", str(tmp_path / "out"), "--no-plot"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert len(err) == 1 and "'wheat'" in err[0] and "'d9999'" in err[0] and "training document" in err[0]
+    assert not (tmp_path / "out" / "metrics.json").exists()
+
+
+def test_profiles_file_text_positive_trains_the_profile(files: tuple[Path, Path], tmp_path: Path) -> None:
+    """A text positive is the profile's initial positive (a spec without positives gets
+    the first training positives of its category, as by default) and finds the category."""
+    train, test = files
+    corpus = load_corpus(train, test)
+    text = "gold ounce mine bullion metal"
+    specs_file = _write(tmp_path / "p.jsonl", [{"profile": "gold", "query": "metal", "positives": [text]},
+                                               {"profile": "oil", "query": "metal"}])
+    res = replay(corpus, ReplayConfig(update="never"), read_specs(specs_file))
+    rows = res.metrics["per_profile"]
+    assert rows["gold"]["initial_positives"] == 1 and rows["oil"]["initial_positives"] == 3
+    assert rows["gold"]["R+"] > 0
+    with pytest.raises(ConfigError, match="full training"):
+        replay(corpus, ReplayConfig(full_training=True), read_specs(specs_file))
