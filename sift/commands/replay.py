@@ -121,7 +121,10 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--train", default=DEFAULT_TRAIN, help="training JSONL (gzip allowed)")
     p.add_argument("--test", default=DEFAULT_TEST, help="stream JSONL, played in file order")
-    p.add_argument("--profiles", help="JSONL of profile specs {profile, query?, positives?, params?}")
+    p.add_argument("--profiles", help="JSONL of profile specs {profile, query?, positives?, params?}; "
+                   "positives are training document ids or texts (whitespace inside); "
+                   "without positives a profile gets the first --initial-positives "
+                   "training documents of the category named like it")
     p.add_argument("--model", default="rocchio", choices=["rocchio", "kantor", "knn", "fusion"])
     p.add_argument("--param", action="append", type=_param, default=[], metavar="KEY=VALUE",
                    help="model hyperparameter, repeatable (e.g. --param k=20)")
