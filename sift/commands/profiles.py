@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import math
 import sys
+import time
 import zlib
 from typing import Any
 
@@ -25,6 +27,10 @@ examples:
 
 Specs go to the profiles topic keyed by name; the worker owning the profile's shard
 trains it. 'list' reads the profile table's changelog (SIFT_APP_ID names it).
+With --wait S, 'add' and 'rm' wait up to S seconds for the worker's answer: the
+profile's record in the changelog (exit 0), or the spec's dead letter, whose reason
+and message are printed (exit 1; for example unknown_positive for a positive that is
+neither a known document id nor a text).
 """
 
 
@@ -49,8 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="model parameter (value parsed as JSON when it can be)")
     rm = verbs.add_parser("rm", help="delete a profile", formatter_class=raw,
-                          epilog="example:\n  sift profiles rm wheat")
+                          epilog="example:\n  sift profiles rm wheat --wait 10")
     rm.add_argument("name")
+    for verb in (add, rm):
+        verb.add_argument("--wait", type=_seconds, default=0.0, metavar="S",
+                          help="wait up to S seconds for the worker's answer (default 0: "
+                               "send and return)")
     p.set_defaults(func=run)
 
 
@@ -65,6 +75,16 @@ def parse_params(items: list[str]) -> dict[str, Any]:
         except RecordError:
             out[key] = raw
     return out
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}")
+    return value
 
 
 def send_spec(settings: Settings, obj: dict[str, Any]) -> ProfileSpec:
@@ -82,6 +102,80 @@ def send_spec(settings: Settings, obj: dict[str, Any]) -> ProfileSpec:
     return spec
 
 
+def changelog_topic(settings: Settings) -> str:
+    """The profile table's changelog topic (the table's name under ``SIFT_APP_ID``)."""
+    from sift.agents.app import TABLE
+
+    return f"{settings.app_id}-{TABLE}-changelog"
+
+
+def send_and_wait(settings: Settings, obj: dict[str, Any], timeout: float) -> tuple[bool, str]:
+    """Send a spec and wait up to ``timeout`` seconds for the worker's answer:
+    ``(True, summary)`` when the profile's record (or, for a deletion, its tombstone)
+    with this spec reaches the table's changelog, ``(False, "reason: message")`` when the
+    spec is dead-lettered. Raises :class:`SiftError` when neither comes in time."""
+    from kafka.structs import TopicPartition
+
+    from sift.kafkaclient import consumer, ensure_topics
+
+    spec = ProfileSpec.from_obj(obj)
+    value = dumps(obj)
+    topics = [changelog_topic(settings), settings.topic("dead-letters")]
+    ensure_topics(settings, [settings.topic("dead-letters")])
+    cons = consumer(settings, check_crcs=False, max_partition_fetch_bytes=16 * 1024 * 1024)
+    try:
+        # the ends before the spec is sent: an answer can only come after them
+        tps = [TopicPartition(t, p) for t in topics for p in sorted(cons.partitions_for_topic(t) or ())]
+        cons.assign(tps)
+        for tp, end in cons.end_offsets(tps).items():
+            cons.seek(tp, end)
+        send_spec(settings, obj)
+        deadline = time.monotonic() + timeout
+        want = spec.to_obj()
+        while time.monotonic() < deadline:
+            for tp, records in cons.poll(timeout_ms=200).items():
+                for r in records:
+                    if tp.topic == topics[1]:
+                        answer = _dead_letter_answer(r.value, value)
+                        if answer is not None:
+                            return False, answer
+                    elif (r.key or b"").decode("utf-8", "replace") == spec.profile:
+                        answer = _record_answer(r.value, want, spec.delete)
+                        if answer is not None:
+                            return True, answer
+    finally:
+        cons.close()
+    raise SiftError(f"no answer for profile {spec.profile!r} within {timeout:g} s: is a worker "
+                    f"running with SIFT_APP_ID={settings.app_id}?")
+
+
+def _dead_letter_answer(letter: bytes | None, sent: bytes) -> str | None:
+    try:
+        obj = orjson.loads(letter or b"")
+        if base64.b64decode(obj.get("original_b64", "")) != sent:
+            return None
+        return f"{obj['reason']}: {obj.get('message', '')}"
+    except (orjson.JSONDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _record_answer(value: bytes | None, want: dict[str, Any], delete: bool) -> str | None:
+    if not value:
+        return "deleted" if delete else None
+    if delete:
+        return None
+    try:
+        rec = orjson.loads(value if value[:1] == b"{" else zlib.decompress(value))
+        if rec.get("spec") != want:
+            return None  # the record of an earlier spec, rewritten meanwhile
+        st = rec["state"]
+        thr = math.inf if st["threshold"] is None else st["threshold"]
+        return (f"created ({st['params']['model']}, threshold {thr:.4f}, "
+                f"version {st['model_version']})")
+    except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def list_profiles(settings: Settings) -> list[dict[str, Any]]:
     """Summaries of the profiles in the table's changelog (last value per name)."""
     from sift.agents.app import TABLE
@@ -93,11 +187,11 @@ def list_profiles(settings: Settings) -> list[dict[str, Any]]:
     for key, value, _, _ in read_all(settings, topic, idle=1.0):
         latest[(key or b"").decode()] = value
     out = []
-    for name, value in sorted(latest.items()):
-        if not value:
+    for name, data in sorted(latest.items()):
+        if not data:
             continue
         try:
-            rec = orjson.loads(value if value[:1] == b"{" else zlib.decompress(value))
+            rec = orjson.loads(data if data[:1] == b"{" else zlib.decompress(data))
             st = rec["state"]
             thr = st["threshold"]
             out.append({"profile": name, "model": st["params"]["model"],
@@ -117,10 +211,15 @@ def run(args: argparse.Namespace) -> int:
         obj = {"profile": args.name, "query": args.query, "model": args.model,
                "measure": args.measure, "update": update, "positives": args.positive,
                "params": parse_params(args.param)}
+        if args.wait:
+            return _answer(args.name, *send_and_wait(settings, obj, args.wait))
         spec = send_spec(settings, obj)
         print(f"sent profile {spec.profile!r} ({spec.model}) to {settings.topic('profiles')}")
     elif args.verb == "rm":
-        send_spec(settings, {"profile": args.name, "delete": True})
+        obj = {"profile": args.name, "delete": True}
+        if args.wait:
+            return _answer(args.name, *send_and_wait(settings, obj, args.wait))
+        send_spec(settings, obj)
         print(f"sent deletion of profile {args.name!r} to {settings.topic('profiles')}")
     else:
         rows = list_profiles(settings)
@@ -139,3 +238,11 @@ def run(args: argparse.Namespace) -> int:
                       f"{r['shard']:>5}")
             print(f"{len(rows)} profiles")
     return 0
+
+
+def _answer(name: str, accepted: bool, detail: str) -> int:
+    if accepted:
+        print(f"profile {name!r}: {detail}")
+        return 0
+    print(f"sift profiles: profile {name!r} rejected: {detail}", file=sys.stderr)
+    return 1

@@ -1,0 +1,79 @@
+"""`sift profiles` against a real broker and a real worker: add, list, remove, and the
+worker's answer (`--wait`), accepted or dead-lettered."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sift.agents.harness import WorkerProcess
+from sift.cli import main
+from sift.settings import Settings
+from tests.integration.test_service import make_corpus
+
+PARTITIONS = 2
+
+
+def test_profiles_add_list_rm_with_the_workers_answer(
+    broker_url: str, topic_prefix: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    path, train, _ = make_corpus(tmp_path_factory)
+    app_id = f"sift-{uuid.uuid4().hex[:8]}"
+    for key, value in (("SIFT_BROKER", broker_url), ("SIFT_TOPIC_PREFIX", topic_prefix),
+                       ("SIFT_APP_ID", app_id), ("SIFT_PARTITIONS", str(PARTITIONS))):
+        monkeypatch.setenv(key, value)
+    settings = Settings(broker=broker_url, topic_prefix=topic_prefix, app_id=app_id,
+                        partitions=PARTITIONS, data_dir=str(tmp_path / "w1"), idf_corpus=str(path))
+    wheat = [d.id for d in train if "wheat" in d.topics][:2]
+    worker = WorkerProcess(settings, "w1").start()
+    try:
+        worker.wait_ready()
+        capsys.readouterr()
+
+        # accepted: the record reaches the table's changelog
+        assert main(["profiles", "add", "wheat", "--query", "wheat grain", "--positive", wheat[0],
+                     "--positive", wheat[1], "--wait", "60"]) == 0
+        out = capsys.readouterr().out
+        assert "'wheat'" in out and "created (rocchio" in out
+
+        # a positive that is neither a known document id nor a text: dead-lettered, said
+        assert main(["profiles", "add", "typo", "--query", "wheat", "--positive", "r-no-such-doc",
+                     "--wait", "60"]) == 1
+        err = capsys.readouterr().err
+        assert "unknown_positive" in err and "'r-no-such-doc'" in err
+
+        # a bad parameter: dead-lettered with the parameter named
+        assert main(["profiles", "add", "bad", "--query", "gold", "--param", "top_k=-3",
+                     "--wait", "60"]) == 1
+        assert "bad_params" in capsys.readouterr().err
+
+        assert main(["profiles", "list", "--json"]) == 0
+        listed = capsys.readouterr().out
+        assert '"profile":"wheat"' in listed and "typo" not in listed and '"bad"' not in listed
+
+        assert main(["profiles", "rm", "wheat", "--wait", "60"]) == 0
+        assert "deleted" in capsys.readouterr().out
+        assert main(["profiles", "rm", "ghost", "--wait", "60"]) == 1
+        assert "unknown_profile" in capsys.readouterr().err
+
+        # without --wait the spec is only sent
+        assert main(["profiles", "add", "gold", "--query", "gold"]) == 0
+        assert "sent profile 'gold'" in capsys.readouterr().out
+    finally:
+        worker.stop()
+
+
+def test_profiles_wait_without_a_worker_is_a_one_line_error(
+    broker_url: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for key, value in (("SIFT_BROKER", broker_url), ("SIFT_TOPIC_PREFIX", topic_prefix),
+                       ("SIFT_APP_ID", f"sift-{uuid.uuid4().hex[:8]}"),
+                       ("SIFT_PARTITIONS", str(PARTITIONS))):
+        monkeypatch.setenv(key, value)
+    assert main(["profiles", "add", "wheat", "--query", "wheat", "--wait", "2"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no answer for profile 'wheat' within 2 s" in err[0]
