@@ -25,6 +25,8 @@ examples:
 
 Documents are keyed by id (a batch by its first id); judgments and profile specs
 by profile, which puts them on the partition of the worker that owns the profile.
+Every line is validated before the first is sent: a bad line is reported with its
+file and line number and nothing is sent (--raw sends lines as they are).
 """
 
 PARSERS: dict[str, Any] = {"documents": Document.from_obj, "judgments": Judgment.from_obj,
@@ -101,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         raise SiftError(f"{args.file}: no such file")
     topic = settings.topic(args.topic)
+    if not args.raw:
+        # the whole file first: a bad line stops the command before anything is sent,
+        # so a corrected file can be sent again without duplicating its first records
+        for _ in messages(args.file, args.topic, args.batch, args.raw, args.limit):
+            pass
     ensure_topics(settings, [topic])
     prod = producer(settings)
     progress = Progress(None, f"produce {topic}")

@@ -1,14 +1,16 @@
-"""`sift profiles` against a real broker and a real worker: add, list, remove, and the
-worker's answer (`--wait`), accepted or dead-lettered."""
+"""The command line against a real broker and a real worker: `sift profiles` (add, list,
+remove, and the worker's answer with `--wait`, accepted or dead-lettered), `sift produce`
+(a file with a bad line sends nothing) and `sift tail`."""
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
 
+import orjson
 import pytest
 
-from sift.agents.harness import WorkerProcess
+from sift.agents.harness import WorkerProcess, wait_for
 from sift.cli import main
 from sift.settings import Settings
 from tests.integration.test_service import make_corpus
@@ -62,6 +64,33 @@ def test_profiles_add_list_rm_with_the_workers_answer(
         # without --wait the spec is only sent
         assert main(["profiles", "add", "gold", "--query", "gold"]) == 0
         assert "sent profile 'gold'" in capsys.readouterr().out
+        wait_for(lambda: worker.stats()["stats"].get("profiles_created", 0) == 2, 60, "gold")
+
+        # documents through `sift produce` (batched, then one a message), decisions
+        # through `sift tail`; a file with a bad line is refused whole, with its line
+        docs = [{"id": f"p{i}", "text": t} for i, t in enumerate(
+            ["gold prices rose as bullion demand grew", "gold mine output up sharply",
+             "gold futures and gold bullion steady", "gold reserves of the central bank"])]
+        good = tmp_path / "docs.jsonl"
+        good.write_text("".join(orjson.dumps(d).decode() + "\n" for d in docs))
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(orjson.dumps({"id": "q0", "text": "gold"}).decode() + "\n"
+                       + '{"id": "q1"}\n')
+        assert main(["produce", str(bad)]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{bad}:2:" in err[0] and "no text" in err[0]
+        assert main(["produce", str(good), "--batch", "2"]) == 0
+        assert main(["produce", str(good), "--batch", "1", "--limit", "1"]) == 0
+        assert "sent 4 documents" in capsys.readouterr().out
+        wait_for(lambda: worker.stats()["stats"].get("documents", 0) >= 5, 60, "documents")
+        assert main(["tail", "documents", "--from-beginning", "--timeout", "3"]) == 0
+        seen = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+        ids = [d["id"] for m in seen for d in m.get("documents", [m])]
+        assert sorted(ids) == ["p0", "p0", "p1", "p2", "p3"]  # never q0: nothing of bad.jsonl
+        assert main(["tail", "decisions", "--from-beginning", "--max", "1", "--timeout", "30"]) == 0
+        decision = orjson.loads(capsys.readouterr().out.splitlines()[0])
+        assert decision["profile"] == "gold" and decision["doc_id"].startswith("p")
+        assert decision["score"] >= decision["threshold"]
     finally:
         worker.stop()
 
