@@ -145,9 +145,9 @@ class Settings:
                 else:
                     values[f.name] = raw
             except ValueError:
-                raise ConfigError(
-                    f"{key} must be a {type(default).__name__}, got {raw!r}"
-                ) from None
+                kind = {"int": "an integer", "float": "a number"}.get(type(default).__name__,
+                                                                      type(default).__name__)
+                raise ConfigError(f"{key} must be {kind}, got {raw!r}") from None
         settings = cls(**values)
         overrides = {k: v for k, v in overrides.items() if v is not None}
         return replace(settings, **overrides) if overrides else settings

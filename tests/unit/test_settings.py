@@ -20,7 +20,7 @@ def test_environment_values_are_parsed_by_the_field_type() -> None:
 
 
 @pytest.mark.parametrize(("env", "match"), [
-    ({"SIFT_PARTITIONS": "four"}, "SIFT_PARTITIONS must be a int, got 'four'"),
+    ({"SIFT_PARTITIONS": "four"}, "SIFT_PARTITIONS must be an integer, got 'four'"),
     ({"SIFT_LOG_JSON": "maybe"}, "SIFT_LOG_JSON must be a boolean"),
     ({"SIFT_BATCH_SIZE": "0"}, "SIFT_BATCH_SIZE must be >= 1, got 0"),
     ({"SIFT_BATCH_BYTES": "0"}, "SIFT_BATCH_BYTES must be >= 1, got 0"),
@@ -33,7 +33,7 @@ def test_environment_values_are_parsed_by_the_field_type() -> None:
     ({"SIFT_TRUNCATE": "-1"}, "SIFT_TRUNCATE must be >= 0"),
     ({"SIFT_CHARS": "1"}, r"SIFT_CHARS must be in \[0, 1\)"),
     ({"SIFT_CHARS": "-0.1"}, r"SIFT_CHARS must be in \[0, 1\)"),
-    ({"SIFT_CHARS": "x"}, "SIFT_CHARS must be a float"),
+    ({"SIFT_CHARS": "x"}, "SIFT_CHARS must be a number"),
     ({"SIFT_SESSION_TIMEOUT": "0"}, "SIFT_SESSION_TIMEOUT must be a positive number"),
     ({"SIFT_HEARTBEAT_INTERVAL": "nan"}, "SIFT_HEARTBEAT_INTERVAL must be a positive number"),
     ({"SIFT_SESSION_TIMEOUT": "6"},
