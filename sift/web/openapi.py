@@ -51,7 +51,11 @@ def openapi() -> dict[str, Any]:
                            "measure": {"type": "string", "enum": list(MEASURES)},
                            "update": {"oneOf": [{"type": "string", "enum": ["every", "never"]},
                                                 {"type": "integer", "minimum": 1}]},
-                           "positives": {"type": "array", "items": {"type": "string"}}}},
+                           "positives": {"type": "array", "items": {"type": "string"},
+                                         "description": "document ids (training corpus or "
+                                         "recently seen) or texts (whitespace inside); the "
+                                         "worker dead-letters any other entry as "
+                                         "unknown_positive"}}},
         "Profile": {
             "type": "object", "required": ["profile", "delivered", "judged", "pending"],
             "properties": {"profile": {"type": "string"}, "model": {"type": ["string", "null"]},
