@@ -46,6 +46,10 @@ class Settings:
     #: effect a quarter second later changes nothing.
     judgment_batch_size: int = 4096
     judgment_batch_timeout: float = 0.25
+    #: Seconds between two writes of the worker's counters to ``<data_dir>/stats.json``
+    #: (what ``sift demo``, the tests and the benchmarks watch; ``sift demo`` sets 0.05
+    #: for its own worker, whose closed loop waits on them after every chunk).
+    stats_interval: float = 0.25
     #: How long the broker may hold the worker's fetch when nothing new has arrived
     #: (Faust fixes 1,500 ms, which delayed documents by up to that per hop).
     fetch_max_wait_ms: int = 50
@@ -114,7 +118,7 @@ class Settings:
         if not 0.0 <= self.chars < 1.0:
             raise ConfigError(f"SIFT_CHARS must be in [0, 1) (0: words only), got {self.chars!r}")
         for name in ("batch_timeout", "judgment_batch_timeout", "stop_timeout",
-                     "session_timeout", "heartbeat_interval"):
+                     "session_timeout", "heartbeat_interval", "stats_interval"):
             value = getattr(self, name)
             if not 0 < value < float("inf"):
                 raise ConfigError(f"SIFT_{name.upper()} must be a positive number of seconds, "

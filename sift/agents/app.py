@@ -85,8 +85,6 @@ CHANGELOG_SEGMENT_BYTES = 64 * 1024 * 1024
 SHARD_RETENTION_MS = 3_600_000
 #: Seconds between two ``malloc_trim`` calls (see ``release_free_memory``).
 TRIM_INTERVAL = 30.0
-#: Seconds between two writes of ``<data_dir>/stats.json``.
-STATS_INTERVAL = 0.25
 #: Seconds between two looks for partitions whose last messages never arrived, and how
 #: long one must stay behind its high-water mark, without progress, to be sought back.
 TAIL_CHECK_INTERVAL = 2.0
@@ -1215,7 +1213,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     stats_writer = OneAtATime(worker.write_stats)
     trimmer = OneAtATime(release_free_memory)
 
-    @app.timer(interval=STATS_INTERVAL)
+    @app.timer(interval=settings.stats_interval)
     @keep_going_here("write_stats")
     async def write_stats() -> None:
         await stats_writer.tick()

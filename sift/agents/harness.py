@@ -1,8 +1,8 @@
 """Run and observe workers from outside: for integration tests, benchmarks and ``sift demo``.
 
 A :class:`WorkerProcess` is a ``sift worker`` subprocess with its own data dir
-(where it writes ``stats.json`` every ``STATS_INTERVAL`` seconds, 0.25, and at shutdown)
-and log file.
+(where it writes ``stats.json`` every ``SIFT_STATS_INTERVAL`` seconds, 0.25 by default,
+and at shutdown) and log file.
 """
 
 from __future__ import annotations

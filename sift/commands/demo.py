@@ -35,6 +35,9 @@ from sift.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 REUTERS = ROOT / "data" / "reuters21578"
+#: Seconds between two looks at the worker's counters in the closed loop (its stats
+#: file is written every 2.5 times that): two waits a chunk, so they set the pace.
+POLL = 0.02
 
 EPILOG = """\
 examples:
@@ -102,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         run_id = uuid.uuid4().hex[:6]
         settings = replace(base, broker=url, topic_prefix=f"demo{run_id}.",
                            app_id=f"sift-demo-{run_id}", idf_corpus=str(args.train),
+                           stats_interval=min(base.stats_interval, POLL * 2.5),
                            data_dir=str(Path(tempfile.mkdtemp(prefix="sift-demo-")) / "worker"))
         try:
             result = stream(settings, corpus, args.chunk)
@@ -154,7 +158,8 @@ def stream(settings: Settings, corpus: Any, chunk: int) -> dict[str, Any]:
         worker.wait_ready(timeout=180)
         send_all(settings, settings.topic("profiles"),
                  [(s.profile.encode(), orjson.dumps(s.to_obj())) for s in specs])
-        wait_for(lambda: stat(worker, "profiles_created") >= len(specs), 300, "profiles trained")
+        wait_for(lambda: stat(worker, "profiles_created") >= len(specs), 300, "profiles trained",
+                 interval=POLL)
         print(f"demo: {len(specs)} profiles trained; streaming {len(corpus.test)} documents")
         progress = Progress(len(corpus.test), "demo")
         from sift.kafkaclient import producer
@@ -171,7 +176,15 @@ def stream(settings: Settings, corpus: Any, chunk: int) -> dict[str, Any]:
                       value=orjson.dumps({"documents": plain}))
             prod.flush()
             sent += len(part)
-            wait_for(lambda s=sent: stat(worker, "documents") >= s, 120, "documents scored")
+            # scored against every profile; then a snapshot of the counters written
+            # after that: the worker counts a batch's documents before it scores them
+            # and its decisions as it scores them, and the stats file is written by
+            # another thread, so a snapshot can fall in between (the chunk's last
+            # decisions then arrived with the next chunk's, a chunk late)
+            target = sent * len(specs)
+            wait_for(lambda t=target: stat(worker, "scored") >= t, 120, "documents scored",
+                     interval=POLL)
+            time.sleep(2 * settings.stats_interval)
             want = stat(worker, "decisions")
             new: list[dict[str, Any]] = []
             deadline = time.monotonic() + 120
@@ -190,7 +203,8 @@ def stream(settings: Settings, corpus: Any, chunk: int) -> dict[str, Any]:
                 n_judgments += 1
             prod.flush()
             wait_for(lambda n=n_judgments: stat(worker, "judgments")
-                     + stat(worker, "judgments_duplicate") >= n, 120, "judgments applied")
+                     + stat(worker, "judgments_duplicate") >= n, 120, "judgments applied",
+                     interval=POLL)
             progress.update(len(part))
             if not progress.enabled and (start // chunk) % 25 == 0:
                 print(f"demo: {sent}/{len(corpus.test)} documents, {len(hits)} delivered, "
