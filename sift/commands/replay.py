@@ -251,6 +251,12 @@ def print_table(m: dict[str, Any], stream: Any) -> None:
         stream.write(f"{name:20s} {r['R+']:5d} {r['N+']:5d} {r['R-']:5d} {r['t11su']:7.3f} {r['t11f']:7.3f}\n")
     if m.get("skipped_lines"):
         stream.write(f"skipped lines: {m['skipped_lines']}\n")
+    empty = sorted(n for n, r in m["per_profile"].items() if r["relevant_in_test"] == 0)
+    if empty:
+        shown = ", ".join(empty[:10]) + (", ..." if len(empty) > 10 else "")
+        stream.write(f"note: {len(empty)} profile(s) with no relevant document in the stream, for "
+                     f"which T11SU and T11F are not defined (counted as 0.333 and 0 in the "
+                     f"averages, whatever they delivered): {shown}\n")
 
 
 def plot_t11su(m: dict[str, Any], path: Path) -> None:

@@ -229,3 +229,16 @@ def test_profiles_file_text_positive_trains_the_profile(files: tuple[Path, Path]
     assert rows["gold"]["R+"] > 0
     with pytest.raises(ConfigError, match="full training"):
         replay(corpus, ReplayConfig(full_training=True), read_specs(specs_file))
+
+
+def test_a_profile_without_relevant_stream_documents_is_pointed_out(
+        files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """T11SU and T11F are not defined without relevant documents (T11SU then counts
+    0.333 whatever the profile delivered): the table says which profiles these are."""
+    train, test = files
+    specs = _write(tmp_path / "p.jsonl", [{"profile": "silver", "query": "gold metal"},
+                                          {"profile": "gold", "query": "gold"}])
+    assert main(["replay", "--train", str(train), "--test", str(test), "--profiles", str(specs),
+                 "--out", str(tmp_path / "out"), "--no-plot"]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "1 profile(s)" in notes[0] and notes[0].endswith(": silver")
