@@ -20,7 +20,7 @@ from sift.topics.records import ProfileSpec
 
 EPILOG = """\
 examples:
-  sift profiles add wheat --query "wheat grain exports" --positive r123 --positive r456
+  sift profiles add wheat --query "wheat grain exports" --positive r5 --positive r6 --wait 30
   sift profiles add gold --query gold --model knn --param k=20 --update 10
   sift profiles list
   sift profiles rm wheat
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                           epilog="example:\n  sift profiles list --json")
     ls.add_argument("--json", action="store_true", help="one JSON object per profile")
     add = verbs.add_parser("add", help="create or replace a profile", formatter_class=raw,
-                           epilog='example:\n  sift profiles add wheat --query "wheat grain exports" --positive r123')
+                           epilog='example:\n  sift profiles add wheat --query "wheat grain exports" --positive r5')
     add.add_argument("name")
     add.add_argument("--query", default="")
     add.add_argument("--model", default="rocchio")
