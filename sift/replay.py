@@ -13,7 +13,7 @@ peer (a different learner) runs through exactly the same loop and feedback.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -112,21 +112,26 @@ def read_specs(path: str | Path) -> list[ProfileSpec]:
     return list(read_jsonl(path, ProfileSpec.from_obj))
 
 
-def check_positives(corpus: Corpus, specs: Sequence[ProfileSpec], *, full_training: bool = False) -> None:
-    """Raise :class:`~sift.errors.ConfigError` for a spec's ``positives`` entry that is
-    neither a training document id nor a text (:func:`~sift.topics.records.is_positive_text`),
-    and for text positives under full training (whose labels are the training file's):
-    no listed positive is dropped silently."""
-    ids = {d.id for d in corpus.train}
-    for spec in specs:
-        for pos in spec.positives:
-            if pos in ids:
-                continue
-            if not is_positive_text(pos):
-                raise ConfigError(str(unknown_positive(spec.profile, pos, "a training document id")))
-            if full_training:
-                raise ConfigError(f"profile {spec.profile!r}: text positives are not supported with "
-                                  "full training (list training document ids)")
+def split_positives(spec: ProfileSpec, ids: Mapping[str, int], *, full_training: bool = False
+                    ) -> tuple[list[int], list[str]]:
+    """A spec's ``positives``: the rows of those that are training document ids, and the
+    texts (:func:`~sift.topics.records.is_positive_text`), in the spec's order. Raises
+    :class:`~sift.errors.ConfigError` for any other entry and for text positives under
+    full training (whose labels are the training file's): no listed positive is dropped
+    silently."""
+    rows: list[int] = []
+    texts: list[str] = []
+    for pos in spec.positives:
+        if pos in ids:
+            rows.append(ids[pos])
+        elif not is_positive_text(pos):
+            raise ConfigError(str(unknown_positive(spec.profile, pos, "a training document id")))
+        elif full_training:
+            raise ConfigError(f"profile {spec.profile!r}: text positives are not supported with "
+                              "full training (list training document ids)")
+        else:
+            texts.append(pos)
+    return rows, texts
 
 
 @dataclass
@@ -249,8 +254,7 @@ def build_bank(
         name = spec.profile
         X_fit = X_train
         if spec.positives:
-            pos = [ids[p] for p in spec.positives if p in ids]
-            texts = [p for p in spec.positives if p not in ids and is_positive_text(p)]
+            pos, texts = split_positives(spec, ids, full_training=cfg.full_training)
             if texts:  # text positives: rows of their own after the training documents
                 Xt = vec.transform(texts)
                 if feature_mask is not None:
@@ -542,7 +546,6 @@ def replay(
     """Run the whole job: vectorize, train the profiles, stream, evaluate."""
     t0 = time.perf_counter()
     specs = list(specs) if specs is not None else default_specs(corpus)
-    check_positives(corpus, specs, full_training=cfg.full_training)
     use_fusion = cfg.vectorizer_class == "fusion" or (cfg.vectorizer_class == "auto" and cfg.model == "fusion")
     if use_fusion:
         from sift.filters.representations import FusionVectorizer

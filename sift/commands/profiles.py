@@ -165,42 +165,50 @@ def _record_answer(value: bytes | None, want: dict[str, Any], delete: bool) -> s
     if delete:
         return None
     try:
-        rec = orjson.loads(value if value[:1] == b"{" else zlib.decompress(value))
-        if rec.get("spec") != want:
-            return None  # the record of an earlier spec, rewritten meanwhile
-        st = rec["state"]
-        thr = math.inf if st["threshold"] is None else st["threshold"]
-        return (f"created ({st['params']['model']}, threshold {thr:.4f}, "
-                f"version {st['model_version']})")
-    except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        rec = _record(value)
+    except _UNREADABLE:
         return None
+    if rec["spec"] != want:
+        return None  # the record of an earlier spec, rewritten meanwhile
+    return f"created ({rec['model']}, threshold {rec['threshold']:.4f}, version {rec['model_version']})"
+
+
+#: what a table value that is not a profile record raises in :func:`_record`
+_UNREADABLE = (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, AttributeError)
+
+
+def _record(data: bytes) -> dict[str, Any]:
+    """The summary of a profile table value (plain or zlib-compressed orjson): its spec,
+    model, update policy, measure, threshold (``inf`` for none), model version and the
+    number of judgments learned. Raises one of :data:`_UNREADABLE` for anything else."""
+    rec = orjson.loads(data if data[:1] == b"{" else zlib.decompress(data))
+    st = rec["state"]
+    thr = st["threshold"]
+    return {"spec": rec.get("spec"), "model": st["params"]["model"],
+            "update": st["params"]["update"], "measure": st["params"]["measure"],
+            "threshold": math.inf if thr is None else thr,
+            "model_version": st["model_version"], "judged": st["n_judged"]}
 
 
 def list_profiles(settings: Settings) -> list[dict[str, Any]]:
     """Summaries of the profiles in the table's changelog (last value per name)."""
-    from sift.agents.app import TABLE
     from sift.agents.harness import read_all
     from sift.agents.service import shard_of
 
-    topic = f"{settings.app_id}-{TABLE}-changelog"
     latest: dict[str, bytes | None] = {}
-    for key, value, _, _ in read_all(settings, topic, idle=1.0):
+    for key, value, _, _ in read_all(settings, changelog_topic(settings), idle=1.0):
         latest[(key or b"").decode()] = value
-    out = []
+    out: list[dict[str, Any]] = []
     for name, data in sorted(latest.items()):
         if not data:
             continue
         try:
-            rec = orjson.loads(data if data[:1] == b"{" else zlib.decompress(data))
-            st = rec["state"]
-            thr = st["threshold"]
-            out.append({"profile": name, "model": st["params"]["model"],
-                         "update": st["params"]["update"], "measure": st["params"]["measure"],
-                         "threshold": math.inf if thr is None else thr,
-                         "model_version": st["model_version"], "judged": st["n_judged"],
-                         "shard": shard_of(name, settings.partitions)})
-        except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError):
+            rec = _record(data)
+        except _UNREADABLE:
             out.append({"profile": name, "error": "unreadable state"})
+            continue
+        del rec["spec"]
+        out.append({"profile": name, **rec, "shard": shard_of(name, settings.partitions)})
     return out
 
 
