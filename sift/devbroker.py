@@ -313,15 +313,16 @@ class DevBroker:
 
     @classmethod
     def throwaway(cls, prefix: str = "sift-bench-kafka-", *, heap: str = "1g",
-                  timeout: float = 180.0) -> DevBroker:
+                  timeout: float = 180.0, extra_config: dict[str, str] | None = None) -> DevBroker:
         """A broker for one benchmark run, started: free ports, a fresh data directory
         (``prefix`` in the temporary folder; the caller removes ``broker.data`` after
-        :meth:`stop`), ended with this process if it dies."""
+        :meth:`stop`), ended with this process if it dies; ``extra_config`` overrides
+        properties."""
         import tempfile
 
         broker = cls(port=free_port(), controller_port=free_port(),
                      data_dir=Path(tempfile.mkdtemp(prefix=prefix)), die_with_parent=True,
-                     heap=heap)
+                     heap=heap, extra_config=dict(extra_config or {}))
         print(f"starting a broker on {broker.bootstrap}", flush=True)
         return broker.start(timeout=timeout)
 
