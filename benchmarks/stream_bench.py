@@ -255,6 +255,7 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
 
     docs = corpus.documents(int(rate * seconds))
     sent_at: dict[str, float] = {}
+    acked_at: dict[str, float] = {}  # the broker's acknowledgement of the document's message
     first_decision: dict[str, float] = {}
     base = total(workers, "documents")
 
@@ -287,9 +288,11 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
             part = docs[i:i + per_message]
             value = orjson.dumps(part[0] if per_message == 1 else {"documents": part})
             now = time.time()
-            for d in part:
-                sent_at[str(d["id"])] = now
-            await prod.send(settings.topic("documents"), value, key=str(part[0]["id"]).encode())
+            ids = [str(d["id"]) for d in part]
+            for d in ids:
+                sent_at[d] = now
+            fut = await prod.send(settings.topic("documents"), value, key=ids[0].encode())
+            fut.add_done_callback(lambda _f, ids=ids: acked_at.update(dict.fromkeys(ids, time.time())))
         await prod.flush()
         offered = len(docs) / (time.time() - start)
         deadline = time.monotonic() + 120
@@ -308,11 +311,18 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
     lat = sorted(ms for _, ms in pairs)
     if not lat:
         return {"offered_per_s": round(offered), "documents_with_decisions": 0}
-    # the slowest decision of the documents sent in each half second: a stall shows where
+    # the slowest decision of the documents sent in each half second: a stall shows where;
+    # and the slowest acknowledgement of their messages by the broker (the benchmark's
+    # producer and the broker's produce handling: a stall there is not the worker's)
     halves: dict[int, float] = {}
+    acks: dict[int, float] = {}
     for at, ms in pairs:
         k = int((at - pairs[0][0]) / 0.5)
         halves[k] = max(halves.get(k, 0.0), ms)
+    for d, at in sent_at.items():
+        if d in acked_at and pairs:
+            k = int((at - pairs[0][0]) / 0.5)
+            acks[k] = max(acks.get(k, 0.0), 1000 * (acked_at[d] - at))
 
     def q(p: float) -> float:
         return round(lat[min(int(p * len(lat)), len(lat) - 1)], 1)
@@ -322,6 +332,7 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
             "documents_with_decisions": len(lat), "p50_ms": q(0.5), "p90_ms": q(0.9),
             "p99_ms": q(0.99), "max_ms": round(lat[-1], 1),
             "max_ms_per_half_second": [round(halves.get(k, 0.0)) for k in range(max(halves) + 1)],
+            "max_ack_ms_per_half_second": [round(acks.get(k, 0.0)) for k in range(max(halves) + 1)],
             "load": load()}
 
 

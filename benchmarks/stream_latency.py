@@ -198,6 +198,9 @@ def one_run(broker: str, corpus: Corpus, args: argparse.Namespace) -> list[dict[
                  else latency(settings, corpus, workers, args.rate, args.seconds, 1))
             print(f"phase {i}: p50 {r.get('p50_ms')} p99 {r.get('p99_ms')} max {r.get('max_ms')} "
                   f"ms; slowest per half second {r.get('max_ms_per_half_second')}", flush=True)
+            if not args.split:
+                print(f"  broker's acknowledgement {r.get('max_ack_ms_per_half_second')}",
+                      flush=True)
             if args.split:
                 print(f"  send -> append {r.get('max_send_to_append_ms_per_half_second')}\n"
                       f"  append -> decision {r.get('max_append_to_decision_ms_per_half_second')}",
