@@ -603,9 +603,18 @@ def judgments(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], 
            "profile": f"p{rng.randrange(n_profiles):04d}", "relevant": rng.random() < 0.3}
           for _ in range(n)]
     base = total(workers, "judgments")
+    batches = total(workers, "judgment_batches")
+    per_profile = total(workers, "judgment_profile_batches")
     send_all(settings, settings.topic("judgments"),
              [(str(j["profile"]).encode(), orjson.dumps(j)) for j in js])
     out = measure(workers, "judgments", base, base + n, timeout=600)
+    # how far the batches amortised: judgments per consumed batch, and per profile in
+    # a batch (each profile's share of a batch is one re-threshold and one state write)
+    done = total(workers, "judgments") - base
+    batches = total(workers, "judgment_batches") - batches
+    per_profile = total(workers, "judgment_profile_batches") - per_profile
+    out["judgments_per_batch"] = round(done / batches, 1) if batches else None
+    out["judgments_per_profile_batch"] = round(done / per_profile, 2) if per_profile else None
     out["load"] = load()
     return out
 

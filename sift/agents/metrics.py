@@ -39,6 +39,11 @@ COUNTERS = (
     ("judgments", "sift_worker_judgments_total", "Judgments applied to a profile."),
     ("judgments_duplicate", "sift_worker_judgments_duplicate_total",
      "Judgments delivered again and skipped (idempotent by id, or by document and profile)."),
+    ("judgment_batches", "sift_worker_judgment_batches_total",
+     "Consumed batches of judgments that applied at least one."),
+    ("judgment_profile_batches", "sift_worker_judgment_profile_batches_total",
+     "Profiles' shares of those batches: one re-threshold and one state write each "
+     "(judgments / this = how many share one)."),
     ("profiles_created", "sift_worker_profiles_created_total", "Profiles created or replaced."),
     ("profiles_deleted", "sift_worker_profiles_deleted_total", "Profiles deleted."),
     ("redelivered_skipped", "sift_worker_redelivered_skipped_total",

@@ -1445,7 +1445,10 @@ class Service:
                 entry.remember(j.key)
             self._save_batch(name, entry, table, X, relevant, [j.key for j, _ in items])
             self.stats["judgments"] += len(items)
+            self.stats["judgment_profile_batches"] += 1  # one re-threshold and write each
             out.changed.append(name)
+        if batches:
+            self.stats["judgment_batches"] += 1
         return out
 
     def counters(self) -> dict[str, Any]:

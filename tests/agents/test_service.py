@@ -265,6 +265,12 @@ def test_judgments_are_idempotent_and_late_ones_work(service: Service) -> None:
         judgment_msg(service, doc_id="n1", profile="wheat", relevant=False),
         judgment_msg(service, doc_id="n1", profile="wheat", relevant=False)], table)
     assert service.stats["judgments_duplicate"] == 2 and again.changed == ["wheat"]
+    # each batch that applied something counts once, each profile's share of it once
+    assert (service.stats["judgments"], service.stats["judgment_batches"],
+            service.stats["judgment_profile_batches"]) == (2, 2, 2)
+    only_seen = service.apply_judgments([judgment_msg(service, id="j1", doc_id="n0",
+                                                      profile="wheat", relevant=True)], table)
+    assert not only_seen.changed and service.stats["judgment_batches"] == 2
     entry = decode_profile_record(table["wheat"], service.weights)
     assert entry.profile.n_judged_ == 2 and table["wheat"] is not raw
     # a late judgment (many documents later) still finds its vector
