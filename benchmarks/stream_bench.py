@@ -240,13 +240,19 @@ def measure(workers: list[WorkerProcess], key: str, base: int, target: int,
 
 
 def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], rate: float,
-            seconds: float, per_message: int = 1) -> dict[str, Any]:
+            seconds: float, per_message: int = 1, split: bool = False) -> dict[str, Any]:
     """Offer ``rate`` documents per second (``per_message`` a message); decision latency.
 
     Latency of a document = Kafka timestamp of its first decision minus the time its
     message was handed to the producer (aiokafka: kafka-python's pure-Python CRC32C
-    would make the benchmark's own client the bottleneck).
+    would make the benchmark's own client the bottleneck). ``split`` (one document a
+    message, the documents topic on LogAppendTime: ``stream_latency.py --split``) also
+    reads the documents back and splits each latency at the broker's append: send ->
+    append (the benchmark's producer and the broker's produce handling) and append ->
+    decision (the broker's fetch and the worker), the slowest of each per half second.
     """
+    if split and per_message != 1:
+        raise ValueError("latency: split needs one document a message")
     import asyncio
 
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -257,10 +263,13 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
     sent_at: dict[str, float] = {}
     acked_at: dict[str, float] = {}  # the broker's acknowledgement of the document's message
     first_decision: dict[str, float] = {}
+    appended: dict[str, float] = {}  # with split: the broker's append time of each document
     base = total(workers, "documents")
+    doc_topic = settings.topic("documents")
 
     async def go() -> float:
-        cons = AIOKafkaConsumer(settings.topic("decisions"), bootstrap_servers=bootstrap(settings),
+        topics = [settings.topic("decisions")] + ([doc_topic] if split else [])
+        cons = AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap(settings),
                                 auto_offset_reset="latest", enable_auto_commit=False,
                                 group_id=None)
         prod = AIOKafkaProducer(bootstrap_servers=bootstrap(settings), acks=1, linger_ms=0)
@@ -272,10 +281,13 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
         async def collect() -> None:
             while not stop.is_set():
                 batches = await cons.getmany(timeout_ms=100)
-                for records in batches.values():
+                for tp, records in batches.items():
                     for r in records:
-                        doc = orjson.loads(r.value)["doc_id"]
                         ts = r.timestamp / 1000.0
+                        if tp.topic == doc_topic:
+                            appended[r.key.decode()] = ts
+                            continue
+                        doc = orjson.loads(r.value)["doc_id"]
                         if doc not in first_decision or ts < first_decision[doc]:
                             first_decision[doc] = ts
 
@@ -327,7 +339,20 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
     def q(p: float) -> float:
         return round(lat[min(int(p * len(lat)), len(lat) - 1)], 1)
 
-    return {"offered_per_s": round(offered), "documents": len(docs),
+    parts: dict[str, list[int]] = {}
+    if split:
+        to_append: dict[int, float] = {}
+        to_decision: dict[int, float] = {}
+        for d, t in first_decision.items():
+            if d in sent_at and d in appended:
+                k = int((sent_at[d] - pairs[0][0]) / 0.5)
+                to_append[k] = max(to_append.get(k, 0.0), 1000 * (appended[d] - sent_at[d]))
+                to_decision[k] = max(to_decision.get(k, 0.0), 1000 * (t - appended[d]))
+        parts = {"max_send_to_append_ms_per_half_second":
+                 [round(to_append.get(k, 0.0)) for k in range(max(halves) + 1)],
+                 "max_append_to_decision_ms_per_half_second":
+                 [round(to_decision.get(k, 0.0)) for k in range(max(halves) + 1)]}
+    return {**parts, "offered_per_s": round(offered), "documents": len(docs),
             "documents_per_message": per_message,
             "documents_with_decisions": len(lat), "p50_ms": q(0.5), "p90_ms": q(0.9),
             "p99_ms": q(0.99), "max_ms": round(lat[-1], 1),

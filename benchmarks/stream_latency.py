@@ -39,13 +39,11 @@ import orjson  # noqa: E402
 
 from benchmarks.stream_bench import (  # noqa: E402
     Corpus,
-    WorkerProcess,
     add_profiles,
     fresh_run,
     latency,
     load,
     start_workers,
-    total,
     warm_up,
 )
 from sift.commands._common import write_json  # noqa: E402
@@ -94,92 +92,6 @@ def prefill(settings: Settings, corpus: Corpus, kib: int) -> None:
         prod.close()
 
 
-def split_latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess],
-                  rate: float, seconds: float) -> dict[str, Any]:
-    """The latency phase of ``stream_bench.latency`` (one document a message), with each
-    document's time split at the broker's append (the documents topic on LogAppendTime):
-    per half second, the slowest decision, the slowest send -> append (the benchmark's
-    producer and the broker's produce handling) and the slowest append -> decision (the
-    broker's fetch, the worker, up to the decision's send)."""
-    import asyncio
-
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-    docs = corpus.documents(int(rate * seconds))
-    sent: dict[str, float] = {}
-    appended: dict[str, float] = {}
-    decided: dict[str, float] = {}
-    base = total(workers, "documents")
-    doc_topic = settings.topic("documents")
-
-    async def go() -> None:
-        cons = AIOKafkaConsumer(settings.topic("decisions"), doc_topic,
-                                bootstrap_servers=bootstrap(settings), auto_offset_reset="latest",
-                                enable_auto_commit=False, group_id=None)
-        prod = AIOKafkaProducer(bootstrap_servers=bootstrap(settings), acks=1, linger_ms=0)
-        await cons.start()
-        await prod.start()
-        await cons.seek_to_end()
-        stop = asyncio.Event()
-
-        async def collect() -> None:
-            while not stop.is_set():
-                for tp, records in (await cons.getmany(timeout_ms=100)).items():
-                    for r in records:
-                        ts = r.timestamp / 1000.0
-                        if tp.topic == doc_topic:
-                            appended[r.key.decode()] = ts
-                            continue
-                        doc = orjson.loads(r.value)["doc_id"]
-                        if doc not in decided or ts < decided[doc]:
-                            decided[doc] = ts
-
-        task = asyncio.create_task(collect())
-        start = time.time()
-        for i, d in enumerate(docs):
-            delay = start + i / rate - time.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            sent[str(d["id"])] = time.time()
-            await prod.send(doc_topic, orjson.dumps(d), key=str(d["id"]).encode())
-        await prod.flush()
-        deadline = time.monotonic() + 120
-        while total(workers, "documents") < base + len(docs) and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-        await asyncio.sleep(2.0)
-        stop.set()
-        await task
-        await prod.stop()
-        await cons.stop()
-
-    asyncio.run(go())
-    t0 = min(sent.values())
-    halves: dict[int, list[float]] = {}
-    lat = []
-    for doc, at in sent.items():
-        if doc not in decided or doc not in appended:
-            continue
-        k = int((at - t0) / 0.5)
-        a, b = 1000 * (appended[doc] - at), 1000 * (decided[doc] - appended[doc])
-        lat.append(a + b)
-        h = halves.setdefault(k, [0.0, 0.0, 0.0])
-        h[0], h[1], h[2] = max(h[0], a + b), max(h[1], a), max(h[2], b)
-    lat.sort()
-    if not lat:
-        return {"documents": len(docs), "documents_with_decisions": 0}
-    keys = range(max(halves) + 1)
-    return {"documents": len(docs), "documents_with_decisions": len(lat),
-            "p50_ms": round(lat[len(lat) // 2], 1),
-            "p99_ms": round(lat[min(int(0.99 * len(lat)), len(lat) - 1)], 1),
-            "max_ms": round(lat[-1], 1),
-            "max_ms_per_half_second": [round(halves.get(k, [0, 0, 0])[0]) for k in keys],
-            "max_send_to_append_ms_per_half_second": [round(halves.get(k, [0, 0, 0])[1])
-                                                      for k in keys],
-            "max_append_to_decision_ms_per_half_second": [round(halves.get(k, [0, 0, 0])[2])
-                                                          for k in keys],
-            "load": load()}
-
-
 def one_run(broker: str, corpus: Corpus, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Fresh topics and a fresh worker; ``args.repeats`` latency phases on it."""
     settings, run_dir = fresh_run(Settings.from_env(broker=broker), corpus, PARTITIONS, "lat")
@@ -194,13 +106,10 @@ def one_run(broker: str, corpus: Corpus, args: argparse.Namespace) -> list[dict[
         warm_up(settings, corpus, workers, args.profiles)
         time.sleep(args.idle)
         for i in range(args.repeats):
-            r = (split_latency(settings, corpus, workers, args.rate, args.seconds) if args.split
-                 else latency(settings, corpus, workers, args.rate, args.seconds, 1))
+            r = latency(settings, corpus, workers, args.rate, args.seconds, 1, split=args.split)
             print(f"phase {i}: p50 {r.get('p50_ms')} p99 {r.get('p99_ms')} max {r.get('max_ms')} "
                   f"ms; slowest per half second {r.get('max_ms_per_half_second')}", flush=True)
-            if not args.split:
-                print(f"  broker's acknowledgement {r.get('max_ack_ms_per_half_second')}",
-                      flush=True)
+            print(f"  broker's acknowledgement {r.get('max_ack_ms_per_half_second')}", flush=True)
             if args.split:
                 print(f"  send -> append {r.get('max_send_to_append_ms_per_half_second')}\n"
                       f"  append -> decision {r.get('max_append_to_decision_ms_per_half_second')}",
@@ -255,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         broker = args.broker or f"kafka://{own.bootstrap}"  # type: ignore[union-attr]
         if own is not None:
-            result["broker_properties"] = {k: own.properties()[k] for k in sorted(
+            props = own.properties()
+            result["broker_properties"] = {k: props.get(k, "broker default") for k in sorted(
                 {"log.index.size.max.bytes", *extra})}
             result["broker_heap"] = args.broker_heap
         for n in range(args.runs):
