@@ -45,6 +45,7 @@ import tempfile
 import time
 import uuid
 import weakref
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -323,42 +324,40 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
     lat = sorted(ms for _, ms in pairs)
     if not lat:
         return {"offered_per_s": round(offered), "documents_with_decisions": 0}
-    # the slowest decision of the documents sent in each half second: a stall shows where;
-    # and the slowest acknowledgement of their messages by the broker (the benchmark's
-    # producer and the broker's produce handling: a stall there is not the worker's)
-    halves: dict[int, float] = {}
-    acks: dict[int, float] = {}
-    for at, ms in pairs:
-        k = int((at - pairs[0][0]) / 0.5)
-        halves[k] = max(halves.get(k, 0.0), ms)
-    for d, at in sent_at.items():
-        if d in acked_at and pairs:
-            k = int((at - pairs[0][0]) / 0.5)
-            acks[k] = max(acks.get(k, 0.0), 1000 * (acked_at[d] - at))
+    t0 = pairs[0][0]
+    n_halves = int((pairs[-1][0] - t0) / 0.5) + 1
+
+    def slowest(items: Iterable[tuple[float, float]]) -> list[int]:
+        """The largest ms of the documents sent in each half second, from (sent, ms)."""
+        out = [0.0] * n_halves
+        for at, ms in items:
+            k = int((at - t0) / 0.5)
+            if k < n_halves:
+                out[k] = max(out[k], ms)
+        return [round(ms) for ms in out]
 
     def q(p: float) -> float:
         return round(lat[min(int(p * len(lat)), len(lat) - 1)], 1)
 
-    parts: dict[str, list[int]] = {}
+    # the slowest decision of the documents sent in each half second: a stall shows where;
+    # and the slowest acknowledgement of their messages by the broker (the benchmark's
+    # producer and the broker's produce handling: a stall there is not the worker's)
+    out = {"offered_per_s": round(offered), "documents": len(docs),
+           "documents_per_message": per_message,
+           "documents_with_decisions": len(lat), "p50_ms": q(0.5), "p90_ms": q(0.9),
+           "p99_ms": q(0.99), "max_ms": round(lat[-1], 1),
+           "max_ms_per_half_second": slowest(pairs),
+           "max_ack_ms_per_half_second": slowest(
+               (at, 1000 * (acked_at[d] - at)) for d, at in sent_at.items() if d in acked_at)}
     if split:
-        to_append: dict[int, float] = {}
-        to_decision: dict[int, float] = {}
-        for d, t in first_decision.items():
-            if d in sent_at and d in appended:
-                k = int((sent_at[d] - pairs[0][0]) / 0.5)
-                to_append[k] = max(to_append.get(k, 0.0), 1000 * (appended[d] - sent_at[d]))
-                to_decision[k] = max(to_decision.get(k, 0.0), 1000 * (t - appended[d]))
-        parts = {"max_send_to_append_ms_per_half_second":
-                 [round(to_append.get(k, 0.0)) for k in range(max(halves) + 1)],
-                 "max_append_to_decision_ms_per_half_second":
-                 [round(to_decision.get(k, 0.0)) for k in range(max(halves) + 1)]}
-    return {**parts, "offered_per_s": round(offered), "documents": len(docs),
-            "documents_per_message": per_message,
-            "documents_with_decisions": len(lat), "p50_ms": q(0.5), "p90_ms": q(0.9),
-            "p99_ms": q(0.99), "max_ms": round(lat[-1], 1),
-            "max_ms_per_half_second": [round(halves.get(k, 0.0)) for k in range(max(halves) + 1)],
-            "max_ack_ms_per_half_second": [round(acks.get(k, 0.0)) for k in range(max(halves) + 1)],
-            "load": load()}
+        both = [(sent_at[d], appended[d], t) for d, t in first_decision.items()
+                if d in sent_at and d in appended]
+        out["max_send_to_append_ms_per_half_second"] = slowest(
+            (s, 1000 * (a - s)) for s, a, _ in both)
+        out["max_append_to_decision_ms_per_half_second"] = slowest(
+            (s, 1000 * (t - a)) for s, a, t in both)
+    out["load"] = load()
+    return out
 
 
 def warm_up(settings: Settings, corpus: Corpus, workers: list[WorkerProcess],

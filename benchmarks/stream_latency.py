@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="kafka://host:port (default: start a broker of its own)")
     ap.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                     help="a property of the broker started here (repeatable)")
-    ap.add_argument("--broker-heap", default="1g",
+    ap.add_argument("--broker-heap", default=None,
                     help="JVM -Xmx of the broker started here (default 1g, as stream_bench.py's; "
                          "`python -m sift.devbroker start` gives 512m)")
     ap.add_argument("--profiles", type=int, default=100)
@@ -151,23 +151,24 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not key:
             ap.error(f"--broker-config takes KEY=VALUE, got {item!r}")
         extra[key] = value
-    if (extra or args.broker_heap != "1g") and args.broker:
+    if (extra or args.broker_heap) and args.broker:
         ap.error("--broker-config and --broker-heap apply to the broker started here: "
                  "leave out --broker")
+    heap = args.broker_heap or "1g"
     corpus = Corpus()
     result: dict[str, Any] = {
         "benchmark": "stream_latency", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": "python benchmarks/stream_latency.py " + " ".join(sys.argv[1:]),
         "load_at_start": load(), "profiles": args.profiles, "runs": []}
     own = None if args.broker else DevBroker.throwaway(prefix="sift-latency-kafka-",
-                                                        heap=args.broker_heap, extra_config=extra)
+                                                        heap=heap, extra_config=extra)
     try:
         broker = args.broker or f"kafka://{own.bootstrap}"  # type: ignore[union-attr]
         if own is not None:
             props = own.properties()
             result["broker_properties"] = {k: props.get(k, "broker default") for k in sorted(
                 {"log.index.size.max.bytes", *extra})}
-            result["broker_heap"] = args.broker_heap
+            result["broker_heap"] = heap
         for n in range(args.runs):
             print(f"run {n}", flush=True)
             result["runs"].append({"phases": one_run(broker, corpus, args)})

@@ -268,11 +268,19 @@ def test_judgments_are_idempotent_and_late_ones_work(service: Service) -> None:
     # each batch that applied something counts once, each profile's share of it once
     assert (service.stats["judgments"], service.stats["judgment_batches"],
             service.stats["judgment_profile_batches"]) == (2, 2, 2)
+    service.apply_specs([spec_msg(service, profile="oil", query="oil")], table)
+    two = service.apply_judgments([
+        judgment_msg(service, id="j2", doc_id="n2", profile="wheat", relevant=True),
+        judgment_msg(service, id="j3", doc_id="n3", profile="wheat", relevant=False),
+        judgment_msg(service, id="j4", doc_id="n2", profile="oil", relevant=False)], table)
+    assert sorted(two.changed) == ["oil", "wheat"]
+    assert (service.stats["judgments"], service.stats["judgment_batches"],
+            service.stats["judgment_profile_batches"]) == (5, 3, 4)
     only_seen = service.apply_judgments([judgment_msg(service, id="j1", doc_id="n0",
                                                       profile="wheat", relevant=True)], table)
-    assert not only_seen.changed and service.stats["judgment_batches"] == 2
+    assert not only_seen.changed and service.stats["judgment_batches"] == 3
     entry = decode_profile_record(table["wheat"], service.weights)
-    assert entry.profile.n_judged_ == 2 and table["wheat"] is not raw
+    assert entry.profile.n_judged_ == 4 and table["wheat"] is not raw
     # a late judgment (many documents later) still finds its vector
     score_all(service, table, [{"id": f"m{i}", "text": f"oil {i}"} for i in range(30)])
     late = service.apply_judgments([judgment_msg(service, id="j9", doc_id="n4", profile="wheat",
