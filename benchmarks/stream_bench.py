@@ -673,7 +673,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "documents": "Reuters-21578 test texts, ~760 characters, cycled",
         "partitions": args.partitions, "runs": {},
         # the workers' settings that change what is measured (SIFT_* in this environment)
-        "settings": {"journal": base.journal, "score_here": base.score_here},
+        "settings": {"journal": base.journal, "score_here": base.score_here,
+                     "judgment_batch_size": base.judgment_batch_size,
+                     "judgment_batch_timeout": base.judgment_batch_timeout},
     }
     for n_prof in [] if args.only_two_workers else args.profiles:
         settings, run_dir = fresh_run(base, corpus, args.partitions)

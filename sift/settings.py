@@ -43,9 +43,15 @@ class Settings:
     batch_bytes: int = 2_000_000
     #: Judgments are taken in larger, longer batches: the judgments of one profile in one
     #: batch share one re-threshold and one state write, and a human's feedback taking
-    #: effect a quarter second later changes nothing.
-    judgment_batch_size: int = 4096
-    judgment_batch_timeout: float = 0.25
+    #: effect half a second later changes nothing. A batch of judgments costs about one
+    #: re-threshold per profile it touches, whatever their number, so under a backlog
+    #: the batch should hold as many as Faust can hand over: Faust's take fills for
+    #: ``judgment_batch_timeout`` seconds. At 1,000 profiles, 0.25 s and 4,096 gave
+    #: batches of 3,333 (four judgments a profile's share) and about 2,000 judgments/s;
+    #: 0.5 s and 16,384 batches of 6,667 and 3,349/s (docs/streaming.md, thirty-second
+    #: session).
+    judgment_batch_size: int = 16384
+    judgment_batch_timeout: float = 0.5
     #: Seconds between two writes of the worker's counters to ``<data_dir>/stats.json``
     #: (what ``sift demo``, the tests and the benchmarks watch; ``sift demo`` sets 0.05
     #: for its own worker, whose closed loop waits on them after every chunk).

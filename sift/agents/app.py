@@ -733,7 +733,9 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         # the broker's 1 MiB max.message.bytes.
         producer_max_batch_size=PRODUCER_BATCH_BYTES,
         consumer_max_fetch_size=MAX_STATE_BYTES,
-        stream_buffer_maxsize=max(4 * settings.batch_size, settings.judgment_batch_size, 4096),
+        # per stream, so also the documents' (shard payloads of up to 400 KB each): not
+        # raised with the judgments' take, which drains the buffer as it fills
+        stream_buffer_maxsize=max(4 * settings.batch_size, 4096),
         # Faust's default (None) hands its drain loop every record aiokafka has buffered
         # (up to 16 MiB a partition) at once, and the loop blocks on a full stream buffer
         # for the rest of that batch. With at most maxsize / 5 records per poll, a buffer

@@ -106,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
         settings = replace(base, broker=url, topic_prefix=f"demo{run_id}.",
                            app_id=f"sift-demo-{run_id}", idf_corpus=str(args.train),
                            stats_interval=min(base.stats_interval, POLL * 2.5),
+                           # the closed loop waits for each chunk's judgments: a shorter
+                           # take than a worker under a backlog wants
+                           judgment_batch_timeout=min(base.judgment_batch_timeout, 0.25),
                            data_dir=str(Path(tempfile.mkdtemp(prefix="sift-demo-")) / "worker"))
         try:
             result = stream(settings, corpus, args.chunk)
