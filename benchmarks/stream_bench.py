@@ -45,7 +45,7 @@ import tempfile
 import time
 import uuid
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -241,7 +241,9 @@ def measure(workers: list[WorkerProcess], key: str, base: int, target: int,
 
 
 def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], rate: float,
-            seconds: float, per_message: int = 1, split: bool = False) -> dict[str, Any]:
+            seconds: float, per_message: int = 1, split: bool = False,
+            burst: int = 0, burst_at: float = 2.0, profiles: Sequence[str] = (),
+            burst_relevant: float = 0.0) -> dict[str, Any]:
     """Offer ``rate`` documents per second (``per_message`` a message); decision latency.
 
     Latency of a document = Kafka timestamp of its first decision minus the time its
@@ -251,9 +253,18 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
     reads the documents back and splits each latency at the broker's append: send ->
     append (the benchmark's producer and the broker's produce handling) and append ->
     decision (the broker's fetch and the worker), the slowest of each per half second.
+    ``burst`` judgments (random ``profiles``, of documents of the phase sent at least a
+    second before, a share ``burst_relevant`` of them relevant) are sent at once
+    ``burst_at`` seconds into the phase: what a burst of feedback does to the documents'
+    latency (``stream_latency.py --burst``). With the default of none relevant the
+    thresholds rise and the profiles deliver less; random relevant judgments lower them,
+    and the deliveries that follow (about 220 a document at 1,000 profiles after 3,000
+    judgments, 30 % relevant) are a load of their own.
     """
     if split and per_message != 1:
         raise ValueError("latency: split needs one document a message")
+    if burst and (not profiles or burst_at < 1.0 or burst_at >= seconds):
+        raise ValueError("latency: a burst needs profiles and 1 <= burst_at < seconds")
     import asyncio
 
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -266,7 +277,13 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
     first_decision: dict[str, float] = {}
     appended: dict[str, float] = {}  # with split: the broker's append time of each document
     base = total(workers, "documents")
+    judged_base = total(workers, "judgments")
+    counts = ("judgment_batches", "judgment_profile_batches", "document_batches",
+              "document_batch_complete_us", "document_batch_route_us", "document_batch_publish_us",
+              "document_batch_wait_us", "document_batch_work_us")
+    counts_base = {k: total(workers, k) for k in counts}
     doc_topic = settings.topic("documents")
+    burst_info: dict[str, Any] = {}
 
     async def go() -> float:
         topics = [settings.topic("decisions")] + ([doc_topic] if split else [])
@@ -292,12 +309,52 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
                         if doc not in first_decision or ts < first_decision[doc]:
                             first_decision[doc] = ts
 
+        async def send_burst(i: int) -> None:
+            rng = random.Random(7)
+            older = [str(d["id"]) for d in docs[: max(i - int(rate), 1)]]
+            t = time.time()
+            futs = []
+            for k in range(burst):
+                p = rng.choice(profiles)
+                j = {"id": f"burst-{t}-{k}", "doc_id": rng.choice(older), "profile": p,
+                     "relevant": rng.random() < burst_relevant}
+                futs.append(await prod.send(settings.topic("judgments"), orjson.dumps(j),
+                                            key=p.encode()))
+            await asyncio.gather(*futs)
+            burst_info.update({"judgments": burst, "relevant_share": burst_relevant,
+                               "at_s": round(t - start, 3),
+                               "sent_in_s": round(time.time() - t, 3)})
+            until = time.monotonic() + 120
+            while total(workers, "judgments") < judged_base + burst and time.monotonic() < until:
+                await asyncio.sleep(0.1)  # the stats files: every SIFT_STATS_INTERVAL
+            burst_info["applied_after_s"] = round(time.time() - t, 2)
+            burst_info["applied"] = total(workers, "judgments") - judged_base
+
+        async def timeline() -> None:
+            """The workers' counters every half second, until the phase's documents are
+            scored: where the documents' throughput goes around the burst."""
+            rows = burst_info.setdefault("timeline", [])
+            until = time.monotonic() + 120
+            while time.monotonic() < until:
+                st = [w.stats() for w in workers]
+                c = {k: sum(int(x.get("stats", {}).get(k, 0)) for x in st)
+                     for k in ("documents", "judgments", "document_batches", "decisions")}
+                c["consumer_polls"] = sum(int(x.get("consumer_polls", 0)) for x in st)
+                rows.append({"t": round(time.time() - start, 2), **c})
+                if c["documents"] >= base + len(docs):
+                    return
+                await asyncio.sleep(0.5)
+
         task = asyncio.create_task(collect())
         start = time.time()
+        burst_task = None
+        line = asyncio.create_task(timeline()) if burst else None
         for i in range(0, len(docs), per_message):
             delay = start + i / rate - time.time()
             if delay > 0:
                 await asyncio.sleep(delay)
+            if burst and burst_task is None and i >= burst_at * rate:
+                burst_task = asyncio.create_task(send_burst(i))
             part = docs[i:i + per_message]
             value = orjson.dumps(part[0] if per_message == 1 else {"documents": part})
             now = time.time()
@@ -308,9 +365,16 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
             fut.add_done_callback(lambda _f, ids=ids: acked_at.update(dict.fromkeys(ids, time.time())))
         await prod.flush()
         offered = len(docs) / (time.time() - start)
+        if burst_task is not None:
+            await burst_task
+            # where the documents agent's time went, from the burst until the judgments
+            # were applied (the documents sent then are still in flight)
+            burst_info.update({k: total(workers, k) - v for k, v in counts_base.items()})
         deadline = time.monotonic() + 120
         while total(workers, "documents") < base + len(docs) and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
+        if line is not None:
+            await line
         await asyncio.sleep(2.0)
         stop.set()
         await task
@@ -356,6 +420,16 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
             (s, 1000 * (a - s)) for s, a, _ in both)
         out["max_append_to_decision_ms_per_half_second"] = slowest(
             (s, 1000 * (t - a)) for s, a, t in both)
+    if burst:
+        # the documents sent from the burst until its judgments were applied
+        lo = t0 + burst_info["at_s"]
+        during = sorted(ms for at, ms in pairs if lo <= at <= lo + burst_info["applied_after_s"])
+        burst_info["documents_during"] = len(during)
+        if during:
+            burst_info["p99_ms_during"] = round(during[min(int(0.99 * len(during)),
+                                                            len(during) - 1)], 1)
+            burst_info["max_ms_during"] = round(during[-1], 1)
+        out["burst"] = burst_info
     out["load"] = load()
     return out
 

@@ -7,8 +7,10 @@ first phase is the one a fresh worker serves on fresh topics: a stall there (a
 partition's first messages waiting for something) shows in its
 ``max_ms_per_half_second`` and p99, and not in the later ones. ``--runs`` does it all
 again on new topics and a new worker, to count how often phase 0 stalls.
-``--split`` splits each document's latency at the broker's append time (send ->
-append, append -> decision); ``--prefill-kib`` writes into every documents and
+``--burst N`` sends N judgments at once ``--burst-at`` seconds into each phase (what a
+burst of feedback does to the documents' latency). ``--split`` splits each document's
+latency at the broker's append time (send -> append, append -> decision);
+``--prefill-kib`` writes into every documents and
 decisions partition before the worker starts, so that phase 0 is not the partitions'
 first few KiB.
 
@@ -106,7 +108,9 @@ def one_run(broker: str, corpus: Corpus, args: argparse.Namespace) -> list[dict[
         warm_up(settings, corpus, workers, args.profiles)
         time.sleep(args.idle)
         for i in range(args.repeats):
-            r = latency(settings, corpus, workers, args.rate, args.seconds, 1, split=args.split)
+            r = latency(settings, corpus, workers, args.rate, args.seconds, 1, split=args.split,
+                        burst=args.burst, burst_at=args.burst_at, burst_relevant=args.burst_relevant,
+                        profiles=[str(s["profile"]) for s in corpus.specs(args.profiles)])
             print(f"phase {i}: p50 {r.get('p50_ms')} p99 {r.get('p99_ms')} max {r.get('max_ms')} "
                   f"ms; slowest per half second {r.get('max_ms_per_half_second')}", flush=True)
             print(f"  broker's acknowledgement {r.get('max_ack_ms_per_half_second')}", flush=True)
@@ -114,6 +118,8 @@ def one_run(broker: str, corpus: Corpus, args: argparse.Namespace) -> list[dict[
                 print(f"  send -> append {r.get('max_send_to_append_ms_per_half_second')}\n"
                       f"  append -> decision {r.get('max_append_to_decision_ms_per_half_second')}",
                       flush=True)
+            if args.burst:
+                print(f"  burst {r.get('burst')}", flush=True)
             phases.append(r)
     finally:
         for w in workers:
@@ -143,8 +149,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefill-kib", type=int, default=0, metavar="KIB",
                     help="write this many KiB into every documents and decisions partition "
                          "before the worker starts")
+    ap.add_argument("--burst", type=int, default=0, metavar="N",
+                    help="send N judgments at once --burst-at seconds into each phase (random "
+                         "profiles, documents of the phase): the documents' latency meanwhile")
+    ap.add_argument("--burst-at", type=float, default=2.0, metavar="S")
+    ap.add_argument("--burst-relevant", type=float, default=0.0, metavar="SHARE",
+                    help="share of the burst's judgments that are relevant (default none: "
+                         "relevant ones lower the thresholds, and the extra deliveries are a "
+                         "load of their own)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.burst and not 1.0 <= args.burst_at < args.seconds:
+        ap.error(f"--burst-at must be in [1, --seconds), got {args.burst_at}")
+    if not 0.0 <= args.burst_relevant <= 1.0:
+        ap.error(f"--burst-relevant must be in [0, 1], got {args.burst_relevant}")
     extra = {}
     for item in args.broker_config:
         key, sep, value = item.partition("=")
