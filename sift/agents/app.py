@@ -209,6 +209,30 @@ def bound_poll_wait(max_wait_ms: int) -> None:
     Consumer.getmany = getmany  # type: ignore[method-assign]
 
 
+#: Table writes queued for the producer before Faust holds up the input streams (its
+#: ``ProducerBuffer.max_messages`` is 100); see :func:`let_inputs_pass_table_writes`.
+PRODUCER_BUFFER_MESSAGES = 1_000_000
+
+
+def let_inputs_pass_table_writes() -> None:
+    """Keep a batch of table writes from holding up every input stream. Idempotent.
+
+    Faust queues a table write for its producer (``send_soon``) and, while more than
+    ``ProducerBuffer.max_messages`` (100) are queued, makes its delivery of *every*
+    consumed message wait (``Conductor.on_message`` awaits ``wait_until_ebb``), so that a
+    stream writing tables faster than the producer sends cannot grow the queue without
+    bound. A batch of judgments at 1,000 profiles writes a journal record for each of a
+    few thousand profiles at once: the documents, which write no table, then waited
+    until those records had been sent, a hundred at a time. Here the bound is the
+    agents' own: each awaits every write of a batch (``ShardedTable.settle``) before it
+    takes the next, so the queue holds at most a batch's writes per table-writing
+    agent, and the limit is raised out of the way (:data:`PRODUCER_BUFFER_MESSAGES`).
+    """
+    from faust.transport.producer import ProducerBuffer
+
+    ProducerBuffer.max_messages = PRODUCER_BUFFER_MESSAGES
+
+
 def shorten_fetch_wait(max_wait_ms: int) -> None:
     """Make the worker's consumer long-poll for ``max_wait_ms`` (``SIFT_FETCH_MAX_WAIT_MS``)
     instead of Faust's fixed 1.5 s.
@@ -706,6 +730,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     if settings.direct_delivery:
         deliver_messages_directly()
     commit_only_processed_messages()
+    let_inputs_pass_table_writes()
     if service is None:
         if training is None:
             training = TrainingSet.load(settings.idf_corpus or default_corpus(),

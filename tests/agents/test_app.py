@@ -1007,3 +1007,17 @@ def test_a_slow_periodic_call_is_skipped_not_stacked_and_its_error_surfaces_at_t
         assert len(calls) == 3
 
     asyncio.run(run())
+
+
+def test_table_writes_queued_for_the_producer_do_not_hold_up_the_inputs(worker: Any) -> None:
+    """A judgment batch queues a table write per profile; Faust holds up the delivery of
+    every input message while more than 100 are queued (``wait_until_ebb``: it waits for
+    them to be sent). The worker lifts that limit (its agents settle each batch's writes
+    before the next), so documents keep flowing behind a thousand queued writes."""
+    buffer = worker.app.producer.buffer
+    for _ in range(1000):
+        buffer.pending.put_nowait(object())
+    assert buffer.size == 1000
+    # with Faust's limit this would wait to flush (here: raise, the producer is not
+    # running); it returns at once
+    asyncio.run(asyncio.wait_for(buffer.wait_until_ebb(), timeout=5.0))
