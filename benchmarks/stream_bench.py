@@ -277,11 +277,12 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
     first_decision: dict[str, float] = {}
     appended: dict[str, float] = {}  # with split: the broker's append time of each document
     base = total(workers, "documents")
-    judged_base = total(workers, "judgments")
-    counts = ("judgment_batches", "judgment_profile_batches", "document_batches",
+    # with a burst: the workers' counters at the phase's start
+    counts = ("judgments", "judgment_batches", "judgment_profile_batches", "document_batches",
               "document_batch_complete_us", "document_batch_route_us", "document_batch_publish_us",
-              "document_batch_wait_us", "document_batch_work_us")
+              "document_batch_wait_us", "document_batch_work_us") if burst else ()
     counts_base = {k: total(workers, k) for k in counts}
+    judged_base = counts_base.get("judgments", 0)
     doc_topic = settings.topic("documents")
     burst_info: dict[str, Any] = {}
 
@@ -367,9 +368,10 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
         offered = len(docs) / (time.time() - start)
         if burst_task is not None:
             await burst_task
-            # where the documents agent's time went, from the burst until the judgments
-            # were applied (the documents sent then are still in flight)
-            burst_info.update({k: total(workers, k) - v for k, v in counts_base.items()})
+            # where the documents agent's time went, from the phase's start until the
+            # judgments were applied (the documents sent then are still in flight)
+            burst_info.update({k: total(workers, k) - v for k, v in counts_base.items()
+                               if k != "judgments"})
         deadline = time.monotonic() + 120
         while total(workers, "documents") < base + len(docs) and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
@@ -400,8 +402,9 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
                 out[k] = max(out[k], ms)
         return [round(ms) for ms in out]
 
-    def q(p: float) -> float:
-        return round(lat[min(int(p * len(lat)), len(lat) - 1)], 1)
+    def q(p: float, values: list[float] = lat) -> float:
+        """The ``p`` quantile of sorted ``values``."""
+        return round(values[min(int(p * len(values)), len(values) - 1)], 1)
 
     # the slowest decision of the documents sent in each half second: a stall shows where;
     # and the slowest acknowledgement of their messages by the broker (the benchmark's
@@ -426,8 +429,7 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
         during = sorted(ms for at, ms in pairs if lo <= at <= lo + burst_info["applied_after_s"])
         burst_info["documents_during"] = len(during)
         if during:
-            burst_info["p99_ms_during"] = round(during[min(int(0.99 * len(during)),
-                                                            len(during) - 1)], 1)
+            burst_info["p99_ms_during"] = q(0.99, during)
             burst_info["max_ms_during"] = round(during[-1], 1)
         out["burst"] = burst_info
     out["load"] = load()

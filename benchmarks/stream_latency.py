@@ -10,9 +10,8 @@ again on new topics and a new worker, to count how often phase 0 stalls.
 ``--burst N`` sends N judgments at once ``--burst-at`` seconds into each phase (what a
 burst of feedback does to the documents' latency). ``--split`` splits each document's
 latency at the broker's append time (send -> append, append -> decision);
-``--prefill-kib`` writes into every documents and
-decisions partition before the worker starts, so that phase 0 is not the partitions'
-first few KiB.
+``--prefill-kib`` writes into every documents and decisions partition before the
+worker starts, so that phase 0 is not the partitions' first few KiB.
 
 Without ``--broker`` it starts a broker of its own (``sift.devbroker``, free ports, a
 temporary data directory), with ``--broker-config KEY=VALUE`` overriding its
@@ -102,6 +101,7 @@ def one_run(broker: str, corpus: Corpus, args: argparse.Namespace) -> list[dict[
     if args.prefill_kib:
         prefill(settings, corpus, args.prefill_kib)
     phases = []
+    names = [str(s["profile"]) for s in corpus.specs(args.profiles)]  # as add_profiles names them
     workers = start_workers(settings, 1, run_dir)
     try:
         add_profiles(settings, corpus, workers, args.profiles)
@@ -110,7 +110,7 @@ def one_run(broker: str, corpus: Corpus, args: argparse.Namespace) -> list[dict[
         for i in range(args.repeats):
             r = latency(settings, corpus, workers, args.rate, args.seconds, 1, split=args.split,
                         burst=args.burst, burst_at=args.burst_at, burst_relevant=args.burst_relevant,
-                        profiles=[str(s["profile"]) for s in corpus.specs(args.profiles)])
+                        profiles=names)
             print(f"phase {i}: p50 {r.get('p50_ms')} p99 {r.get('p99_ms')} max {r.get('max_ms')} "
                   f"ms; slowest per half second {r.get('max_ms_per_half_second')}", flush=True)
             print(f"  broker's acknowledgement {r.get('max_ack_ms_per_half_second')}", flush=True)
