@@ -48,8 +48,8 @@ class Settings:
     #: the batch should hold as many as Faust can hand over: Faust's take fills for
     #: ``judgment_batch_timeout`` seconds. At 1,000 profiles, by turns twice each, 0.25 s
     #: and 4,096 gave batches of 3,333 (four judgments a profile's share) and 2,435 and
-    #: 2,170 judgments/s; 0.5 s and 16,384 batches of 10,000 and 6,667 and 6,148 and
-    #: 2,727/s (docs/streaming.md, thirty-second session).
+    #: 2,170 judgments/s; 0.5 s and 16,384 gave batches of 10,000 and 6,667 and 6,148
+    #: and 2,727 judgments/s (docs/streaming.md, thirty-second session).
     judgment_batch_size: int = 16384
     judgment_batch_timeout: float = 0.5
     #: Seconds between two writes of the worker's counters to ``<data_dir>/stats.json``
