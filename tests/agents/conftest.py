@@ -5,12 +5,6 @@ from __future__ import annotations
 import pytest
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # kafka-python 3.0 loads its protocol schemas with the deprecated importlib.resources API.
-    for text in ("read_text is deprecated", "open_text is deprecated"):
-        config.addinivalue_line("filterwarnings", f"ignore:{text}:DeprecationWarning")
-
-
 @pytest.fixture(autouse=True)
 def no_broker_start_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
     """The agents ask the broker where the group starts on a partition it has no commit

@@ -37,12 +37,6 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(f"Kafka broker unavailable: {reason}")
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # kafka-python 3.0 loads its protocol schemas with the deprecated importlib.resources API.
-    for text in ("read_text is deprecated", "open_text is deprecated"):
-        config.addinivalue_line("filterwarnings", f"ignore:{text}:DeprecationWarning")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(str(item.path)).resolve().parents:
