@@ -585,6 +585,7 @@ def replay(
     if len(bank):  # the hyperparameters that ran, defaults included (a spec's own may differ)
         metrics["config"]["model_params_effective"] = next(iter(bank)).model_.get_params()
         metrics["config"]["negative_mass_effective"] = next(iter(bank)).negative_mass_
+        metrics["config"]["size_cut_effective"] = next(iter(bank)).size_cut_
     if cfg.full_training:
         metrics["config"]["full"] = cfg.full.as_dict()
         metrics["config"]["model_params"] = {**cfg.full.model_params.get(cfg.model, {}),

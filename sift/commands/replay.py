@@ -70,6 +70,18 @@ def _negative_mass(value: str) -> float | str | None:
     return x
 
 
+def _size_cut(value: str) -> float | str | None:
+    if value in ("auto", "none"):
+        return None if value == "none" else value
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be 'auto', 'none' or a number in (0, 1], got {value!r}") from None
+    if not 0.0 < x <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be 'auto', 'none' or a number in (0, 1], got {value!r}")
+    return x
+
+
 def _share(value: str) -> float:
     try:
         x = float(value)
@@ -145,6 +157,10 @@ def register(sub: Any) -> None:
                    help="TROT weight of the pseudo-negatives scaled to each profile's prevalence "
                         "(see Profile.negative_mass; auto: 3, none for fusion; "
                         "none: the pseudolabel weight)")
+    p.add_argument("--size-cut", type=_size_cut, default="auto", metavar="auto|none|C",
+                   help="a floor under that scaling from the shape of each profile's training "
+                        "ranking: the documents scoring at least C of the top score above the "
+                        "median (see Profile.size_cut; auto: 0.3 for Rocchio, none for the others)")
     p.add_argument("--full-training", action="store_true",
                    help="batch categorization: every training label known, no feedback")
     ft = p.add_argument_group(
@@ -199,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         vectorizer={**({} if args.truncate is None else {"truncate": args.truncate}),
                     **({} if not args.chars else {"chars": args.chars})},
-        profile_params={"negative_mass": args.negative_mass},
+        profile_params={"negative_mass": args.negative_mass, "size_cut": args.size_cut},
         full=FullTrainingConfig(
             threshold=args.threshold, fbr=args.fbr, fbr_fallback=args.fbr_fallback,
             min_score=args.min_score, placement=args.placement,

@@ -62,6 +62,9 @@ AUTO_NEGATIVE_MASS: dict[str, float | None] = {"rocchio": 3.0, "kantor": 3.0, "k
 AUTO_REOPEN_SHARE: dict[str, float | None] = {"rocchio": 0.05, "kantor": 0.05, "knn": 0.05}
 #: ``explore="auto"`` per model (others: 0.8), chosen on the validation split (see ``Profile``)
 AUTO_EXPLORE: dict[str, float] = {"knn": 0.4}
+#: ``size_cut="auto"`` per model (others: None, off), chosen on the validation split with
+#: ten seeds (see ``Profile``)
+AUTO_SIZE_CUT: dict[str, float] = {"rocchio": 0.3}
 
 #: Chosen on a validation split of the Reuters-21578 training set (first 70% as
 #: training, last 30% as the stream), never on the test stream: 3 of the top 10 as
@@ -102,6 +105,21 @@ def _threshold(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise StateError(f"profile: {name} must be null or a finite number, got {value!r}")
     return float(value)
+
+
+def ranking_size(scores: NDArray[np.float64], cut: float) -> NDArray[np.bool_]:
+    """Which documents of a training ranking look like the top of it: those whose score
+    above the median is at least ``cut`` of the top score's (none when the top score is
+    the median).
+
+    >>> ranking_size(np.array([1.0, 0.7, 0.5, 0.1, 0.1, 0.1, 0.0]), 0.3).tolist()
+    [True, True, True, False, False, False, False]
+    """
+    base = float(np.median(scores))
+    span = float(scores.max()) - base
+    if not span > 0:
+        return np.zeros(scores.shape, dtype=bool)
+    return np.asarray(scores - base >= cut * span)
 
 
 def _look_alikes(scores: NDArray[np.float64], sample: NDArray[np.bool_], pos: NDArray[np.bool_]) -> int:
@@ -217,6 +235,24 @@ class Profile:
         fusion (not measured). Validation split, ten seeds, macro T11SU / T11F against
         ``None``: Rocchio +0.000 / +0.008, Kantor +0.003 / +0.029, kNN +0.002 / +0.018
         (``benchmarks/results/engine_reopen_share.json``; ``docs/engine.md``).
+    size_cut
+        A floor under ``negative_mass``'s ``K`` from the shape of the training ranking.
+        ``K`` counts the pseudo-negatives scoring at least as high as the lowest real
+        positive, and where the three positives score far above the category's other
+        documents (``coffee`` in Reuters-21578: the training ranking's top 40 are all
+        ``coffee``, yet ``K`` = 1) each pseudo-negative then weighs 3 and the first
+        threshold sits above nearly every relevant document. The initial model's
+        training ranking (query and real positives, before pseudolabeling) shows how
+        many documents look like its top: those whose score above the median is at
+        least ``size_cut`` of the top score's (:func:`ranking_size`). The pseudo-negatives
+        expected among them (their count times the share of the unlabelled training
+        documents drawn as pseudo-negatives) is ``size_floor_``, and TROT's ``K`` is at
+        least that. ``None``: no floor; ``"auto"`` (default): 0.3 for Rocchio, ``None``
+        for the others (Kantor's floor stayed below its ``K``; kNN and fusion were not
+        measured). Validation split, ten seeds, Rocchio macro T11SU / T11F: 0.4923 /
+        0.4722 without, 0.4960 / 0.4736 at 0.3 (up in 9 of 10 seeds), 0.4956 / 0.4721
+        at 0.2, 0.4935 / 0.4734 at 0.4 (``benchmarks/results/engine_validation_size_cut_s34.json``;
+        ``docs/engine.md``, thirty-fourth session).
 
     Attributes
     ----------
@@ -237,6 +273,9 @@ class Profile:
         TROT answered No to everything at :meth:`fit` (``silenced_at_fit_``) or does now.
     silenced_at_fit_ : bool
         TROT answered No to everything after the initial training.
+    size_floor_ : int
+        The least ``K`` TROT's pseudo-negative weights use (see ``size_cut``; 0: none),
+        set by :meth:`fit`.
     n_judged_ : int
         Real judgments applied. ``n_pending_`` wait in the buffer; ``n_ignored_`` were
         dropped by ``update="never"``.
@@ -264,6 +303,7 @@ class Profile:
         silent_explore: bool = True,
         negative_mass: float | str | None = "auto",
         reopen_share: float | str | None = "auto",
+        size_cut: float | str | None = "auto",
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ParameterError(f"name must be a non-empty string, got {name!r}")
@@ -286,6 +326,11 @@ class Profile:
         self.silent_explore = silent_explore
         self.negative_mass = negative_mass
         self.reopen_share = reopen_share
+        self.size_cut = size_cut
+        if not (size_cut is None or size_cut == "auto"
+                or (isinstance(size_cut, int | float) and not isinstance(size_cut, bool)
+                    and 0.0 < size_cut <= 1.0)):
+            raise ParameterError(f"size_cut must be 'auto', None or in (0, 1], got {size_cut!r}")
         if not (reopen_share is None or reopen_share == "auto"
                 or (isinstance(reopen_share, int | float) and not isinstance(reopen_share, bool)
                     and 0.0 < reopen_share <= 1.0)):
@@ -326,6 +371,7 @@ class Profile:
         self._pending: list[tuple[sp.csr_matrix, NDArray[np.int8], NDArray[np.float64]]] = []
         self._fitted = False
         self.fallback_threshold_ = math.inf
+        self.size_floor_ = 0
         self.n_relevant_ = 0
         self.silenced_ = self.silenced_at_fit_ = False
 
@@ -339,7 +385,7 @@ class Profile:
                 "explore_rate": self.explore_rate, "explore_window": self.explore_window,
                 "explore_precision": self.explore_precision,
                 "silent_explore": self.silent_explore, "negative_mass": self.negative_mass,
-                "reopen_share": self.reopen_share}
+                "reopen_share": self.reopen_share, "size_cut": self.size_cut}
 
     @property
     def explore_(self) -> float:
@@ -361,6 +407,13 @@ class Profile:
         if self.reopen_share == "auto":
             return AUTO_REOPEN_SHARE.get(self.model)
         return None if self.reopen_share is None else float(self.reopen_share)
+
+    @property
+    def size_cut_(self) -> float | None:
+        """``size_cut`` resolved: ``"auto"`` becomes the model's value."""
+        if self.size_cut == "auto":
+            return AUTO_SIZE_CUT.get(self.model)
+        return None if self.size_cut is None else float(self.size_cut)
 
     @property
     def n_pending_(self) -> int:
@@ -419,6 +472,7 @@ class Profile:
         if pos_rows.size and (pos_rows.min() < 0 or pos_rows.max() >= m):
             raise FilterError(f"positives must be rows of the training matrix (0..{m - 1})")
         lab[pos_rows] = 1
+        self.size_floor_ = 0
         weights = np.ones(m)
         real = lab != 0
         # B2-B3: model from the query and the known labels
@@ -435,6 +489,7 @@ class Profile:
             scores = self.model_.score(X_train)
             rng = np.random.default_rng(self.seed)
             idx, plab, pw = self._pseudo.select(scores, lab, rng)
+            self.size_floor_ = self._size_floor(scores, lab, int(np.count_nonzero(plab < 0)))
             lab[idx] = plab
             weights[idx] = pw
             self.examples_ = ExampleSet(self.max_examples, int(width))
@@ -475,6 +530,18 @@ class Profile:
                 self.fallback_threshold_ = cut
         self._rethreshold()
         self.silenced_at_fit_ = self.silenced_
+
+    def _size_floor(self, scores: NDArray[np.float64], labels: NDArray[np.int8], n_sample: int) -> int:
+        """How many of the ``n_sample`` pseudo-negatives, drawn from the unlabelled training
+        documents (``labels == 0``), are expected to look like the top of the initial
+        model's training ranking (:func:`ranking_size` at ``size_cut``): 0 without a cut."""
+        cut = self.size_cut_
+        unlabelled = labels == 0
+        n_unlabelled = int(np.count_nonzero(unlabelled))
+        if cut is None or n_sample == 0 or n_unlabelled == 0 or scores.size == 0:
+            return 0
+        size = int(np.count_nonzero(ranking_size(scores, cut) & unlabelled))
+        return round(size * n_sample / n_unlabelled)
 
     def _add_query_example(self, q: sp.csr_matrix | None) -> None:
         """kNN's pool takes the query as a relevant pseudo-document (``query_weight``)."""
@@ -674,7 +741,7 @@ class Profile:
                      weights: NDArray[np.float64]) -> NDArray[np.float64]:
         """The examples' weights in TROT: ``weights`` with each pseudo-negative's set to
         ``m / K``, ``K`` the number of pseudo-negatives scoring at least as high as the
-        lowest real positive (at least 1) and ``m`` the real positives' total weight, at
+        lowest real positive (at least 1 and at least ``size_floor_``) and ``m`` the real positives' total weight, at
         most ``negative_mass`` (see there). Unchanged (the same array) without a mass, a
         real positive or a pseudo-negative.
 
@@ -692,7 +759,7 @@ class Profile:
         pos = (labels > 0) & real
         if not sample.any() or not pos.any():
             return weights
-        k = max(_look_alikes(scores, sample, pos), 1)
+        k = max(_look_alikes(scores, sample, pos), 1, self.size_floor_)
         out = weights.copy()
         out[sample] = min(mass, float(weights[pos].sum())) / k
         return out
@@ -827,6 +894,7 @@ class Profile:
             "n_relevant": self.n_relevant_,
             "silenced": self.silenced_,
             "silenced_at_fit": self.silenced_at_fit_,
+            "size_floor": self.size_floor_,
             "model": self.model_.state_dict(),
             "examples": self.examples_.to_state(),
             "pending": {"X": encode_csr(pend), "labels": plab, "weights": pw},
@@ -852,6 +920,8 @@ class Profile:
             params.setdefault("negative_mass", None)
             # states written before reopen_share existed keep the gate alone
             params.setdefault("reopen_share", None)
+            # states written before size_cut existed count K as they were fitted to
+            params.setdefault("size_cut", None)
             p = cls(params.pop("name"), **params)
             width = s["n_features"]
             if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= 2**31 - 1:
@@ -873,6 +943,7 @@ class Profile:
             p.n_judged_ = decode_count(s["n_judged"], name="profile.n_judged")
             p.n_ignored_ = decode_count(s["n_ignored"], name="profile.n_ignored")
             p.n_relevant_ = decode_count(s.get("n_relevant", 0), name="profile.n_relevant")
+            p.size_floor_ = decode_count(s.get("size_floor", 0), name="profile.size_floor")
             silenced = s.get("silenced", False)
             # states written before the flag existed: their sticky flag is the best guess
             at_fit = s.get("silenced_at_fit", silenced)

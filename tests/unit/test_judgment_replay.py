@@ -11,7 +11,7 @@ purpose: when pseudolabeling began picking by one random key per example (the te
 session), which changes every profile's initial sample, and for the state digests
 alone when the fallback cut came from the pseudo-negatives' leave-one-out scores and
 when profiles gained ``negative_mass`` and ``explore`` became ``"auto"``, and
-``reopen_share`` (parameters stored differently).
+``reopen_share`` and ``size_cut`` (parameters stored differently).
 """
 
 from __future__ import annotations
@@ -61,9 +61,11 @@ def replay(model: str, cap: int, cat: str) -> dict[str, Any]:
     # and the pseudo-negatives at their pseudolabel weight in TROT (negative_mass=None) and
     # exploration at 0.8 for every model, as then: the state digests were regenerated when
     # those defaults changed (sixteenth session), the values were not; and the gate alone
-    # for silenced profiles (reopen_share=None), as then (twenty-ninth session, digests only)
+    # for silenced profiles (reopen_share=None), as then (twenty-ninth session, digests only),
+    # and no floor under K (size_cut=None; thirty-fourth session, digests only: with
+    # negative_mass=None K is not used anyway)
     p = Profile(cat, query=cat, model=model, model_params=params, max_examples=cap, seed=3,
-                negative_mass=None, explore=0.8, reopen_share=None)
+                negative_mass=None, explore=0.8, reopen_share=None, size_cut=None)
     pos = [i for i, g in enumerate(gold_train) if cat in g][:3]
     p.fit(vec.transform([cat]), X_train, positives=pos, feature_weights=vec.feature_weights())
     rng = np.random.default_rng(7)

@@ -555,7 +555,7 @@ def test_negative_mass_sets_the_pseudo_negatives_trot_weight(vec: Vectorizer) ->
         loo = p.model_.loo_scores()
         sample = (ex.labels < 0) & ~ex.real
         pos = (ex.labels > 0) & ex.real
-        k = max(int(np.count_nonzero(loo[sample] >= loo[pos].min())), 1)
+        k = max(int(np.count_nonzero(loo[sample] >= loo[pos].min())), 1, p.size_floor_)
         w = p.trot_weights(loo, ex.labels, ex.real, ex.weights)
         assert np.allclose(w[sample], min(mass, pos.sum()) / k)
         assert np.array_equal(w[~sample], ex.weights[~sample])
@@ -563,6 +563,65 @@ def test_negative_mass_sets_the_pseudo_negatives_trot_weight(vec: Vectorizer) ->
         keep = ex.real | (ex.labels < 0)
         assert p.threshold_ == trot(loo[keep], ex.labels[keep], w[keep], measure="t11su",
                                     placement=p.threshold_placement)
+
+
+def test_ranking_size_counts_the_documents_near_the_top() -> None:
+    from sift.filters.profile import ranking_size
+
+    scores = np.array([0.9, 0.1, 0.5, 0.1, 0.3, 0.1, 0.1])  # median 0.1, top 0.8 above it
+    assert ranking_size(scores, 0.5).tolist() == [True, False, True, False, False, False, False]
+    assert ranking_size(scores, 0.2).tolist() == [True, False, True, False, True, False, False]
+    assert not ranking_size(np.full(5, 0.4), 0.3).any()  # no top above the median
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+def test_size_floor_is_the_expected_count_of_look_alike_pseudo_negatives(vec: Vectorizer,
+                                                                         fraction: float) -> None:
+    """The floor counts the unlabelled training documents near the top of the initial
+    model's ranking (the model of the query and the real positives, which a profile
+    without pseudolabels ends with) and scales them to the share drawn as
+    pseudo-negatives; TROT's K is at least that."""
+    from sift.filters.profile import ranking_size
+
+    plain = _fit(vec)  # no pseudolabels: the model before pseudolabeling
+    scores = plain.score(vec.transform(TRAIN))
+    unlabelled = np.ones(len(TRAIN), bool)
+    unlabelled[[i for i, t in enumerate(TRAIN) if "wheat" in t][:3]] = False
+    near = int(np.count_nonzero(ranking_size(scores, 0.3) & unlabelled))
+    assert near > 0
+    pseudo = {"neg_fraction": fraction, "neg_weight": 0.1, "min_pool": 0}
+    p = _fit(vec, pseudolabel=pseudo, size_cut=0.3, explore=0.0)
+    ex = p.examples_
+    sample = (ex.labels < 0) & ~ex.real
+    assert p.size_floor_ == round(near * int(sample.sum()) / int(unlabelled.sum()))
+    loo = p.model_.loo_scores()
+    pos = (ex.labels > 0) & ex.real
+    k = max(int(np.count_nonzero(loo[sample] >= loo[pos].min())), 1)
+    w = p.trot_weights(loo, ex.labels, ex.real, ex.weights)
+    assert np.allclose(w[sample], 3.0 / max(k, p.size_floor_))
+    assert _fit(vec, pseudolabel=pseudo, size_cut=None).size_floor_ == 0
+    assert _fit(vec, size_cut=0.3).size_floor_ == 0  # no pseudo-negatives, no floor
+
+
+def test_size_cut_auto_resolves_per_model_validates_and_round_trips(vec: Vectorizer) -> None:
+    assert [Profile("x", model=m).size_cut_ for m in ("rocchio", "kantor", "knn", "fusion")] \
+        == [0.3, None, None, None]
+    assert Profile("x", model="knn", size_cut=0.5).size_cut_ == 0.5
+    assert Profile("x").get_params()["size_cut"] == "auto"
+    for bad in (0, 0.0, 1.5, -0.2, True, "0.3", math.nan):
+        with pytest.raises(ParameterError, match="size_cut"):
+            Profile("x", size_cut=bad)  # type: ignore[arg-type]
+    p = _fit(vec, pseudolabel={"neg_fraction": 1.0, "neg_weight": 0.1, "min_pool": 0}, size_cut=0.3)
+    assert p.size_floor_ > 0
+    state = orjson.loads(orjson.dumps(p.to_state(), option=orjson.OPT_SERIALIZE_NUMPY))
+    again = Profile.from_state(state, vec.feature_weights())
+    assert (again.size_cut, again.size_floor_, again.threshold_) == (0.3, p.size_floor_, p.threshold_)
+    del state["params"]["size_cut"], state["size_floor"]  # a state written before the parameter
+    old = Profile.from_state(state, vec.feature_weights())
+    assert (old.size_cut, old.size_cut_, old.size_floor_) == (None, None, 0)
+    state["size_floor"] = -1
+    with pytest.raises(StateError, match="size_floor"):
+        Profile.from_state(state, vec.feature_weights())
 
 
 def test_explore_auto_resolves_per_model() -> None:

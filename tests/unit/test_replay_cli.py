@@ -164,6 +164,29 @@ def test_bad_negative_mass_is_a_one_line_error(bad: str, capsys: pytest.CaptureF
     assert "--negative-mass" in err[-1] and "Traceback" not in "".join(err)
 
 
+@pytest.mark.parametrize(("value", "effective"), [(None, 0.3), ("none", None), ("0.5", 0.5)])
+def test_size_cut_reaches_the_profiles(files: tuple[Path, Path], tmp_path: Path, value: str | None,
+                                       effective: float | None) -> None:
+    """``--size-cut`` (default auto: 0.3 for Rocchio) is the profiles' parameter, recorded in
+    the metrics' config as given and as resolved."""
+    train, test = files
+    out = tmp_path / "sc"
+    extra = [] if value is None else ["--size-cut", value]
+    assert main(["replay", "--train", str(train), "--test", str(test), "--out", str(out), "--no-plot", *extra]) == 0
+    config = orjson.loads((out / "metrics.json").read_bytes())["config"]
+    assert config["size_cut_effective"] == effective
+    assert config["profile_params"]["size_cut"] == {None: "auto", "none": None, "0.5": 0.5}[value]
+
+
+@pytest.mark.parametrize("bad", ["0", "-0.1", "1.5", "nan", "some"])
+def test_bad_size_cut_is_a_one_line_error(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", "--size-cut", bad])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--size-cut" in err[-1] and "Traceback" not in "".join(err)
+
+
 def test_missing_file_and_bad_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", "--train", str(tmp_path / "none.jsonl"), "--out", str(tmp_path)]) == 1
     assert "no such file" in capsys.readouterr().err
