@@ -247,7 +247,8 @@ class Profile:
         least ``size_cut`` of the top score's (:func:`ranking_size`). The pseudo-negatives
         expected among them (their count times the share of the unlabelled training
         documents drawn as pseudo-negatives) is ``size_floor_``, and TROT's ``K`` is at
-        least that. ``None``: no floor; ``"auto"`` (default): 0.3 for Rocchio, ``None``
+        least that (no floor when the pseudo-negatives are not drawn from every rank,
+        ``min_neg_rank`` above 1). ``None``: no floor; ``"auto"`` (default): 0.3 for Rocchio, ``None``
         for the others (Kantor's floor stayed below its ``K``; kNN and fusion were not
         measured). Validation split, ten seeds, Rocchio macro T11SU / T11F: 0.4923 /
         0.4722 without, 0.4960 / 0.4736 at 0.3 (up in 9 of 10 seeds), 0.4956 / 0.4721
@@ -534,11 +535,14 @@ class Profile:
     def _size_floor(self, scores: NDArray[np.float64], labels: NDArray[np.int8], n_sample: int) -> int:
         """How many of the ``n_sample`` pseudo-negatives, drawn from the unlabelled training
         documents (``labels == 0``), are expected to look like the top of the initial
-        model's training ranking (:func:`ranking_size` at ``size_cut``): 0 without a cut."""
+        model's training ranking (:func:`ranking_size` at ``size_cut``): 0 without a cut,
+        and when the pseudo-negatives are not drawn from every rank (``min_neg_rank`` above
+        1 leaves the top of the ranking out of the sample)."""
         cut = self.size_cut_
         unlabelled = labels == 0
         n_unlabelled = int(np.count_nonzero(unlabelled))
-        if cut is None or n_sample == 0 or n_unlabelled == 0 or scores.size == 0:
+        if cut is None or n_sample == 0 or n_unlabelled == 0 or scores.size == 0 \
+                or self._pseudo is None or not self._pseudo.negatives_sample_all:
             return 0
         size = int(np.count_nonzero(ranking_size(scores, cut) & unlabelled))
         return round(size * n_sample / n_unlabelled)

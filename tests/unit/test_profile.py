@@ -601,6 +601,8 @@ def test_size_floor_is_the_expected_count_of_look_alike_pseudo_negatives(vec: Ve
     assert np.allclose(w[sample], 3.0 / max(k, p.size_floor_))
     assert _fit(vec, pseudolabel=pseudo, size_cut=None).size_floor_ == 0
     assert _fit(vec, size_cut=0.3).size_floor_ == 0  # no pseudo-negatives, no floor
+    # pseudo-negatives from below the top ranks only: not a sample of the ranking's top
+    assert _fit(vec, pseudolabel={**pseudo, "min_neg_rank": 5}, size_cut=0.3).size_floor_ == 0
 
 
 def test_size_cut_auto_resolves_per_model_validates_and_round_trips(vec: Vectorizer) -> None:
