@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,28 +59,25 @@ def _param(value: str) -> tuple[str, Any]:
     return key.strip(), parsed
 
 
-def _negative_mass(value: str) -> float | str | None:
-    if value in ("auto", "none"):
-        return None if value == "none" else value
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be 'auto', 'none' or a positive number, got {value!r}") from None
-    if not (x > 0 and x != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be 'auto', 'none' or a positive number, got {value!r}")
-    return x
+def _auto_none_or(ok: Callable[[float], bool], what: str) -> Callable[[str], float | str | None]:
+    """An argparse type for ``auto``, ``none`` (None) or a number that ``ok`` accepts."""
+
+    def parse(value: str) -> float | str | None:
+        if value in ("auto", "none"):
+            return None if value == "none" else value
+        try:
+            x = float(value)
+        except ValueError:
+            x = math.nan
+        if not ok(x):
+            raise argparse.ArgumentTypeError(f"must be 'auto', 'none' or {what}, got {value!r}")
+        return x
+
+    return parse
 
 
-def _size_cut(value: str) -> float | str | None:
-    if value in ("auto", "none"):
-        return None if value == "none" else value
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be 'auto', 'none' or a number in (0, 1], got {value!r}") from None
-    if not 0.0 < x <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be 'auto', 'none' or a number in (0, 1], got {value!r}")
-    return x
+_negative_mass = _auto_none_or(lambda x: 0 < x < math.inf, "a positive number")
+_size_cut = _auto_none_or(lambda x: 0.0 < x <= 1.0, "a number in (0, 1]")
 
 
 def _share(value: str) -> float:

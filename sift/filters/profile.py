@@ -253,8 +253,9 @@ class Profile:
         0.4722 without, 0.4960 / 0.4736 at 0.3 (up in 9 of 10 seeds), 0.4956 / 0.4721
         at 0.2, 0.4935 / 0.4734 at 0.4; at 0.3 Kantor -0.0007 / -0.0009 (its floor
         stays below its ``K``) and kNN +0.0020 / +0.0017 (up in 6 of 10 seeds, within
-        their spread), so those stay off; fusion was not measured (``benchmarks/results/engine_validation_size_cut_s34.json``;
-        ``docs/engine.md``, thirty-fourth session).
+        their spread), so those stay off; fusion was not measured
+        (``benchmarks/results/engine_validation_size_cut_s34.json``; ``docs/engine.md``,
+        thirty-fourth session).
 
     Attributes
     ----------

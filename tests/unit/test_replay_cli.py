@@ -141,50 +141,36 @@ def test_chars_reach_the_vectorizer(files: tuple[Path, Path], tmp_path: Path, ca
         assert "--chars" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("value", "effective"), [(None, 3.0), ("none", None), ("1.5", 1.5)])
-def test_negative_mass_reaches_the_profiles(files: tuple[Path, Path], tmp_path: Path, value: str | None,
-                                            effective: float | None) -> None:
-    """``--negative-mass`` (default auto: 3 for Rocchio) is the profiles' parameter, recorded
-    in the metrics' config as given and as resolved; a bad value is a one-line error."""
+@pytest.mark.parametrize(("option", "value", "given", "effective"), [
+    ("--negative-mass", None, "auto", 3.0), ("--negative-mass", "none", None, None),
+    ("--negative-mass", "1.5", 1.5, 1.5),
+    ("--size-cut", None, "auto", 0.3), ("--size-cut", "none", None, None), ("--size-cut", "0.5", 0.5, 0.5),
+])
+def test_profile_options_reach_the_profiles(files: tuple[Path, Path], tmp_path: Path, option: str,
+                                            value: str | None, given: object, effective: float | None) -> None:
+    """``--negative-mass`` (default auto: 3 for Rocchio) and ``--size-cut`` (auto: 0.3 for
+    Rocchio) are the profiles' parameters, recorded in the metrics' config as given and as
+    resolved."""
     train, test = files
-    out = tmp_path / "nm"
-    extra = [] if value is None else ["--negative-mass", value]
+    out = tmp_path / "opt"
+    extra = [] if value is None else [option, value]
     assert main(["replay", "--train", str(train), "--test", str(test), "--out", str(out), "--no-plot", *extra]) == 0
     config = orjson.loads((out / "metrics.json").read_bytes())["config"]
-    assert config["negative_mass_effective"] == effective
-    assert config["profile_params"]["negative_mass"] == {None: "auto", "none": None, "1.5": 1.5}[value]
+    key = option[2:].replace("-", "_")
+    assert config[f"{key}_effective"] == effective
+    assert config["profile_params"][key] == given
 
 
-@pytest.mark.parametrize("bad", ["0", "-1", "inf", "nan", "many"])
-def test_bad_negative_mass_is_a_one_line_error(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("option", "bad"), [
+    *(("--negative-mass", b) for b in ("0", "-1", "inf", "nan", "many")),
+    *(("--size-cut", b) for b in ("0", "-0.1", "1.5", "nan", "some")),
+])
+def test_bad_profile_option_is_a_one_line_error(option: str, bad: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
-        main(["replay", "--negative-mass", bad])
+        main(["replay", option, bad])
     assert exc.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert "--negative-mass" in err[-1] and "Traceback" not in "".join(err)
-
-
-@pytest.mark.parametrize(("value", "effective"), [(None, 0.3), ("none", None), ("0.5", 0.5)])
-def test_size_cut_reaches_the_profiles(files: tuple[Path, Path], tmp_path: Path, value: str | None,
-                                       effective: float | None) -> None:
-    """``--size-cut`` (default auto: 0.3 for Rocchio) is the profiles' parameter, recorded in
-    the metrics' config as given and as resolved."""
-    train, test = files
-    out = tmp_path / "sc"
-    extra = [] if value is None else ["--size-cut", value]
-    assert main(["replay", "--train", str(train), "--test", str(test), "--out", str(out), "--no-plot", *extra]) == 0
-    config = orjson.loads((out / "metrics.json").read_bytes())["config"]
-    assert config["size_cut_effective"] == effective
-    assert config["profile_params"]["size_cut"] == {None: "auto", "none": None, "0.5": 0.5}[value]
-
-
-@pytest.mark.parametrize("bad", ["0", "-0.1", "1.5", "nan", "some"])
-def test_bad_size_cut_is_a_one_line_error(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["replay", "--size-cut", bad])
-    assert exc.value.code == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert "--size-cut" in err[-1] and "Traceback" not in "".join(err)
+    assert option in err[-1] and "Traceback" not in "".join(err)
 
 
 def test_missing_file_and_bad_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
