@@ -248,12 +248,12 @@ class Profile:
         expected among them (their count times the share of the unlabelled training
         documents drawn as pseudo-negatives) is ``size_floor_``, and TROT's ``K`` is at
         least that (no floor when the pseudo-negatives are not drawn from every rank,
-        ``min_neg_rank`` above 1). ``None``: no floor; ``"auto"`` (default): 0.3 for Rocchio, ``None``
-        for the others. Validation split, ten seeds, Rocchio macro T11SU / T11F: 0.4923 /
-        0.4722 without, 0.4960 / 0.4736 at 0.3 (up in 9 of 10 seeds), 0.4956 / 0.4721
-        at 0.2, 0.4935 / 0.4734 at 0.4; at 0.3 Kantor -0.0007 / -0.0009 (its floor
-        stays below its ``K``) and kNN +0.0020 / +0.0017 (up in 6 of 10 seeds, within
-        their spread), so those stay off; fusion was not measured
+        ``min_neg_rank`` above 1). ``None``: no floor; ``"auto"`` (default): 0.3 for
+        Rocchio, ``None`` for the others. Validation split, ten seeds, Rocchio macro
+        T11SU / T11F: 0.4923 / 0.4722 without, 0.4960 / 0.4736 at 0.3 (up in 9 of 10
+        seeds), 0.4956 / 0.4721 at 0.2, 0.4935 / 0.4734 at 0.4; at 0.3 Kantor -0.0007 /
+        -0.0009 (its floor stays below its ``K``) and kNN +0.0020 / +0.0017 (up in 6 of 10
+        seeds, within their spread), so those stay off; fusion was not measured
         (``benchmarks/results/engine_validation_size_cut_s34.json``; ``docs/engine.md``,
         thirty-fourth session).
 
@@ -330,14 +330,11 @@ class Profile:
         self.negative_mass = negative_mass
         self.reopen_share = reopen_share
         self.size_cut = size_cut
-        if not (size_cut is None or size_cut == "auto"
-                or (isinstance(size_cut, int | float) and not isinstance(size_cut, bool)
-                    and 0.0 < size_cut <= 1.0)):
-            raise ParameterError(f"size_cut must be 'auto', None or in (0, 1], got {size_cut!r}")
-        if not (reopen_share is None or reopen_share == "auto"
-                or (isinstance(reopen_share, int | float) and not isinstance(reopen_share, bool)
-                    and 0.0 < reopen_share <= 1.0)):
-            raise ParameterError(f"reopen_share must be 'auto', None or in (0, 1], got {reopen_share!r}")
+        for key, share in (("size_cut", size_cut), ("reopen_share", reopen_share)):
+            if not (share is None or share == "auto"
+                    or (isinstance(share, int | float) and not isinstance(share, bool)
+                        and 0.0 < share <= 1.0)):
+                raise ParameterError(f"{key} must be 'auto', None or in (0, 1], got {share!r}")
         if not (negative_mass is None or negative_mass == "auto"
                 or (isinstance(negative_mass, int | float) and not isinstance(negative_mass, bool)
                     and math.isfinite(negative_mass) and negative_mass > 0)):
@@ -747,8 +744,8 @@ class Profile:
                      weights: NDArray[np.float64]) -> NDArray[np.float64]:
         """The examples' weights in TROT: ``weights`` with each pseudo-negative's set to
         ``m / K``, ``K`` the number of pseudo-negatives scoring at least as high as the
-        lowest real positive (at least 1 and at least ``size_floor_``) and ``m`` the real positives' total weight, at
-        most ``negative_mass`` (see there). Unchanged (the same array) without a mass, a
+        lowest real positive (at least 1 and at least ``size_floor_``) and ``m`` the real
+        positives' total weight, at most ``negative_mass`` (see there). Unchanged (the same array) without a mass, a
         real positive or a pseudo-negative.
 
         >>> p = Profile("x", negative_mass=3.0)

@@ -605,6 +605,22 @@ def test_size_floor_is_the_expected_count_of_look_alike_pseudo_negatives(vec: Ve
     assert _fit(vec, pseudolabel={**pseudo, "min_neg_rank": 5}, size_cut=0.3).size_floor_ == 0
 
 
+def test_size_floor_raises_k_in_trot_weights() -> None:
+    """By hand: 2 real positives (m = 2), 2 pseudo-negatives at or above the lowest of them
+    (K = 2): each pseudo-negative weighs m / K = 1, and m / 4 = 0.5 under a floor of 4; a
+    floor below K changes nothing."""
+    scores = np.array([0.9, 0.5, 0.6, 0.5, 0.2, 0.1])
+    labels = np.array([1, 1, -1, -1, -1, -1], dtype=np.int8)
+    real = np.array([True, True, False, False, False, False])
+    weights = np.array([1, 1, .1, .1, .1, .1])
+    p = Profile("x", negative_mass=3.0)
+    assert p.trot_weights(scores, labels, real, weights).tolist() == [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    p.size_floor_ = 4
+    assert p.trot_weights(scores, labels, real, weights).tolist() == [1.0, 1.0, 0.5, 0.5, 0.5, 0.5]
+    p.size_floor_ = 1
+    assert p.trot_weights(scores, labels, real, weights).tolist() == [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+
+
 def test_size_cut_auto_resolves_per_model_validates_and_round_trips(vec: Vectorizer) -> None:
     assert [Profile("x", model=m).size_cut_ for m in ("rocchio", "kantor", "knn", "fusion")] \
         == [0.3, None, None, None]
