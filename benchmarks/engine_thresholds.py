@@ -7,6 +7,7 @@ test stream. Writes ``benchmarks/results/engine_thresholds.json``.
     .venv/bin/python benchmarks/engine_thresholds.py oracle-start # seed 0
     .venv/bin/python benchmarks/engine_thresholds.py qdf-start    # seed 0
     .venv/bin/python benchmarks/engine_thresholds.py trace        # seed 0
+    .venv/bin/python benchmarks/engine_thresholds.py stops 0,1,2,3,4,5,6,7,8,9 [--truncate 6]
 
 ``seeds``: Rocchio replays of each variant (``key=value`` pairs as in
 ``benchmarks/engine_variants.py``; ``base`` for the defaults), macro T11SU / T11F averaged
@@ -24,6 +25,16 @@ ranking; ``fixed`` reports it kept fixed as ``query_df``), an estimate that need
 relevant stream documents, delivery by delivery (stream position, score, threshold in
 force, relevant), and how many non-relevant deliveries each made before its threshold
 first rose by more than 0.005, or before its first relevant one.
+``stops``: would a profile do better by giving up? Each seed's default replay (Rocchio,
+update every; ``--truncate N`` for the vectorizer option) is replayed once, and rules
+that stop a profile for good are applied to its deliveries afterwards: up to the stop
+the profile is exactly what it was, and after it delivers nothing, so cutting each
+profile's delivery sequence gives the rule's result without replaying it. Rules: stop
+after ``c`` non-relevant deliveries with no relevant one yet (``zero<c>``), and stop once
+the feedback's utility ``2r - n`` falls to ``-c`` (``util<c>``). Writes macro T11SU / T11F
+per rule, their mean paired difference from no rule and the seeds where T11SU rose
+(under ``stops``, keyed by the vectorizer option), and the bound of any stop rule:
+each profile stopped after the prefix that scores best (hindsight, ``hindsight_best_stop_t11su``).
 """
 
 from __future__ import annotations
@@ -234,8 +245,88 @@ def trace(val: Corpus, small: int = 30) -> dict[str, Any]:
     return out
 
 
+def stop_rules() -> dict[str, Any]:
+    """The ``stops`` rules: each maps a delivery sequence (relevant or not, in order) to
+    the prefix the profile would have delivered under it."""
+
+    def after_junk(c: int) -> Any:
+        def rule(seq: list[bool]) -> list[bool]:
+            junk = found = 0
+            for k, rel in enumerate(seq):
+                found += rel
+                junk += not rel
+                if not found and junk >= c:
+                    return seq[: k + 1]
+            return seq
+        return rule
+
+    def below_utility(c: int) -> Any:
+        def rule(seq: list[bool]) -> list[bool]:
+            u = 0
+            for k, rel in enumerate(seq):
+                u += 2 if rel else -1
+                if u <= -c:
+                    return seq[: k + 1]
+            return seq
+        return rule
+
+    rules: dict[str, Any] = {"none": lambda seq: seq}
+    rules.update({f"zero{c}": after_junk(c) for c in (1, 2, 3, 4, 5, 6, 8)})
+    rules.update({f"util{c}": below_utility(c) for c in (2, 3, 4, 5, 6, 8, 10)})
+    return rules
+
+
+def stops(val: Corpus, seed_list: list[int], truncate: int | None) -> dict[str, Any]:
+    names = [s.profile for s in default_specs(val)]
+    row = {d.id: i for i, d in enumerate(val.test)}
+    relevant = {n: {i for i, d in enumerate(val.test) if n in d.topics} for n in names}
+    n_docs = len(val.test)
+    seqs = []
+    for seed in seed_list:
+        cfg = config("base", seed)
+        if truncate:
+            cfg.vectorizer = {"truncate": truncate}
+        res = replay(val, cfg)
+        seq: dict[str, list[bool]] = {n: [] for n in names}
+        for h in res.decisions:  # in stream order
+            seq[h["profile"]].append(row[h["doc_id"]] in relevant[h["profile"]])
+        seqs.append(seq)
+        print(f"seed {seed}: macro T11SU {res.metrics['macro_t11su']:.4f}", flush=True)
+
+    def measures(cut: list[bool], r: int) -> tuple[float, float]:
+        a = sum(cut)
+        b, c = len(cut) - a, r - a
+        return float(t11su(a, b, c, n_docs - a - b - c)), float(t11f(a, b, c, n_docs - a - b - c))
+
+    out: dict[str, Any] = {"seeds": seed_list, "truncate": truncate, "rules": {}}
+    base_su = base_f = np.zeros(0)
+    for name, rule in stop_rules().items():
+        su, f = [], []
+        for seq in seqs:
+            vals = [measures(rule(seq[n]), len(relevant[n])) for n in names]
+            su.append(np.mean([v[0] for v in vals]))
+            f.append(np.mean([v[1] for v in vals]))
+        su_a, f_a = np.array(su), np.array(f)
+        if name == "none":
+            base_su, base_f = su_a, f_a
+        out["rules"][name] = {
+            "macro_t11su": float(su_a.mean()), "macro_t11f": float(f_a.mean()),
+            "vs_none": [float(np.mean(su_a - base_su)), float(np.mean(f_a - base_f))],
+            "t11su_up_in_seeds": int(np.count_nonzero(su_a > base_su + 1e-12))}
+        print(f"{name:8s} T11SU {su_a.mean():.4f} T11F {f_a.mean():.4f}  vs none "
+              f"{np.mean(su_a - base_su):+.4f} / {np.mean(f_a - base_f):+.4f} "
+              f"(T11SU up in {out['rules'][name]['t11su_up_in_seeds']} of {len(seed_list)} seeds)",
+              flush=True)
+    # the bound of any such rule: each profile stopped after its best prefix (hindsight)
+    best = [np.mean([max(measures(seq[n][:k], len(relevant[n]))[0] for k in range(len(seq[n]) + 1))
+                     for n in names]) for seq in seqs]
+    out["hindsight_best_stop_t11su"] = float(np.mean(best))
+    print(f"hindsight (each profile stopped after its best prefix): T11SU {np.mean(best):.4f}", flush=True)
+    return out
+
+
 def main(argv: list[str]) -> None:
-    if not argv or argv[0] not in ("seeds", "fixed", "oracle-start", "qdf-start", "trace"):
+    if not argv or argv[0] not in ("seeds", "fixed", "oracle-start", "qdf-start", "trace", "stops"):
         sys.exit(__doc__)
     val = validation_corpus()
     result = orjson.loads(OUT.read_bytes()) if OUT.exists() else {}
@@ -249,6 +340,12 @@ def main(argv: list[str]) -> None:
             seeds(val, [int(s) for s in argv[1].split(",")], argv[2:], model))
     elif argv[0] == "trace":
         result["trace"] = trace(val)
+    elif argv[0] == "stops":
+        if len(argv) < 2:
+            sys.exit(__doc__)
+        truncate = int(argv[3]) if len(argv) > 3 and argv[2] == "--truncate" else None
+        result.setdefault("stops", {})[f"truncate={truncate}"] = stops(
+            val, [int(s) for s in argv[1].split(",")], truncate)
     else:
         result[argv[0]] = fixed_and_oracle(val, argv[0])
     OUT.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
