@@ -12,6 +12,9 @@
    judged documents' rows are taken out of the test matrix before the clock starts
    (the service stacks them straight from its stored blocks; until the fourteenth session
    scipy's row indexing, about 75 µs a judgment, was timed with the judgments).
+   ``--only floor``: what one such judgment cannot go below (one product of an example
+   set with a dense vector, read cold as the judgments move between profiles, and one
+   sort of the set's scores; the rate those two alone would allow).
 3. Flat cost: a long stream (Reuters test documents repeated; --total, default
    1,000,000) through 100 adaptive Rocchio profiles with feedback for deliveries,
    re-thresholding every 10 judgments (update=10); time per document in each window.
@@ -37,6 +40,7 @@ import orjson
 
 from sift.filters.bank import ProfileBank
 from sift.filters.profile import Profile
+from sift.filters.threshold import stable_argsort
 from sift.filters.vectorize import Vectorizer
 from sift.replay import load_corpus, query_from_name
 
@@ -94,8 +98,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--total", type=int, default=1_000_000, help="documents in the flat-cost stream")
     ap.add_argument("--window", type=int, default=50_000)
-    ap.add_argument("--only", default="scoring,judgments,flat",
-                    help="comma-separated parts to run (scoring, judgments, flat); the others "
+    ap.add_argument("--only", default="scoring,judgments,floor,flat",
+                    help="comma-separated parts to run (scoring, judgments, floor, flat); the others "
                          "are kept from the existing JSON (vectorizing always runs: --only vectorize "
                          "for that alone)")
     ap.add_argument("--scoring-models", default="rocchio,kantor,kantor-top300,knn",
@@ -111,7 +115,8 @@ def main() -> None:
     texts = [d.text for d in test]
     only = set(args.only.split(","))
     path = Path(args.out)
-    out: dict = orjson.loads(path.read_bytes()) if path.exists() and only != {"scoring", "judgments", "flat"} else {}
+    every_part = {"scoring", "judgments", "floor", "flat"}
+    out: dict = orjson.loads(path.read_bytes()) if path.exists() and only != every_part else {}
     out["vectorizer"] = vec.params()
     out["machine_note"] = ("2 cores shared with other work; one process, OPENBLAS_NUM_THREADS=1; "
                            "rates per CPU-second of the process (time.process_time)")
@@ -231,6 +236,36 @@ def main() -> None:
             print(f"judgments {model:8s} ({res['examples_per_profile']} examples per profile): "
                   + ", ".join(f"{k} {v:,.0f}" for k, v in res.items() if k.endswith("per_s")), flush=True)
         out["judgments"] = judg
+
+    if "floor" in only:
+        # The floor under one judgment applied one at a time at 100 profiles with full
+        # example sets: a judgment changes one of Rocchio's sums, so its re-threshold
+        # recomputes at least one product of the profile's example set (2,000 rows) with
+        # a dense vector, and sorts the 2,000 leave-one-out scores for TROT. Cold: the
+        # profiles in the random order judgments reach them, so each product reads a set
+        # the others pushed out of the caches (100 sets of about 1.3 MB); warm: one set
+        # again and again. Everything else a judgment does comes on top.
+        rng = np.random.default_rng(0)
+        bank = judgment_bank("rocchio", vec, X_train, train, cats, rng)
+        mats = [p.examples_._compact().matrix() for p in bank]
+        vecs = [rng.random(m.shape[1]) for m in mats]
+        order = rng.integers(0, len(mats), 5000)
+        floor: dict = {"profiles": len(mats), "rows_per_set": int(np.median([m.shape[0] for m in mats])),
+                       "nnz_per_set": int(np.median([m.nnz for m in mats]))}
+        for key, which in (("product_cold_us", order), ("product_warm_us", np.zeros_like(order))):
+            t0 = clock()
+            for j in which:
+                mats[j] @ vecs[j]
+            floor[key] = 1e6 * (clock() - t0) / order.size
+        loo = [p.model_.loo_scores() for p in bank]  # TROT's sort, on the profiles' own scores
+        t0 = clock()
+        for j in order:
+            stable_argsort(loo[j])
+        floor["sort_us"] = 1e6 * (clock() - t0) / order.size
+        floor["judgments_per_s_product_alone"] = 1e6 / floor["product_cold_us"]
+        floor["judgments_per_s_at_most"] = 1e6 / (floor["product_cold_us"] + floor["sort_us"])
+        out["judgment_floor"] = floor
+        print("judgment floor: " + ", ".join(f"{k} {v:,.1f}" for k, v in floor.items()), flush=True)
 
     if "flat" in only:
         # flat cost over a long adaptive stream
