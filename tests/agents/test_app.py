@@ -690,7 +690,12 @@ def test_the_worker_consumer_long_polls_for_the_configured_time() -> None:
             app = faust.App("fetch-wait-test", broker="kafka://127.0.0.1:1", store="memory://")
             thread = AIOKafkaConsumerThread(app.consumer, loop=asyncio.get_running_loop())
             consumer = thread._create_worker_consumer(app.transport)
-            return int(consumer._fetch_max_wait_ms)
+            try:
+                return int(consumer._fetch_max_wait_ms)
+            finally:  # never started: close it and the threads' own loops (no ResourceWarning)
+                await consumer.stop()
+                thread.thread_loop.close()
+                app.consumer._thread.thread_loop.close()
 
         assert asyncio.run(wait_of_a_new_consumer()) == 37
         shorten_fetch_wait(37)  # idempotent: not wrapped twice
