@@ -17,13 +17,13 @@ R, N = True, False
     # stop at the c-th non-relevant delivery while none was relevant
     ("zero1", [N, R, R], 1),
     ("zero2", [N, N, R], 2),
-    ("zero3", [N, N, R, N, N, N], 6),  # a relevant one came first: never stops
+    ("zero3", [N, N, R, N, N, N], 6),  # a relevant one before the third junk: never stops
     ("zero2", [R, N, N, N], 4),
     ("zero4", [N, N, N], 3),  # too few to stop
     # stop once 2r - n reaches -c: -1, -2, 0, -1, -2, -3
     ("util3", [N, N, R, N, N, N, R], 6),
     ("util2", [N, N, R], 2),
-    ("util2", [R, N, N, N, N], 5),  # 2, 1, 0, -1, -2: stops at the last
+    ("util2", [R, N, N, N, N, N], 5),  # 2, 1, 0, -1, -2: stops there, the sixth not delivered
     ("util4", [R, R, N, N, N], 5),
 ])
 def test_a_rule_keeps_the_deliveries_up_to_its_stop(rule: str, seq: list[bool], kept: int) -> None:
