@@ -21,8 +21,9 @@ single, their differences, and the per-profile T11SU of both.
     .venv/bin/python benchmarks/engine_bagging.py --bags 5 --groups 4 --validation
     .venv/bin/python benchmarks/engine_bagging.py --bags 5 --groups 1 --truncate 6
 
-This is a measurement, not a feature: ``B`` profiles cost ``B`` times the scoring, the
-judgments and the state.
+The bag is :class:`sift.filters.bagging.BaggedBank`, which ``sift replay --bags B`` runs
+too; this script adds the comparison with the single seeds. ``B`` profiles cost ``B``
+times the scoring, the judgments and the state.
 """
 
 from __future__ import annotations
@@ -39,18 +40,16 @@ from typing import Any
 
 import numpy as np
 import orjson
-import scipy.sparse as sp
-from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_variants import validation_corpus
 
-from sift.filters.bank import ProfileBank
+from sift.filters.bagging import BaggedBank
 from sift.filters.vectorize import Vectorizer
 from sift.replay import (
+    BaggedFilterer,
     BankFilterer,
     Corpus,
-    Hit,
     ReplayConfig,
     build_bank,
     default_specs,
@@ -60,47 +59,6 @@ from sift.replay import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class BagFilterer:
-    """``B`` banks of the same profiles (bank order equal) deciding together."""
-
-    def __init__(self, banks: list[ProfileBank], rule: str) -> None:
-        if rule not in ("margin", "abstain", "vote"):
-            raise ValueError(f"rule must be 'margin', 'abstain' or 'vote', got {rule!r}")
-        self.banks, self.rule = banks, rule
-        self.names = banks[0].names
-        if any(b.names != self.names for b in banks):
-            raise ValueError("the banks must hold the same profiles in the same order")
-
-    def delivered(self, S: NDArray[np.float64], T: NDArray[np.float64]) -> NDArray[np.bool_]:
-        """Which cells are delivered, from the ``B x n x P`` scores and ``B x 1 x P``
-        thresholds."""
-        if self.rule == "vote":
-            return np.asarray((S >= T).sum(axis=0) * 2 > S.shape[0])
-        finite = np.isfinite(T)
-        if self.rule == "abstain":  # members answering No to everything are left out
-            margin = np.where(finite, S - np.where(finite, T, 0.0), 0.0)
-            n = np.broadcast_to(finite, S.shape).sum(axis=0)
-            return np.asarray((n > 0) & (margin.sum(axis=0) >= 0))
-        margin = np.where(finite, S - np.where(finite, T, 0.0), -1.0)
-        return np.asarray(margin.mean(axis=0) >= 0)
-
-    def decide(self, X: sp.csr_matrix) -> list[Hit]:
-        S = np.stack([b.score(X) for b in self.banks])
-        T = np.stack([b.thresholds() for b in self.banks])[:, None, :]
-        rows, cols = np.nonzero(self.delivered(S, T))
-        return [Hit(int(r), self.names[j], float(S[:, r, j].mean()), float(np.median(T[:, 0, j])), 0)
-                for r, j in zip(rows.tolist(), cols.tolist(), strict=True)]
-
-    def learn(self, profile: str, x: sp.csr_matrix, relevant: bool) -> bool:
-        changed = False
-        for bank in self.banks:
-            p = bank[profile]
-            before = p.version_
-            p.learn_one(x, relevant)
-            changed |= p.version_ != before
-        return changed
 
 
 def run(corpus: Corpus, bags: int, rule: str, groups: range, truncate: int | None) -> dict[str, Any]:
@@ -123,7 +81,7 @@ def run(corpus: Corpus, bags: int, rule: str, groups: range, truncate: int | Non
             one, _ = build_bank(corpus, specs, cfg, vec, X_train)  # the plain replay of the seed
             hits = run_protocol(BankFilterer(one), X_test, corpus.test, feedback=True)
             singles.append(evaluate(hits, corpus.test, names, n_initial=n_initial))
-        hits = run_protocol(BagFilterer(banks, rule), X_test, corpus.test, feedback=True)
+        hits = run_protocol(BaggedFilterer(BaggedBank(banks, rule)), X_test, corpus.test, feedback=True)
         m = evaluate(hits, corpus.test, names, n_initial=n_initial)
         single = {k: float(np.mean([s[k] for s in singles])) for k in ("macro_t11su", "macro_t11f")}
         row = {"seeds": seeds, "bagged": {k: m[k] for k in ("macro_t11su", "macro_t11f")},

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from sift.errors import ConfigError
+from sift.filters.bagging import RULES, BaggedBank
 from sift.filters.bank import Hit, ProfileBank
 from sift.filters.measures import f1, precision, recall, t11f, t11su
 from sift.filters.profile import Profile
@@ -69,6 +70,19 @@ class BankFilterer:
         """Scores of ``X`` against profile ``j`` alone (after its feedback changed it)."""
         p = self.bank[self.bank.names[j]]
         return p.score(X), p.threshold_, p.version_
+
+
+class BaggedFilterer:
+    """Adapts a :class:`~sift.filters.bagging.BaggedBank` to the protocol loop."""
+
+    def __init__(self, bag: BaggedBank) -> None:
+        self.bag = bag
+
+    def decide(self, X: sp.csr_matrix) -> list[Hit]:
+        return self.bag.decide(X)
+
+    def learn(self, profile: str, x: sp.csr_matrix, relevant: bool) -> bool:
+        return self.bag.learn_one(profile, x, relevant)
 
 
 @dataclass
@@ -228,6 +242,18 @@ class ReplayConfig:
     profile_params: dict[str, Any] = field(default_factory=dict)
     #: options of the full-training setting only (ignored otherwise)
     full: FullTrainingConfig = field(default_factory=FullTrainingConfig)
+    #: profiles per category from the pseudolabel seeds ``seed .. seed + bags - 1``,
+    #: deciding together by ``bag_rule`` (:mod:`sift.filters.bagging`); 1: one profile
+    bags: int = 1
+    bag_rule: str = "margin"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.bags, int) or isinstance(self.bags, bool) or self.bags < 1:
+            raise ConfigError(f"bags must be a positive integer, got {self.bags!r}")
+        if self.bag_rule not in RULES:
+            raise ConfigError(f"bag_rule must be one of {', '.join(RULES)}, got {self.bag_rule!r}")
+        if self.bags > 1 and self.full_training:
+            raise ConfigError("bags applies to adaptive filtering: full training has no pseudolabels")
 
 
 @dataclass
@@ -568,6 +594,10 @@ def replay(
         filterer = filterer_factory(bank, vec, X_train)
     elif Y is not None:
         filterer = full_training_filterer(bank, X_train, Y, cfg.full, cfg.model)
+    elif cfg.bags > 1:
+        members = [bank] + [build_bank(corpus, specs, replace(cfg, seed=cfg.seed + b), vec, X_train)[0]
+                            for b in range(1, cfg.bags)]
+        filterer = BaggedFilterer(BaggedBank(members, cfg.bag_rule))
     else:
         filterer = BankFilterer(bank)
     hits = run_protocol(filterer, X_test, corpus.test, feedback=not cfg.full_training,
@@ -580,7 +610,8 @@ def replay(
         "model": cfg.model, "model_params": cfg.model_params, "update": cfg.update,
         "measure": cfg.measure, "initial_positives": cfg.initial_positives,
         "full_training": cfg.full_training, "seed": cfg.seed, "vectorizer": cfg.vectorizer,
-        "profile_params": cfg.profile_params,
+        "profile_params": cfg.profile_params, "bags": cfg.bags,
+        **({"bag_rule": cfg.bag_rule} if cfg.bags > 1 else {}),
     }
     if len(bank):  # the hyperparameters that ran, defaults included (a spec's own may differ)
         metrics["config"]["model_params_effective"] = next(iter(bank)).model_.get_params()

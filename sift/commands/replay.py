@@ -186,6 +186,12 @@ def register(sub: Any) -> None:
     ft.add_argument("--knn-normalize", action=argparse.BooleanOptionalAction, default=FT.knn_normalize,
                     help="kNN: divide the vote by the neighbours' summed similarity "
                     f"(default {'on' if FT.knn_normalize else 'off'})")
+    p.add_argument("--bags", type=_positive_int, default=1, metavar="B",
+                   help="profiles per category, from the pseudolabel seeds SEED .. SEED+B-1, deciding "
+                        "together on their mean margin (sift.filters.bagging; B times the work; "
+                        "default 1: one profile)")
+    p.add_argument("--bag-rule", choices=["margin", "abstain", "vote"], default="margin",
+                   help="how bagged profiles decide together (default margin)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/replay", help="output folder (default runs/replay)")
     p.add_argument("--skip-bad", action="store_true", help="skip malformed lines and count them")
@@ -196,6 +202,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.initial_positives < 0:
         raise ConfigError(f"--initial-positives must be >= 0, got {args.initial_positives}")
+    if args.bags > 1 and args.full_training:
+        raise ConfigError("--bags applies to adaptive filtering: --full-training has no pseudolabels to bag")
     for path in (args.train, args.test):
         if not Path(path).exists():
             raise ConfigError(f"{path}: no such file (run from the repository root or pass --train/--test)")
@@ -214,6 +222,8 @@ def run(args: argparse.Namespace) -> int:
         vectorizer={**({} if args.truncate is None else {"truncate": args.truncate}),
                     **({} if not args.chars else {"chars": args.chars})},
         profile_params={"negative_mass": args.negative_mass, "size_cut": args.size_cut},
+        bags=args.bags,
+        bag_rule=args.bag_rule,
         full=FullTrainingConfig(
             threshold=args.threshold, fbr=args.fbr, fbr_fallback=args.fbr_fallback,
             min_score=args.min_score, placement=args.placement,
@@ -245,7 +255,10 @@ def print_table(m: dict[str, Any], stream: Any) -> None:
     full = cfg.get("full")
     if full and full["threshold"] == "scut":
         thr = f"SCut on {full['measure']} (fbr {full['fbr']:g}, min score {full['min_score']})"
-    stream.write(f"model {cfg['model']}, {mode}, {thr}, {m['profiles']} profiles, "
+    bags = cfg.get("bags", 1)
+    bagged = f" ({bags} bagged from seeds {cfg['seed']}-{cfg['seed'] + bags - 1}, {cfg.get('bag_rule')})" \
+        if bags > 1 else ""
+    stream.write(f"model {cfg['model']}, {mode}, {thr}, {m['profiles']} profiles{bagged}, "
                  f"{m['seconds']:.1f} s\n")
     if full:
         stream.write(f"  model params {cfg['model_params']}, features {full['select_features'] or 'all'}"
