@@ -9,7 +9,8 @@ document is delivered when the mean over the ``B`` of ``score - threshold`` is a
 ``-1``; ``--rule abstain``: it is left out, and a document needs one profile that does
 not), or when most of them would deliver it (``--rule vote``); every judgment goes to
 all ``B``. The protocol is the replay's (TREC 2002 adaptive filtering, feedback only
-for delivered documents, one document at a time), with the defaults as shipped.
+for delivered documents, one document at a time), with the defaults as shipped
+(Rocchio; ``--model`` for another).
 
 Each group of ``B`` seeds (``--groups G``: seeds ``0..B-1``, ``B..2B-1``, ...; ``--first
 F`` starts at group ``F``) is one bagged run, compared with the mean of the same seeds
@@ -20,6 +21,7 @@ single, their differences, and the per-profile T11SU of both.
 
     .venv/bin/python benchmarks/engine_bagging.py --bags 5 --groups 4 --validation
     .venv/bin/python benchmarks/engine_bagging.py --bags 5 --groups 1 --truncate 6
+    .venv/bin/python benchmarks/engine_bagging.py --model kantor --bags 5 --groups 2 --validation
 
 The bag is :class:`sift.filters.bagging.BaggedBank`, which ``sift replay --bags B`` runs
 too; this script adds the comparison with the single seeds. ``B`` profiles cost ``B``
@@ -61,21 +63,22 @@ from sift.replay import (
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(corpus: Corpus, bags: int, rule: str, groups: range, truncate: int | None) -> dict[str, Any]:
+def run(corpus: Corpus, bags: int, rule: str, groups: range, truncate: int | None,
+        model: str = "rocchio") -> dict[str, Any]:
     vec_params = {"truncate": truncate} if truncate else {}
     vec = Vectorizer(**vec_params).fit(d.text for d in corpus.train)
     X_train = vec.transform([d.text for d in corpus.train])
     X_test = vec.transform([d.text for d in corpus.test])
     specs = default_specs(corpus)
     names = [s.profile for s in specs]
-    out: dict[str, Any] = {"bags": bags, "rule": rule, "truncate": truncate, "groups": []}
+    out: dict[str, Any] = {"model": model, "bags": bags, "rule": rule, "truncate": truncate, "groups": []}
     for g in groups:
         seeds = list(range(g * bags, (g + 1) * bags))
         t0 = time.process_time()
         banks, singles = [], []
         n_initial: dict[str, int] = {}
         for seed in seeds:
-            cfg = ReplayConfig(seed=seed, vectorizer=vec_params)
+            cfg = ReplayConfig(model=model, seed=seed, vectorizer=vec_params)
             bank, n_initial = build_bank(corpus, specs, cfg, vec, X_train)
             banks.append(bank)
             one, _ = build_bank(corpus, specs, cfg, vec, X_train)  # the plain replay of the seed
@@ -118,6 +121,7 @@ def run(corpus: Corpus, bags: int, rule: str, groups: range, truncate: int | Non
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", choices=("rocchio", "kantor", "knn"), default="rocchio")
     ap.add_argument("--bags", type=int, default=5)
     ap.add_argument("--rule", choices=("margin", "abstain", "vote"), default="margin")
     ap.add_argument("--groups", type=int, default=1)
@@ -134,10 +138,12 @@ def main() -> None:
     else:
         corpus = load_corpus(ROOT / "data/reuters21578/train.jsonl.gz", ROOT / "data/reuters21578/test.jsonl.gz")
         split = "test"
-    res = run(corpus, args.bags, args.rule, range(args.first, args.first + args.groups), args.truncate)
+    res = run(corpus, args.bags, args.rule, range(args.first, args.first + args.groups), args.truncate,
+              args.model)
     path = Path(args.out)
     doc: dict[str, Any] = orjson.loads(path.read_bytes()) if args.merge and path.exists() else {}
-    doc.setdefault("runs", {})[f"{split}/B={args.bags}/{args.rule}/truncate={args.truncate}"
+    model = "" if args.model == "rocchio" else f"{args.model}/"
+    doc.setdefault("runs", {})[f"{split}/{model}B={args.bags}/{args.rule}/truncate={args.truncate}"
                                f"/groups={args.first}-{args.first + args.groups - 1}"] = res
     doc.setdefault("commands", []).append(" ".join(sys.argv))
     path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))

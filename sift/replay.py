@@ -570,6 +570,8 @@ def replay(
     filterer_factory: Callable[[ProfileBank, Vectorizer, sp.csr_matrix], Filterer] | None = None,
 ) -> ReplayResult:
     """Run the whole job: vectorize, train the profiles, stream, evaluate."""
+    if filterer_factory and cfg.bags > 1:
+        raise ConfigError("bags and a filterer_factory do not combine: the factory makes the decisions")
     t0 = time.perf_counter()
     specs = list(specs) if specs is not None else default_specs(corpus)
     use_fusion = cfg.vectorizer_class == "fusion" or (cfg.vectorizer_class == "auto" and cfg.model == "fusion")

@@ -155,6 +155,12 @@ def test_config_errors_name_the_option(kwargs: dict[str, object], match: str) ->
         ReplayConfig(**kwargs)  # type: ignore[arg-type]
 
 
+def test_bags_do_not_combine_with_a_filterer_factory() -> None:
+    with pytest.raises(ConfigError, match="do not combine"):
+        replay(corpus(), ReplayConfig(bags=2), filterer_factory=lambda bank, vec, X: BaggedFilterer(
+            BaggedBank([bank])))
+
+
 def test_cli_bags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     c = corpus()
     train, test = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
