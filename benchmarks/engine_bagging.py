@@ -46,7 +46,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_variants import validation_corpus
 
-from sift.filters.bagging import BaggedBank
+from sift.filters.bagging import RULES, BaggedBank
 from sift.filters.vectorize import Vectorizer
 from sift.replay import (
     BaggedFilterer,
@@ -81,7 +81,8 @@ def run(corpus: Corpus, bags: int, rule: str, groups: range, truncate: int | Non
             cfg = ReplayConfig(model=model, seed=seed, vectorizer=vec_params)
             bank, n_initial = build_bank(corpus, specs, cfg, vec, X_train)
             banks.append(bank)
-            one, _ = build_bank(corpus, specs, cfg, vec, X_train)  # the plain replay of the seed
+            # the plain replay of the seed, on a bank of its own (replaying changes a bank)
+            one, _ = build_bank(corpus, specs, cfg, vec, X_train)
             hits = run_protocol(BankFilterer(one), X_test, corpus.test, feedback=True)
             singles.append(evaluate(hits, corpus.test, names, n_initial=n_initial))
         hits = run_protocol(BaggedFilterer(BaggedBank(banks, rule)), X_test, corpus.test, feedback=True)
@@ -123,7 +124,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=("rocchio", "kantor", "knn"), default="rocchio")
     ap.add_argument("--bags", type=int, default=5)
-    ap.add_argument("--rule", choices=("margin", "abstain", "vote"), default="margin")
+    ap.add_argument("--rule", choices=RULES, default="margin")
     ap.add_argument("--groups", type=int, default=1)
     ap.add_argument("--first", type=int, default=0, help="the first group (seeds first*B ...)")
     ap.add_argument("--truncate", type=int, default=None)

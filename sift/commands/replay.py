@@ -13,6 +13,7 @@ import orjson
 
 from sift.commands._common import Progress, write_json
 from sift.errors import ConfigError
+from sift.filters.bagging import RULES as BAG_RULES
 from sift.replay import FullTrainingConfig, ReplayConfig, default_specs, load_corpus, read_specs, replay
 
 FT = FullTrainingConfig()
@@ -190,7 +191,7 @@ def register(sub: Any) -> None:
                    help="profiles per category, from the pseudolabel seeds SEED .. SEED+B-1, deciding "
                         "together on their mean margin (sift.filters.bagging; B times the work; "
                         "default 1: one profile)")
-    p.add_argument("--bag-rule", choices=["margin", "abstain", "vote"], default="margin",
+    p.add_argument("--bag-rule", choices=list(BAG_RULES), default="margin",
                    help="how bagged profiles decide together (default margin)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/replay", help="output folder (default runs/replay)")
