@@ -23,8 +23,8 @@ single, their differences, and the per-profile T11SU of both.
     .venv/bin/python benchmarks/engine_bagging.py --bags 5 --groups 1 --truncate 6
     .venv/bin/python benchmarks/engine_bagging.py --model kantor --bags 5 --groups 2 --validation
 
-The bag is :class:`sift.filters.bagging.BaggedBank`, which ``sift replay --bags B`` runs
-too; this script adds the comparison with the single seeds. ``B`` profiles cost ``B``
+The bag is a bank of :class:`sift.filters.bagging.BaggedProfile`, one per category, as
+``sift replay --bags B`` runs it; this script adds the comparison with the single seeds. ``B`` profiles cost ``B``
 times the scoring, the judgments and the state.
 """
 
@@ -46,10 +46,10 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_variants import validation_corpus
 
-from sift.filters.bagging import RULES, BaggedBank
+from sift.filters.bagging import RULES, BaggedProfile
+from sift.filters.bank import ProfileBank
 from sift.filters.vectorize import Vectorizer
 from sift.replay import (
-    BaggedFilterer,
     BankFilterer,
     Corpus,
     ReplayConfig,
@@ -85,7 +85,10 @@ def run(corpus: Corpus, bags: int, rule: str, groups: range, truncate: int | Non
             one, _ = build_bank(corpus, specs, cfg, vec, X_train)
             hits = run_protocol(BankFilterer(one), X_test, corpus.test, feedback=True)
             singles.append(evaluate(hits, corpus.test, names, n_initial=n_initial))
-        hits = run_protocol(BaggedFilterer(BaggedBank(banks, rule)), X_test, corpus.test, feedback=True)
+        bag = ProfileBank()
+        for name in names:
+            bag.add(BaggedProfile([b[name] for b in banks], rule))  # type: ignore[misc]
+        hits = run_protocol(BankFilterer(bag), X_test, corpus.test, feedback=True)
         m = evaluate(hits, corpus.test, names, n_initial=n_initial)
         single = {k: float(np.mean([s[k] for s in singles])) for k in ("macro_t11su", "macro_t11f")}
         row = {"seeds": seeds, "bagged": {k: m[k] for k in ("macro_t11su", "macro_t11f")},

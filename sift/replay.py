@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from sift.errors import ConfigError
-from sift.filters.bagging import RULES, BaggedBank
+from sift.filters.bagging import RULES, BaggedProfile
 from sift.filters.bank import Hit, ProfileBank
 from sift.filters.measures import f1, precision, recall, t11f, t11su
 from sift.filters.profile import Profile
@@ -70,19 +70,6 @@ class BankFilterer:
         """Scores of ``X`` against profile ``j`` alone (after its feedback changed it)."""
         p = self.bank[self.bank.names[j]]
         return p.score(X), p.threshold_, p.version_
-
-
-class BaggedFilterer:
-    """Adapts a :class:`~sift.filters.bagging.BaggedBank` to the protocol loop."""
-
-    def __init__(self, bag: BaggedBank) -> None:
-        self.bag = bag
-
-    def decide(self, X: sp.csr_matrix) -> list[Hit]:
-        return self.bag.decide(X)
-
-    def learn(self, profile: str, x: sp.csr_matrix, relevant: bool) -> bool:
-        return self.bag.learn_one(profile, x, relevant)
 
 
 @dataclass
@@ -267,7 +254,9 @@ def build_bank(
     corpus: Corpus, specs: Sequence[ProfileSpec], cfg: ReplayConfig, vec: Vectorizer,
     X_train: sp.csr_matrix, *, feature_mask: NDArray[np.bool_] | None = None,
 ) -> tuple[ProfileBank, dict[str, int]]:
-    """Train one profile per spec; return the bank and each profile's initial positive count.
+    """Train one profile per spec (with ``bags`` > 1, the spec's or else ``cfg.bags``, a
+    :class:`BaggedProfile` of that many members, seeds ``cfg.seed ..``); return the bank
+    and each profile's initial positive count.
 
     ``feature_mask`` (full training with feature selection) is applied to the query vectors;
     ``X_train`` must already be masked.
@@ -298,8 +287,7 @@ def build_bank(
             params = {**cfg.full.model_params.get(cfg.model, {}), **params}
             if cfg.model == "knn" and cfg.full.knn_normalize:
                 params.setdefault("normalize", True)
-        profile = Profile(
-            name,
+        kwargs: dict[str, Any] = dict(
             query=spec.query or query_from_name(name),
             model=cfg.model,
             model_params=params,
@@ -310,7 +298,13 @@ def build_bank(
             seed=cfg.seed,
             **cfg.profile_params,
         )
-        qtext = profile.query
+        # a spec's own bags (a --profiles file, the demo's specs) before the config's
+        bags, rule = (spec.bags, spec.bag_rule) if spec.bags > 1 else (cfg.bags, cfg.bag_rule)
+        if bags > 1 and cfg.full_training:
+            raise ConfigError(f"profile {name!r}: bags apply to adaptive filtering, not full training")
+        profile: Profile | BaggedProfile = (
+            BaggedProfile.of(name, bags, rule=rule, **kwargs) if bags > 1 else Profile(name, **kwargs))
+        qtext = kwargs["query"]
         query = vec.transform([qtext]) if qtext.strip() else None
         if query is not None and feature_mask is not None:
             query = mask_columns(query, feature_mask)
@@ -596,10 +590,6 @@ def replay(
         filterer = filterer_factory(bank, vec, X_train)
     elif Y is not None:
         filterer = full_training_filterer(bank, X_train, Y, cfg.full, cfg.model)
-    elif cfg.bags > 1:
-        members = [bank] + [build_bank(corpus, specs, replace(cfg, seed=cfg.seed + b), vec, X_train)[0]
-                            for b in range(1, cfg.bags)]
-        filterer = BaggedFilterer(BaggedBank(members, cfg.bag_rule))
     else:
         filterer = BankFilterer(bank)
     hits = run_protocol(filterer, X_test, corpus.test, feedback=not cfg.full_training,
@@ -616,9 +606,11 @@ def replay(
         **({"bag_rule": cfg.bag_rule} if cfg.bags > 1 else {}),
     }
     if len(bank):  # the hyperparameters that ran, defaults included (a spec's own may differ)
-        metrics["config"]["model_params_effective"] = next(iter(bank)).model_.get_params()
-        metrics["config"]["negative_mass_effective"] = next(iter(bank)).negative_mass_
-        metrics["config"]["size_cut_effective"] = next(iter(bank)).size_cut_
+        first = next(iter(bank))
+        first = first.members[0] if isinstance(first, BaggedProfile) else first
+        metrics["config"]["model_params_effective"] = first.model_.get_params()
+        metrics["config"]["negative_mass_effective"] = first.negative_mass_
+        metrics["config"]["size_cut_effective"] = first.size_cut_
     if cfg.full_training:
         metrics["config"]["full"] = cfg.full.as_dict()
         metrics["config"]["model_params"] = {**cfg.full.model_params.get(cfg.model, {}),

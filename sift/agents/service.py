@@ -66,7 +66,8 @@ from sift.agents.journal import (
     stack_batches,
 )
 from sift.errors import SiftError
-from sift.filters.bank import ProfileBank
+from sift.filters.bagging import BaggedProfile, load_profile
+from sift.filters.bank import AnyProfile, ProfileBank
 from sift.filters.errors import FilterError
 from sift.filters.profile import Profile
 from sift.filters.sparse import stack_row_refs
@@ -589,7 +590,7 @@ class ProfileEntry:
     """A profile as the service keeps it: its spec, the trained profile, judgment keys seen."""
 
     spec: ProfileSpec
-    profile: Profile
+    profile: AnyProfile
     judged: dict[str, None] = field(default_factory=dict)
     #: The journal (see :mod:`sift.agents.journal`): the id of this profile's life, the
     #: batches of judgments learned in it, and how many of them the state record holds
@@ -630,7 +631,7 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
             raise ServiceError(f"profile record format {obj.get('format')!r} is not "
                                f"{RECORD_FORMAT}")
         spec = ProfileSpec.from_obj(obj["spec"])
-        profile = Profile.from_state(obj["state"], feature_weights, n_features)
+        profile = load_profile(obj["state"], feature_weights, n_features)
         judged = dict.fromkeys(str(k) for k in obj.get("judged", ()))
         if name is not None and (spec.profile != name or profile.name != name):
             raise ServiceError(f"record under {name!r} is for profile {spec.profile!r} "
@@ -802,7 +803,7 @@ class Service:
         self._rewrite: set[str] = set()  # profiles whose next save is a whole record
         self._entries: dict[str, ProfileEntry] = {}
         self._banks: dict[int, ProfileBank] = {}
-        self._joint: tuple[list[Profile], ProfileBank] | None = None  # see _joint_bank
+        self._joint: tuple[list[AnyProfile], ProfileBank] | None = None  # see _joint_bank
         self._bad: dict[str, bytes] = {}
         # offsets processed here, per (topic, partition): a set, and the order to forget them
         self._done: dict[tuple[str, int], tuple[set[int], deque[int]]] = {}
@@ -1323,8 +1324,9 @@ class Service:
         if bank is not None:
             bank.remove(name)
 
-    def build_profile(self, spec: ProfileSpec) -> Profile:
-        """Train a new profile from a spec: query, positives (ids or texts), training set."""
+    def build_profile(self, spec: ProfileSpec) -> AnyProfile:
+        """Train a new profile from a spec: query, positives (ids or texts), training set;
+        a bagged one (:class:`~sift.filters.bagging.BaggedProfile`) when ``spec.bags`` > 1."""
         tr = self.training
         rows: list[int] = []
         extra: list[sp.csr_matrix] = []
@@ -1347,8 +1349,11 @@ class Service:
             X = more if X is None else sp.vstack([X, more], format="csr")
             rows.extend(range(base, base + more.shape[0]))
         query = spec.query or query_from_name(spec.profile)
-        profile = Profile(spec.profile, query=query, model=spec.model, model_params=spec.params,
-                          measure=spec.measure, update=spec.update)
+        kwargs: dict[str, Any] = dict(query=query, model=spec.model, model_params=spec.params,
+                                      measure=spec.measure, update=spec.update)
+        profile: AnyProfile = (
+            BaggedProfile.of(spec.profile, spec.bags, rule=spec.bag_rule, **kwargs) if spec.bags > 1
+            else Profile(spec.profile, **kwargs))
         qv = self.vectorizer.transform([query]) if query.strip() else None
         profile.fit(qv, X, positives=rows, feature_weights=self.weights,
                     n_features=self.vectorizer.n_features)
@@ -1464,7 +1469,7 @@ class Service:
                 "profiles": sorted(n for b in banks for n in b.names)}
 
 
-def learn_batch(profile: Profile, X: sp.csr_matrix, relevant: Sequence[bool], *,
+def learn_batch(profile: AnyProfile, X: sp.csr_matrix, relevant: Sequence[bool], *,
                 coalesce: bool = True) -> None:
     """Apply judgments (row ``i`` of ``X`` judged ``relevant[i]``) to one profile, in order.
 

@@ -32,6 +32,7 @@ import orjson
 from sift.commands._common import Progress, write_json
 from sift.errors import SiftError
 from sift.settings import Settings
+from sift.topics.records import MAX_BAGS
 
 ROOT = Path(__file__).resolve().parents[2]
 REUTERS = ROOT / "data" / "reuters21578"
@@ -43,6 +44,7 @@ EPILOG = """\
 examples:
   sift demo                            # local broker on 127.0.0.1:9092, Reuters, 1 worker
   sift demo --limit 1000 --chunk 10    # a shorter run
+  SIFT_TRUNCATE=6 sift demo --bags 5   # bagged profiles, tokens cut to 6 characters
   SIFT_BROKER=kafka://host:9092 sift demo --no-compare
 
 The closing table compares the stream's measures with 'sift replay' on the same
@@ -62,6 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--port", type=int, default=9092, help="port of the local broker")
     p.add_argument("--keep-broker", action="store_true", help="leave the local broker running")
     p.add_argument("--no-compare", action="store_true", help="skip the in-process sift replay")
+    p.add_argument("--bags", type=int, default=1, metavar="B",
+                   help="each profile bagged over B pseudolabel draws (a spec's bags; default 1)")
     p.add_argument("--out", type=Path, default=Path(".cache/demo/result.json"))
     p.set_defaults(func=run)
 
@@ -97,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.chunk < 1:
         raise SiftError("--chunk must be >= 1")
+    if not 1 <= args.bags <= MAX_BAGS:
+        raise SiftError(f"--bags must be in [1, {MAX_BAGS}], got {args.bags}")
     corpus = load_corpus(args.train, args.test)
     if args.limit is not None:
         corpus.test = corpus.test[: args.limit]
@@ -111,14 +117,21 @@ def run(args: argparse.Namespace) -> int:
                            judgment_batch_timeout=min(base.judgment_batch_timeout, 0.25),
                            data_dir=str(Path(tempfile.mkdtemp(prefix="sift-demo-")) / "worker"))
         try:
-            result = stream(settings, corpus, args.chunk)
+            result = stream(settings, corpus, args.chunk, args.bags)
         except HarnessError as exc:
             raise SiftError(str(exc)) from None
     if not args.no_compare:
         from sift.replay import ReplayConfig, replay
 
         print("demo: running sift replay in process for comparison ...")
-        ref = replay(corpus, ReplayConfig(), result["specs_obj"])
+        # the worker's vectorizer settings (SIFT_TRUNCATE, SIFT_CHARS) and bags
+        vectorizer: dict[str, Any] = {}
+        if base.truncate:
+            vectorizer["truncate"] = base.truncate
+        if base.chars:
+            vectorizer["chars"] = base.chars
+        cfg = ReplayConfig(vectorizer=vectorizer, bags=args.bags)
+        ref = replay(corpus, cfg, result["specs_obj"])
         result["replay"] = summary(ref.metrics)
     result.pop("specs_obj")
     report(result)
@@ -132,7 +145,7 @@ def summary(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: metrics[k] for k in keys}
 
 
-def stream(settings: Settings, corpus: Any, chunk: int) -> dict[str, Any]:
+def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[str, Any]:
     from sift.agents.app import prepare_topics
     from sift.agents.harness import WorkerProcess, send_all, wait_for
     from sift.filters.bank import Hit
@@ -145,8 +158,8 @@ def stream(settings: Settings, corpus: Any, chunk: int) -> dict[str, Any]:
     for d in corpus.train:
         for t in d.topics:
             first.setdefault(t, []).append(d.id)
-    specs = [ProfileSpec(s.profile, query=s.query, positives=tuple(first[s.profile][:3]))
-             for s in specs]
+    specs = [ProfileSpec(s.profile, query=s.query, positives=tuple(first[s.profile][:3]),
+                         bags=bags) for s in specs]
     prepare_topics(settings)
     worker = WorkerProcess(settings, "worker").start()
     print(f"demo: worker pid {worker.proc and worker.proc.pid}, log {worker.log_path}")
@@ -222,7 +235,8 @@ def stream(settings: Settings, corpus: Any, chunk: int) -> dict[str, Any]:
     names = [s.profile for s in specs]
     metrics = evaluate(hits, corpus.test, names, n_initial={s.profile: len(s.positives)
                                                             for s in specs})
-    return {"stream": summary(metrics), "documents": len(corpus.test), "decisions": len(hits),
+    return {"stream": summary(metrics), "documents": len(corpus.test), "bags": bags,
+            "truncate": settings.truncate, "chars": settings.chars, "decisions": len(hits),
             "judgments": n_judgments, "stream_seconds": seconds,
             "total_seconds": time.monotonic() - t0, "chunk": chunk,
             "dead_letters": final.get("stats", {}).get("dead_letters", 0),

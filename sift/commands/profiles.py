@@ -54,6 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add.add_argument("--positive", action="append", default=[], help="document id or text")
     add.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="model parameter (value parsed as JSON when it can be)")
+    add.add_argument("--bags", type=int, default=1, metavar="B",
+                     help="B profiles from consecutive pseudolabel seeds deciding together "
+                          "(sift.filters.bagging; B times the work and state; default 1)")
+    add.add_argument("--bag-rule", default="margin", help="how bagged members decide together: "
+                     "margin (default), abstain or vote")
     rm = verbs.add_parser("rm", help="delete a profile", formatter_class=raw,
                           epilog="example:\n  sift profiles rm wheat --wait 10")
     rm.add_argument("name")
@@ -170,7 +175,9 @@ def _record_answer(value: bytes | None, want: dict[str, Any], delete: bool) -> s
         return None
     if rec["spec"] != want:
         return None  # the record of an earlier spec, rewritten meanwhile
-    return f"created ({rec['model']}, threshold {rec['threshold']:.4f}, version {rec['model_version']})"
+    bags = f", {rec['bags']} bagged" if rec["bags"] > 1 else ""
+    return (f"created ({rec['model']}{bags}, threshold {rec['threshold']:.4f}, "
+            f"version {rec['model_version']})")
 
 
 #: what a table value that is not a profile record raises in :func:`_record`
@@ -185,6 +192,7 @@ def _record(data: bytes) -> dict[str, Any]:
     st = rec["state"]
     thr = st["threshold"]
     return {"spec": rec.get("spec"), "model": st["params"]["model"],
+            "bags": int(st["params"].get("bags", 1)),
             "update": st["params"]["update"], "measure": st["params"]["measure"],
             "threshold": math.inf if thr is None else thr,
             "model_version": st["model_version"], "judged": st["n_judged"]}
@@ -219,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
         obj = {"profile": args.name, "query": args.query, "model": args.model,
                "measure": args.measure, "update": update, "positives": args.positive,
                "params": parse_params(args.param)}
+        if args.bags != 1 or args.bag_rule != "margin":
+            obj.update(bags=args.bags, bag_rule=args.bag_rule)
         if args.wait:
             return _answer(args.name, *send_and_wait(settings, obj, args.wait))
         spec = send_spec(settings, obj)
@@ -235,13 +245,13 @@ def run(args: argparse.Namespace) -> int:
             for r in rows:
                 sys.stdout.write(orjson.dumps(r).decode() + "\n")
         else:
-            print(f"{'profile':24} {'model':8} {'update':6} {'threshold':>10} {'version':>7} "
-                  f"{'judged':>6} {'shard':>5}")
+            print(f"{'profile':24} {'model':8} {'bags':>4} {'update':6} {'threshold':>10} "
+                  f"{'version':>7} {'judged':>6} {'shard':>5}")
             for r in rows:
                 if "error" in r:
                     print(f"{r['profile']:24} {r['error']}")
                     continue
-                print(f"{r['profile']:24} {r['model']:8} {r['update']!s:6} "
+                print(f"{r['profile']:24} {r['model']:8} {r['bags']:>4} {r['update']!s:6} "
                       f"{r['threshold']:>10.4f} {r['model_version']:>7} {r['judged']:>6} "
                       f"{r['shard']:>5}")
             print(f"{len(rows)} profiles")

@@ -1,148 +1,289 @@
-"""Profiles bagged over pseudolabel draws: several banks of the same profiles, one decision.
+"""A profile bagged over pseudolabel draws: several profiles of one category, one classifier.
 
 A profile's pseudo-negatives and pseudo-positives are a random draw (its ``seed``), and
-which draw it gets moves what it delivers a lot. A :class:`BaggedBank` holds ``B``
-banks of the same profiles, trained the same way from ``B`` seeds: every document is
-scored by all of them and delivered on one joint rule, and every judgment is learned
-by all of them. On Reuters-21578 five members deciding on their mean margin beat the
-same seeds run singly in every group of seeds measured (validation split, +0.012 /
-+0.015 macro T11SU / T11F; ``benchmarks/engine_bagging.py``, docs/engine.md). It costs
-``B`` times the scoring, the judgments and the state of one bank.
+which draw it gets moves what it delivers a lot. A :class:`BaggedProfile` holds ``B``
+profiles of the same category trained the same way from the seeds ``seed .. seed+B-1``
+(its *members*): every judgment is learned by all of them, and a document is scored by
+all of them and delivered on one joint rule. On Reuters-21578 five members deciding on
+their mean margin beat the same seeds run singly in every group of seeds measured
+(validation split, +0.012 / +0.015 macro T11SU / T11F; ``benchmarks/engine_bagging.py``,
+docs/engine.md). It costs ``B`` times the scoring, the judgments and the state of one
+profile.
 
-Rules (``rule``):
+A bagged profile is a classifier like any other: a score and a threshold, delivered
+when the score reaches the threshold, so a :class:`~sift.filters.bank.ProfileBank`, the
+replay and the streaming service take it where they take a :class:`Profile` (the bank
+stacks the members' models with the others). Its score is the rule's statistic over the
+members (``rule``):
 
-* ``"margin"`` (default): delivered when the members' mean ``score - threshold`` is at
-  least 0; a member answering No to everything (threshold ``+inf``) counts ``-1``.
-* ``"abstain"``: the same mean over the members with a finite threshold only (at least
-  one needed).
-* ``"vote"``: delivered when more than half of the members would deliver it.
+* ``"margin"`` (default): the members' mean ``score - threshold``, a member answering No
+  to everything (threshold ``+inf``) counting ``-1``; threshold 0.
+* ``"abstain"``: the same mean over the members with a finite threshold only; threshold
+  0, or ``+inf`` while every member answers No.
+* ``"vote"``: the share of the members that would deliver the document; delivered on
+  more than half (the threshold is the float just above 0.5).
 
->>> from sift.filters.profile import Profile
 >>> from sift.filters.vectorize import Vectorizer
 >>> train = ["wheat crop", "oil price", "gold mine", "wheat exports", "oil output"]
 >>> v = Vectorizer(n_features=2**12).fit(train)
 >>> X = v.transform(train)
->>> banks = []
->>> for seed in (0, 1, 2):
-...     bank = ProfileBank()
-...     for name, pos in (("wheat", [0, 3]), ("oil", [1, 4])):
-...         p = Profile(name, query=name, pseudolabel={}, seed=seed)
-...         p.fit(v.transform([name]), X, positives=pos)
-...         bank.add(p)
-...     banks.append(bank)
->>> bag = BaggedBank(banks)
->>> [(h.row, h.profile) for h in bag.decide(v.transform(["oil price", "wheat and oil"]))]
-[(0, 'oil'), (1, 'wheat'), (1, 'oil')]
->>> bag.learn_one("oil", v.transform(["oil price"]), relevant=True)
-True
+>>> p = BaggedProfile.of("oil", 3, query="oil", pseudolabel={})
+>>> p.fit(v.transform(["oil"]), X, positives=[1, 4])
+>>> [m.seed for m in p.members], p.threshold_
+([0, 1, 2], 0.0)
+>>> p.decide(v.transform(["oil price", "gold"])).tolist()
+[True, False]
+>>> p.learn_one(v.transform(["oil price"]), relevant=True)
+>>> [m.n_judged_ for m in p.members]
+[1, 1, 1]
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
-from sift.filters.bank import Hit, ProfileBank
-from sift.filters.errors import ParameterError
+from sift.filters.errors import ParameterError, StateError
+from sift.filters.profile import Profile
+from sift.filters.state import STATE_VERSION, check_version
 
 RULES = ("margin", "abstain", "vote")
 
+#: the most members a bagged profile may have (each is a whole profile's state and work)
+MAX_BAGS = 25
 
-def bagged_delivery(scores: NDArray[np.float64], thresholds: NDArray[np.float64],
-                    rule: str = "margin") -> NDArray[np.bool_]:
-    """Which cells the members deliver together.
+#: the vote rule's threshold: more than half of the members
+_MAJORITY = math.nextafter(0.5, math.inf)
+
+
+def _check_rule(rule: Any) -> str:
+    if rule not in RULES:
+        raise ParameterError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    return str(rule)
+
+
+def bag_threshold(thresholds: NDArray[np.float64], rule: str = "margin") -> float:
+    """The bag's threshold from its members' thresholds (see the module)."""
+    if rule == "vote":
+        return _MAJORITY
+    if rule == "abstain" and not np.isfinite(thresholds).any():
+        return math.inf
+    return 0.0
+
+
+def bag_scores(scores: NDArray[np.float64], thresholds: NDArray[np.float64],
+               rule: str = "margin") -> NDArray[np.float64]:
+    """The bag's score of each document from its members' scores and thresholds.
 
     Parameters
     ----------
     scores
-        ``(B, n_docs, n_profiles)``: every member's scores.
+        ``(B, ...)``: every member's scores (members first).
     thresholds
-        ``(B, n_profiles)``: every member's thresholds (``inf``: it answers No).
+        ``(B,)``: every member's threshold (``inf``: it answers No).
     rule
         ``"margin"``, ``"abstain"`` or ``"vote"`` (see the module).
 
-    Returns
-    -------
-    ndarray of bool, shape (n_docs, n_profiles)
-
     Examples
     --------
-    >>> S = np.full((3, 1, 2), 0.5)
-    >>> T = np.array([[0.4, 0.2], [0.4, 0.2], [0.6, np.inf]])
-    >>> bagged_delivery(S, T, "margin").tolist()  # b: (0.3 + 0.3 - 1) / 3 < 0
-    [[True, False]]
-    >>> bagged_delivery(S, T, "abstain").tolist()  # b: 0.3 over the two others
-    [[True, True]]
+    >>> S = np.array([[0.5, 0.1], [0.5, 0.1], [0.5, 0.1]])
+    >>> T = np.array([0.4, 0.2, np.inf])
+    >>> bag_scores(S, T, "margin").round(3).tolist()     # (0.1 + 0.3 - 1) / 3, ...
+    [-0.2, -0.467]
+    >>> bag_scores(S, T, "abstain").round(3).tolist()    # over the two finite members
+    [0.2, -0.2]
+    >>> bag_scores(S, T, "vote").round(3).tolist()
+    [0.667, 0.0]
     """
-    if rule not in RULES:
-        raise ParameterError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    _check_rule(rule)
     S = np.asarray(scores, dtype=np.float64)
-    T = np.asarray(thresholds, dtype=np.float64)[:, None, :]
+    T = np.asarray(thresholds, dtype=np.float64).reshape((-1,) + (1,) * (S.ndim - 1))
     if rule == "vote":
-        return np.asarray((S >= T).sum(axis=0) * 2 > S.shape[0])
+        return np.asarray((S >= T).mean(axis=0), dtype=np.float64)
     finite = np.isfinite(T)
+    margin = S - np.where(finite, T, 0.0)
     if rule == "abstain":
-        margin = np.where(finite, S - np.where(finite, T, 0.0), 0.0)
-        counted = np.broadcast_to(finite, S.shape).sum(axis=0)
-        return np.asarray((counted > 0) & (margin.sum(axis=0) >= 0))
-    margin = np.where(finite, S - np.where(finite, T, 0.0), -1.0)
-    return np.asarray(margin.mean(axis=0) >= 0)
+        n = int(np.count_nonzero(finite))
+        if n == 0:
+            return np.zeros(S.shape[1:])
+        return np.asarray(np.where(finite, margin, 0.0).sum(axis=0) / n, dtype=np.float64)
+    return np.asarray(np.where(finite, margin, -1.0).mean(axis=0), dtype=np.float64)
 
 
-class BaggedBank:
-    """``B`` banks of the same profiles, in the same order, deciding together.
+def bagged_delivery(scores: NDArray[np.float64], thresholds: NDArray[np.float64],
+                    rule: str = "margin") -> NDArray[np.bool_]:
+    """Which documents the members deliver together: ``bag_scores >= bag_threshold``.
+
+    >>> S = np.full((3, 2), 0.5)
+    >>> bagged_delivery(S, np.array([0.4, 0.4, 0.6]), "margin").tolist()
+    [True, True]
+    """
+    T = np.asarray(thresholds, dtype=np.float64)
+    return np.asarray(bag_scores(scores, T, rule) >= bag_threshold(T, rule))
+
+
+class BaggedProfile:
+    """``B`` profiles of one category (its members), deciding together.
 
     Parameters
     ----------
-    banks
-        The members (at least one; each trained from its own pseudolabel seed).
+    members
+        The member profiles (at least one, at most :data:`MAX_BAGS`, all of the same
+        name; each trained from its own pseudolabel seed). :meth:`of` makes them.
     rule
-        How the members decide together (see :func:`bagged_delivery`).
+        How the members decide together (see the module).
 
-    A delivery's :class:`~sift.filters.bank.Hit` carries the members' mean score, the
-    mean of their finite thresholds (``inf`` when none is) and the sum of their model
-    versions (it changes whenever a member changes).
+    Attributes
+    ----------
+    threshold_, version_, n_judged_, n_relevant_
+        The bag's threshold (see the module); the sum of the members' model versions
+        (it changes whenever a member's model or threshold does); the judgments every
+        member has learned, and the relevant ones among them.
     """
 
-    def __init__(self, banks: Sequence[ProfileBank], rule: str = "margin") -> None:
-        if not banks:
-            raise ParameterError("banks must hold at least one bank")
-        if rule not in RULES:
-            raise ParameterError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
-        names = banks[0].names
-        if any(b.names != names for b in banks[1:]):
-            raise ParameterError("the banks must hold the same profiles in the same order")
-        self.banks = list(banks)
-        self.rule = rule
+    def __init__(self, members: Sequence[Profile], rule: str = "margin") -> None:
+        if not members or len(members) > MAX_BAGS:
+            raise ParameterError(f"members must hold 1 to {MAX_BAGS} profiles, got {len(members)}")
+        if not all(isinstance(m, Profile) for m in members):
+            raise ParameterError("members must be Profile objects")
+        names = {m.name for m in members}
+        if len(names) != 1:
+            raise ParameterError(f"members must all be the same profile, got names {sorted(names)!r}")
+        self.members = list(members)
+        self.rule = _check_rule(rule)
+
+    @classmethod
+    def of(cls, name: str, bags: int, *, rule: str = "margin", seed: int = 0,
+           **params: Any) -> BaggedProfile:
+        """``bags`` untrained profiles ``Profile(name, seed=seed + b, **params)``.
+
+        >>> [m.seed for m in BaggedProfile.of("x", 3, seed=7).members]
+        [7, 8, 9]
+        """
+        if isinstance(bags, bool) or not isinstance(bags, int) or not 1 <= bags <= MAX_BAGS:
+            raise ParameterError(f"bags must be an integer in [1, {MAX_BAGS}], got {bags!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ParameterError(f"seed must be an integer, got {seed!r}")
+        return cls([Profile(name, seed=seed + b, **params) for b in range(bags)], rule)
+
+    # -- what the bank and the service read ------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.members[0].name
 
     @property
-    def names(self) -> list[str]:
-        return self.banks[0].names
+    def bags(self) -> int:
+        return len(self.members)
 
-    def decide(self, X: sp.csr_matrix) -> list[Hit]:
-        """Every (document, profile) the members deliver together, row-major."""
-        S = np.stack([b.score(X) for b in self.banks])
-        T = np.stack([b.thresholds() for b in self.banks])
-        rows, cols = np.nonzero(bagged_delivery(S, T, self.rule))
-        finite = np.isfinite(T)
-        n_finite = finite.sum(axis=0)
-        thr = np.where(n_finite > 0, np.where(finite, T, 0.0).sum(axis=0) / np.maximum(n_finite, 1), np.inf)
-        mean_score = S.mean(axis=0)
-        names = self.names
-        versions = np.sum([[p.version_ for p in b] for b in self.banks], axis=0)
-        return [Hit(r, names[j], float(mean_score[r, j]), float(thr[j]), int(versions[j]))
-                for r, j in zip(rows.tolist(), cols.tolist(), strict=True)]
+    @property
+    def update(self) -> str | int:
+        return self.members[0].update
 
-    def learn_one(self, name: str, x: sp.csr_matrix, relevant: bool) -> bool:
-        """Learn one judgment in every member; whether any member's model or threshold
-        changed."""
-        changed = False
-        for bank in self.banks:
-            p = bank[name]
-            before = p.version_
-            p.learn_one(x, relevant)
-            changed |= p.version_ != before
-        return changed
+    @property
+    def member_thresholds(self) -> NDArray[np.float64]:
+        return np.fromiter((m.threshold_ for m in self.members), dtype=np.float64,
+                           count=len(self.members))
+
+    @property
+    def threshold_(self) -> float:
+        return bag_threshold(self.member_thresholds, self.rule)
+
+    @property
+    def version_(self) -> int:
+        return sum(m.version_ for m in self.members)
+
+    @property
+    def n_judged_(self) -> int:
+        return self.members[0].n_judged_
+
+    @property
+    def n_relevant_(self) -> int:
+        return self.members[0].n_relevant_
+
+    # -- training and scoring --------------------------------------------------------------
+    def fit(self, query_vector: sp.csr_matrix | None, X_train: sp.csr_matrix | None = None, *,
+            positives: ArrayLike = (), labels: ArrayLike | None = None,
+            feature_weights: NDArray[np.float64] | None = None,
+            n_features: int | None = None) -> None:
+        """:meth:`Profile.fit` of every member, with the same arguments."""
+        for m in self.members:
+            m.fit(query_vector, X_train, positives=positives, labels=labels,
+                  feature_weights=feature_weights, n_features=n_features)
+
+    def combine(self, member_scores: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The bag's scores from the members' (``(B, ...)``, members first)."""
+        return bag_scores(member_scores, self.member_thresholds, self.rule)
+
+    def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
+        """The bag's score of each row of ``X``."""
+        return self.combine(np.stack([m.score(X) for m in self.members]))
+
+    def decide(self, X: sp.csr_matrix) -> NDArray[np.bool_]:
+        """``score >= threshold_`` for each row of ``X``."""
+        return np.asarray(self.score(X) >= self.threshold_)
+
+    # -- feedback: every member learns every judgment ------------------------------------------
+    def learn_one(self, x: sp.csr_matrix, relevant: bool, weight: float = 1.0) -> None:
+        for m in self.members:
+            m.learn_one(x, relevant, weight)
+
+    def learn_many(self, X: sp.csr_matrix, relevant: ArrayLike, weights: ArrayLike | None = None) -> None:
+        for m in self.members:
+            m.learn_many(X, relevant, weights)
+
+    def relearn(self, calls: Sequence[tuple[sp.csr_matrix, ArrayLike]]) -> None:
+        for m in self.members:
+            m.relearn(calls)
+
+    def relearn_rows(self, X: sp.csr_matrix, relevant: ArrayLike, sizes: Sequence[int]) -> None:
+        for m in self.members:
+            m.relearn_rows(X, relevant, sizes)
+
+    def flush(self) -> None:
+        for m in self.members:
+            m.flush()
+
+    # -- state -----------------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """A JSON-safe, versioned snapshot: the rule and every member's state.
+
+        It also carries, as a profile's state does, the ``params`` (the first member's,
+        with ``bags`` and ``rule``), ``threshold`` (``None`` for ``+inf``),
+        ``model_version`` and ``n_judged``, for readers that summarise a state without
+        rebuilding it (``sift profiles ls``, the web views); :meth:`from_state` derives
+        them from the members instead.
+        """
+        thr = self.threshold_
+        params = {**self.members[0].get_params(), "bags": self.bags, "rule": self.rule}
+        return {"kind": "bagged_profile", "version": STATE_VERSION, "rule": self.rule,
+                "params": params, "threshold": None if math.isinf(thr) else thr,
+                "model_version": self.version_, "n_judged": self.n_judged_,
+                "members": [m.to_state() for m in self.members]}
+
+    @classmethod
+    def from_state(cls, state: Any, feature_weights: NDArray[np.float64] | None = None,
+                   n_features: int | None = None) -> BaggedProfile:
+        """Rebuild a bagged profile from :meth:`to_state` output, validating it."""
+        s = check_version(state, "bagged_profile")
+        members = s.get("members")
+        if not isinstance(members, list) or not 1 <= len(members) <= MAX_BAGS:
+            raise StateError(f"bagged_profile: members must be a list of 1 to {MAX_BAGS} profile states")
+        try:
+            return cls([Profile.from_state(m, feature_weights, n_features) for m in members],
+                       str(s.get("rule")))
+        except ParameterError as exc:
+            raise StateError(f"bagged_profile: {exc}") from None
+
+
+def load_profile(state: Any, feature_weights: NDArray[np.float64] | None = None,
+                 n_features: int | None = None) -> Profile | BaggedProfile:
+    """A :class:`Profile` or :class:`BaggedProfile` from its ``to_state`` output (by its
+    ``kind``)."""
+    if isinstance(state, dict) and state.get("kind") == "bagged_profile":
+        return BaggedProfile.from_state(state, feature_weights, n_features)
+    return Profile.from_state(state, feature_weights, n_features)

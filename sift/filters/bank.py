@@ -4,7 +4,9 @@ Profiles are grouped by model class; each group is stacked (see
 :meth:`~sift.filters.base.ScoringModel.build_stack`), so a batch of documents is
 scored against every Rocchio profile by one sparse product, against every
 Kantor profile by two, and so on. A stack is rebuilt lazily, at most once per
-scoring call, when a member's ``version_`` changed.
+scoring call, when a member's ``version_`` changed. A bagged profile
+(:class:`~sift.filters.bagging.BaggedProfile`) has its members stacked with the
+other profiles, and its score combined from theirs.
 
 >>> from sift.filters.vectorize import Vectorizer
 >>> train = ["wheat crop", "oil price", "gold mine", "wheat exports", "oil output"]
@@ -29,10 +31,14 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
+from sift.filters.bagging import BaggedProfile
 from sift.filters.base import Stack
 from sift.filters.errors import FilterError
 from sift.filters.profile import Profile
 from sift.filters.sparse import nonzero_2d, stack_rows
+
+#: what a bank holds: a profile, or a bagged profile (several profiles deciding together)
+AnyProfile = Profile | BaggedProfile
 
 
 class Hit(NamedTuple):
@@ -54,10 +60,13 @@ class ProfileBank:
     """An ordered set of profiles with stacked scoring."""
 
     def __init__(self) -> None:
-        self._profiles: dict[str, Profile] = {}
+        self._profiles: dict[str, AnyProfile] = {}
         self._stacks: dict[type, tuple[tuple[tuple[str, int], ...], Stack, list[int]]] = {}
         #: the profiles in order and their names, rebuilt after an add or a remove
-        self._order: tuple[list[Profile], list[str]] | None = None
+        self._order: tuple[list[AnyProfile], list[str]] | None = None
+        #: the scoring profiles (a bagged profile's members in its place), the spans of
+        #: the bagged ones ``(profile, first member, end)`` and where the others are
+        self._leaves: tuple[list[Profile], list[tuple[int, int, int]], list[int], list[int]] | None = None
         #: the last stack groups and the members' versions they were built for
         self._groups: tuple[list[int], list[tuple[Stack, list[int]]]] | None = None
 
@@ -67,40 +76,60 @@ class ProfileBank:
     def __contains__(self, name: object) -> bool:
         return name in self._profiles
 
-    def __getitem__(self, name: str) -> Profile:
+    def __getitem__(self, name: str) -> AnyProfile:
         try:
             return self._profiles[name]
         except KeyError:
             raise FilterError(f"no profile named {name!r}") from None
 
-    def __iter__(self) -> Iterator[Profile]:
+    def __iter__(self) -> Iterator[AnyProfile]:
         return iter(self._profiles.values())
 
     @property
     def names(self) -> list[str]:
         return list(self._profiles)
 
-    def add(self, profile: Profile) -> None:
+    def add(self, profile: AnyProfile) -> None:
         """Add or replace a profile."""
         old = self._profiles.get(profile.name)
         self._profiles[profile.name] = profile
-        self._order = self._groups = None
+        self._order = self._groups = self._leaves = None
         if old is not None and old is not profile:
             # the stacks know their members by name and version: a replacement with the
             # version number of the profile it replaces (a re-created profile fitted as
             # many times) would pass for it, and the old model would go on scoring
             self._stacks.clear()
 
-    def remove(self, name: str) -> Profile | None:
+    def remove(self, name: str) -> AnyProfile | None:
         """Remove a profile; returns it, or ``None`` if there was none."""
-        self._order = self._groups = None
+        self._order = self._groups = self._leaves = None
         return self._profiles.pop(name, None)
 
-    def _ordered(self) -> tuple[list[Profile], list[str]]:
+    def _ordered(self) -> tuple[list[AnyProfile], list[str]]:
         if self._order is None:
             profiles = list(self._profiles.values())
             self._order = (profiles, [p.name for p in profiles])
         return self._order
+
+    def _scoring(self) -> tuple[list[Profile], list[tuple[int, int, int]], list[int], list[int]]:
+        """``(leaves, bagged, plain, plain_leaves)``: the profiles whose models are
+        stacked (each bagged profile's members in its place), ``(profile, first member,
+        end)`` of each bagged profile, and the other profiles with their leaf index."""
+        if self._leaves is None:
+            leaves: list[Profile] = []
+            bagged: list[tuple[int, int, int]] = []
+            plain: list[int] = []
+            plain_leaves: list[int] = []
+            for j, p in enumerate(self._ordered()[0]):
+                if isinstance(p, BaggedProfile):
+                    bagged.append((j, len(leaves), len(leaves) + p.bags))
+                    leaves.extend(p.members)
+                else:
+                    plain.append(j)
+                    plain_leaves.append(len(leaves))
+                    leaves.append(p)
+            self._leaves = (leaves, bagged, plain, plain_leaves)
+        return self._leaves
 
     def learn_many(self, judgments: Iterable[tuple[str, sp.csr_matrix, bool]]) -> list[str]:
         """Apply a batch of ``(profile, document vector, relevant)`` judgments.
@@ -138,7 +167,7 @@ class ProfileBank:
         the last call while no member changed (its ``version_``) and none was added or
         removed, so a scoring call against 1,000 unchanged profiles costs one pass over
         their versions."""
-        profiles = self._ordered()[0]
+        profiles = self._scoring()[0]
         versions = [p.version_ for p in profiles]
         if self._groups is not None and self._groups[0] == versions:
             return self._groups[1]
@@ -175,10 +204,20 @@ class ProfileBank:
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
         """Scores of every row of ``X`` against every profile, shape (n_docs, n_profiles)."""
         X = sp.csr_matrix(X)
-        out = np.zeros((X.shape[0], len(self._profiles)))
+        leaves, bagged, plain, plain_leaves = self._scoring()
+        out = np.zeros((X.shape[0], len(leaves)))
         for stack, cols in self._stack_groups():
             out[:, cols] = stack.score(X)
-        return out
+        if not bagged:
+            return out
+        profiles = self._ordered()[0]
+        combined = np.zeros((X.shape[0], len(profiles)))
+        combined[:, plain] = out[:, plain_leaves]
+        for j, first, end in bagged:
+            p = profiles[j]
+            assert isinstance(p, BaggedProfile)
+            combined[:, j] = p.combine(out[:, first:end].T)
+        return combined
 
     def decide(self, X: sp.csr_matrix) -> list[Hit]:
         """Every (document, profile) whose score reaches the profile's threshold, row-major."""

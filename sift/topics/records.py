@@ -16,6 +16,10 @@ from sift.topics.errors import RecordError
 
 MODELS = ("rocchio", "kantor", "knn", "fusion")
 MEASURES = ("t11su", "t11f", "f1", "t11u", "precision")
+#: a bagged profile's rules and most members (those of sift.filters.bagging; a test
+#: keeps them equal)
+BAG_RULES = ("margin", "abstain", "vote")
+MAX_BAGS = 25
 MAX_ID_CHARS = 512
 
 
@@ -194,10 +198,12 @@ def unknown_positive(profile: str, entry: str, where: str) -> RecordError:
 class ProfileSpec:
     """Create, update or delete a profile.
 
-    ``{"profile", "query"?, "model", "params"?, "measure"?, "update"?, "positives"?, "delete"?}``;
-    ``positives`` are document ids or texts: an entry is an id when the reader knows a
-    document by it, else a text when it has whitespace inside (:func:`is_positive_text`);
-    any other entry is an unknown id, rejected with the reason ``unknown_positive``.
+    ``{"profile", "query"?, "model", "params"?, "measure"?, "update"?, "positives"?,
+    "bags"?, "bag_rule"?, "delete"?}``; ``positives`` are document ids or texts: an entry
+    is an id when the reader knows a document by it, else a text when it has whitespace
+    inside (:func:`is_positive_text`); any other entry is an unknown id, rejected with
+    the reason ``unknown_positive``. ``bags`` > 1 makes a bagged profile of that many
+    members deciding by ``bag_rule`` (:mod:`sift.filters.bagging`).
     """
 
     profile: str
@@ -208,6 +214,8 @@ class ProfileSpec:
     update: str | int = "every"
     positives: tuple[str, ...] = ()
     delete: bool = False
+    bags: int = 1
+    bag_rule: str = "margin"
 
     @classmethod
     def from_obj(cls, obj: Any) -> ProfileSpec:
@@ -249,7 +257,16 @@ class ProfileSpec:
             raise RecordError("bad_positives", "profile spec field 'positives' must be a list of strings")
         if not delete and not query.strip() and not positives:
             raise RecordError("empty_profile", f"profile {name!r} has neither a query nor positives")
-        return cls(name, model, query, dict(params), measure, update, tuple(positives), delete)
+        bags = o.get("bags", 1)
+        if isinstance(bags, bool) or not isinstance(bags, int) or not 1 <= bags <= MAX_BAGS:
+            raise RecordError("bad_bags", f"profile spec field 'bags' must be an integer in "
+                              f"[1, {MAX_BAGS}], got {bags!r}")
+        bag_rule = o.get("bag_rule", "margin")
+        if bag_rule not in BAG_RULES:
+            raise RecordError("bad_bags", f"profile spec field 'bag_rule' must be one of "
+                              f"{', '.join(BAG_RULES)}, got {bag_rule!r}")
+        return cls(name, model, query, dict(params), measure, update, tuple(positives), delete,
+                   bags, bag_rule)
 
     def to_obj(self) -> dict[str, Any]:
         out: dict[str, Any] = {"profile": self.profile, "model": self.model, "query": self.query,
@@ -257,6 +274,9 @@ class ProfileSpec:
                                "positives": list(self.positives)}
         if self.delete:
             out["delete"] = True
+        if self.bags > 1:
+            out["bags"] = self.bags
+            out["bag_rule"] = self.bag_rule
         return out
 
 

@@ -12,6 +12,7 @@ import scipy.sparse as sp
 
 from sift.agents import journal as jr
 from sift.agents.service import InputMessage, Service, TrainingSet, default_corpus
+from sift.filters.bagging import BaggedProfile
 from sift.topics.codecs import read_jsonl
 from sift.topics.records import Document
 
@@ -140,6 +141,30 @@ def test_a_recovered_profile_is_the_live_one_bit_for_bit(training: TrainingSet,
         assert a is not None and b is not None
         assert np.array_equal(a.profile.score(X), b.profile.score(X))
         assert a.profile.threshold_ == b.profile.threshold_
+
+
+def test_a_bagged_profile_recovers_from_its_journal_bit_for_bit(
+        training: TrainingSet, stream: list[dict[str, str]]) -> None:
+    """Every member of a bagged profile learns the journal's batches on recovery, as it
+    learned them live."""
+    table: dict[str, bytes] = {}
+    journal: dict[str, bytes] = {}
+    live = make(training, journal)
+    res = live.apply_specs([spec_msg(live, profile=p, query=q, bags=3, bag_rule="vote")
+                            for p, q in PROFILES.items()], table)
+    assert not res.dead_letters
+    seen(live, stream)
+    apply(live, table, judgment_batches(stream, 40, seed=3))
+    assert live.stats["journal_appends"] > 0
+    want = states(live, table)
+    fresh = make(training, dict(journal))
+    assert states(fresh, dict(table)) == want
+    assert fresh.stats["journal_replayed"] > 0 and fresh.stats["bad_journal"] == 0
+    for name in PROFILES:
+        entry = fresh.entry(name, dict(table))
+        assert entry is not None and isinstance(entry.profile, BaggedProfile)
+        assert entry.profile.bags == 3 and entry.profile.rule == "vote"
+        assert entry.profile.n_judged_ > 0
 
 
 def test_a_recovered_worker_goes_on_and_is_recovered_again(training: TrainingSet,

@@ -35,6 +35,7 @@ from sift.agents.service import (
     shard_of,
     split_rows,
 )
+from sift.filters.bagging import BaggedProfile
 from sift.filters.vectorize import Vectorizer
 from sift.topics.errors import RecordError
 
@@ -368,6 +369,65 @@ def test_profile_record_round_trip_is_exact(service: Service) -> None:
     copy = decode_profile_record(encode_profile_record(entry), service.weights)
     assert np.array_equal(copy.profile.score(X), entry.profile.score(X))
     assert copy.profile.threshold_ == entry.profile.threshold_
+
+
+def test_a_bagged_profile_is_created_scored_judged_and_stored(service: Service) -> None:
+    """A spec with ``bags`` makes a bagged profile: its members scored in the shard's
+    stack, its decisions at or above its threshold, every judgment learned by every
+    member, its record exact through the codec and summarised by the readers."""
+    from sift.commands.profiles import _record
+    from sift.web.state import summarize_state
+
+    table: dict[str, bytes] = {}
+    res = service.apply_specs([spec_msg(service, profile="wheat", query="wheat", positives=["t1", "t2"],
+                                        bags=3, bag_rule="margin"),
+                               spec_msg(service, profile="oil", query="crude oil", positives=["t3"])],
+                              table)
+    assert not res.dead_letters
+    entry = service.entry("wheat", table)
+    assert entry is not None and isinstance(entry.profile, BaggedProfile)
+    bag = entry.profile
+    assert [m.seed for m in bag.members] == [0, 1, 2] and entry.spec.bags == 3
+    docs = [{"id": f"n{i}", "text": t} for i, t in enumerate(
+        ["wheat exports to egypt", "wheat harvest kansas", "crude oil news", "gold"])]
+    decisions = score_all(service, table, docs)
+    X = service.vectorizer.transform([d["text"] for d in docs])
+    want = np.flatnonzero(bag.decide(X)).tolist()
+    assert [int(d.doc_id[1:]) for d in decisions if d.profile == "wheat"] == want and want
+    assert all(d.score >= d.threshold for d in decisions)
+    res = service.apply_judgments([judgment_msg(service, id="j1", doc_id="n1", profile="wheat",
+                                                relevant=True),
+                                   judgment_msg(service, id="j2", doc_id="n2", profile="wheat",
+                                                relevant=False)], table)
+    assert res.changed == ["wheat"] and not res.dead_letters
+    entry = service.entry("wheat", table)
+    assert entry is not None and isinstance(entry.profile, BaggedProfile)
+    assert [m.n_judged_ for m in entry.profile.members] == [2, 2, 2]
+    copy = decode_profile_record(encode_profile_record(entry), service.weights)
+    assert np.array_equal(copy.profile.score(X), entry.profile.score(X))
+    assert (copy.profile.threshold_, copy.profile.version_) == (entry.profile.threshold_,
+                                                               entry.profile.version_)
+    assert copy.spec == entry.spec
+    summary = _record(table["wheat"])
+    assert (summary["model"], summary["judged"], summary["model_version"]) == (
+        "rocchio", 2, entry.profile.version_)
+    assert summarize_state(table["wheat"])["threshold"] == entry.profile.threshold_
+
+
+@pytest.mark.parametrize("bad", [{"bags": 0}, {"bags": 26}, {"bags": "3"}, {"bags": True},
+                                 {"bags": 2, "bag_rule": "mean"}])
+def test_bad_bags_are_dead_lettered(service: Service, bad: dict[str, object]) -> None:
+    table: dict[str, bytes] = {}
+    res = service.apply_specs([spec_msg(service, profile="wheat", query="wheat", **bad)], table)
+    assert [d.reason for d in res.dead_letters] == ["bad_bags"] and table == {}
+    assert "\n" not in res.dead_letters[0].message and "bag" in res.dead_letters[0].message
+
+
+def test_the_wire_contract_knows_the_cores_bag_rules() -> None:
+    from sift.filters import bagging
+    from sift.topics import records
+
+    assert records.BAG_RULES == bagging.RULES and records.MAX_BAGS == bagging.MAX_BAGS
 
 
 def test_coalesced_judgments_end_where_one_by_one_ends(service: Service) -> None:

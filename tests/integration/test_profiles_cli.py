@@ -35,11 +35,12 @@ def test_profiles_add_list_rm_with_the_workers_answer(
         worker.wait_ready()
         capsys.readouterr()
 
-        # accepted: the record reaches the table's changelog
+        # accepted: the record reaches the table's changelog (a bagged profile: three
+        # members from consecutive pseudolabel seeds)
         assert main(["profiles", "add", "wheat", "--query", "wheat grain", "--positive", wheat[0],
-                     "--positive", wheat[1], "--wait", "60"]) == 0
+                     "--positive", wheat[1], "--bags", "3", "--wait", "60"]) == 0
         out = capsys.readouterr().out
-        assert "'wheat'" in out and "created (rocchio" in out
+        assert "'wheat'" in out and "created (rocchio, 3 bagged, threshold 0.0000" in out
 
         # a positive that is neither a known document id nor a text: dead-lettered, said
         assert main(["profiles", "add", "typo", "--query", "wheat", "--positive", "r-no-such-doc",
@@ -55,6 +56,7 @@ def test_profiles_add_list_rm_with_the_workers_answer(
         assert main(["profiles", "list", "--json"]) == 0
         listed = capsys.readouterr().out
         assert '"profile":"wheat"' in listed and "typo" not in listed and '"bad"' not in listed
+        assert [orjson.loads(line)["bags"] for line in listed.splitlines()] == [3]
 
         assert main(["profiles", "rm", "wheat", "--wait", "60"]) == 0
         assert "deleted" in capsys.readouterr().out

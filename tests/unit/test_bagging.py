@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -10,11 +11,13 @@ import pytest
 
 from sift.cli import main
 from sift.errors import ConfigError
-from sift.filters.bagging import BaggedBank, bagged_delivery
-from sift.filters.errors import ParameterError
+from sift.filters.bagging import BaggedProfile, bag_scores, bag_threshold, bagged_delivery, load_profile
+from sift.filters.bank import ProfileBank
+from sift.filters.errors import ParameterError, StateError
+from sift.filters.profile import Profile
 from sift.filters.vectorize import Vectorizer
 from sift.replay import (
-    BaggedFilterer,
+    BankFilterer,
     Corpus,
     ReplayConfig,
     build_bank,
@@ -49,48 +52,153 @@ def corpus() -> Corpus:
 
 # -- the joint rule, by hand -------------------------------------------------------------
 def test_the_mean_margin_decides_and_a_silenced_member_counts_minus_one() -> None:
-    S = np.full((3, 1, 2), 0.5)
-    # a: margins 0.1, 0.1, -0.1 -> mean +0.033; b: 0.3, 0.3 and -1 -> mean -0.133
-    T = np.array([[0.4, 0.2], [0.4, 0.2], [0.6, INF]])
-    assert bagged_delivery(S, T, "margin").tolist() == [[True, False]]
+    S = np.array([[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]])  # members x documents
+    # with thresholds 0.4, 0.4, 0.6 the margins are 0.1, 0.1, -0.1: mean +0.033
+    assert bagged_delivery(S, np.array([0.4, 0.4, 0.6]), "margin").tolist() == [True, True]
+    # 0.3, 0.3 and a silenced member's -1: mean -0.133
+    T = np.array([0.2, 0.2, INF])
+    assert np.allclose(bag_scores(S, T, "margin"), [-0.4 / 3, -0.4 / 3])
+    assert bagged_delivery(S, T, "margin").tolist() == [False, False]
+    assert bag_threshold(T, "margin") == 0.0
 
 
 def test_abstaining_leaves_silenced_members_out() -> None:
-    S = np.full((3, 1, 2), 0.5)
-    T = np.array([[0.4, INF], [0.6, INF], [INF, INF]])  # a: 0.1 and -0.1; b: none counted
-    assert bagged_delivery(S, T, "abstain").tolist() == [[True, False]]
-    assert bagged_delivery(S, T, "margin").tolist() == [[False, False]]  # the -1 keeps a out
+    S = np.full((3, 1), 0.5)
+    T = np.array([0.4, 0.6, INF])  # 0.1 and -0.1 counted, the silenced member left out
+    assert bagged_delivery(S, T, "abstain").tolist() == [True]
+    assert bagged_delivery(S, T, "margin").tolist() == [False]  # the -1 keeps it out
+    silent = np.full(3, INF)  # every member answers No: so does the bag
+    assert bag_threshold(silent, "abstain") == INF
+    assert bagged_delivery(S, silent, "abstain").tolist() == [False]
 
 
 def test_the_vote_needs_a_majority() -> None:
-    S = np.full((3, 1, 2), 0.5)
-    T = np.array([[0.4, 0.4], [0.6, 0.6], [0.5, INF]])  # a: 2 of 3; b: 1 of 3
-    assert bagged_delivery(S, T, "vote").tolist() == [[True, False]]
-    assert bagged_delivery(S[:2], T[:2], "vote").tolist() == [[False, False]]  # 1 of 2 is no majority
+    S = np.full((3, 2), 0.5)
+    S[:, 1] = [0.5, 0.1, 0.1]  # document 0: 2 of 3 members deliver; document 1: 1 of 3
+    T = np.array([0.4, 0.5, 0.6])
+    assert bagged_delivery(S, T, "vote").tolist() == [True, False]
+    assert bagged_delivery(S[:2], T[:2], "vote").tolist() == [True, False]  # 2 of 2; 1 of 2 is no majority
 
 
 @pytest.mark.parametrize("rule", ["margin", "abstain", "vote"])
 def test_one_member_is_its_own_threshold(rule: str) -> None:
-    S = np.array([[[0.5, 0.2], [0.1, 0.9]]])
-    T = np.array([[0.5, INF]])
-    assert bagged_delivery(S, T, rule).tolist() == [[True, False], [False, False]]
+    S = np.array([[0.5, 0.49, 0.9]])
+    for thr in (0.5, INF):
+        assert bagged_delivery(S, np.array([thr]), rule).tolist() == (S[0] >= thr).tolist()
 
 
-def test_bad_rules_and_banks_are_refused() -> None:
+def test_bad_rules_and_members_are_refused() -> None:
     with pytest.raises(ParameterError, match="rule must be one of"):
-        bagged_delivery(np.zeros((1, 1, 1)), np.zeros((1, 1)), "mean")
-    with pytest.raises(ParameterError, match="at least one bank"):
-        BaggedBank([])
+        bag_scores(np.zeros((1, 1)), np.zeros(1), "mean")
+    with pytest.raises(ParameterError, match="members must hold 1 to 25 profiles, got 0"):
+        BaggedProfile([])
+    with pytest.raises(ParameterError, match="members must all be the same profile"):
+        BaggedProfile([Profile("a"), Profile("b")])
+    with pytest.raises(ParameterError, match="members must be Profile objects"):
+        BaggedProfile(["a"])  # type: ignore[list-item]
+    with pytest.raises(ParameterError, match="rule must be one of"):
+        BaggedProfile([Profile("a")], rule="mean")
+    for bags in (0, 26, True, 2.0):
+        with pytest.raises(ParameterError, match="bags must be an integer in"):
+            BaggedProfile.of("a", bags)  # type: ignore[arg-type]
+
+
+# -- a bagged profile in a bank --------------------------------------------------------------
+def small() -> tuple[Corpus, Vectorizer, object]:
     c = corpus()
     vec = Vectorizer(n_features=2**12).fit(d.text for d in c.train)
-    X = vec.transform([d.text for d in c.train])
-    specs = default_specs(c)
-    bank, _ = build_bank(c, specs, ReplayConfig(), vec, X)
-    other, _ = build_bank(c, specs[::-1], ReplayConfig(), vec, X)
-    with pytest.raises(ParameterError, match="same profiles in the same order"):
-        BaggedBank([bank, other])
-    with pytest.raises(ParameterError, match="rule must be one of"):
-        BaggedBank([bank], rule="mean")
+    return c, vec, vec.transform([d.text for d in c.train])
+
+
+def fitted_bag(c: Corpus, vec: Vectorizer, X: object, name: str = "wheat", bags: int = 3,
+               rule: str = "margin") -> BaggedProfile:
+    p = BaggedProfile.of(name, bags, rule=rule, query=name)
+    p.fit(vec.transform([name]), X, positives=[i for i, d in enumerate(c.train) if name in d.topics][:3])
+    return p
+
+
+def test_the_members_come_from_consecutive_seeds_and_differ() -> None:
+    c, vec, X = small()
+    p = BaggedProfile.of("wheat", 3, seed=4, query="wheat")
+    assert [m.seed for m in p.members] == [4, 5, 6]
+    p = fitted_bag(c, vec, X)
+    X_test = vec.transform([d.text for d in c.test])
+    member_scores = [m.score(X_test).tolist() for m in p.members]
+    assert member_scores[0] != member_scores[1]  # each member's own pseudolabel draw
+
+
+@pytest.mark.parametrize("rule", ["margin", "abstain", "vote"])
+def test_a_bank_scores_a_bagged_profile_as_the_profile_does(rule: str) -> None:
+    c, vec, X = small()
+    X_test = vec.transform([d.text for d in c.test])
+    alone = ProfileBank()
+    mixed = ProfileBank()
+    for name in ("oil", "gold"):
+        for bank in (alone, mixed):
+            p = Profile(name, query=name)
+            p.fit(vec.transform([name]), X, positives=[i for i, d in enumerate(c.train) if name in d.topics][:3])
+            bank.add(p)
+    bag = fitted_bag(c, vec, X, rule=rule)
+    mixed.add(bag)
+    S = mixed.score(X_test)
+    assert mixed.names == ["oil", "gold", "wheat"]
+    assert np.array_equal(S[:, :2], alone.score(X_test))  # the other profiles untouched
+    assert np.array_equal(S[:, 2], bag.score(X_test))
+    want = bagged_delivery(np.stack([m.score(X_test) for m in bag.members]), bag.member_thresholds, rule)
+    assert np.array_equal(S[:, 2] >= mixed.thresholds()[2], want)
+    hits = mixed.decide(X_test)
+    assert [h.row for h in hits if h.profile == "wheat"] == np.flatnonzero(want).tolist()
+    assert all(h.score >= h.threshold for h in hits)
+    assert {h.model_version for h in hits if h.profile == "wheat"} <= {bag.version_}
+
+
+def test_every_member_learns_every_judgment() -> None:
+    c, vec, X = small()
+    bag = fitted_bag(c, vec, X)
+    bank = ProfileBank()
+    bank.add(bag)
+    version = bag.version_
+    bag.learn_one(vec.transform([c.test[0].text]), relevant=True)
+    assert [m.n_judged_ for m in bag.members] == [1, 1, 1] and bag.n_judged_ == 1
+    assert bank.learn_many([("wheat", vec.transform([c.test[1].text]), False)]) == ["wheat"]
+    assert [m.n_judged_ for m in bag.members] == [2, 2, 2] and bag.n_relevant_ == 1
+    assert bag.version_ == sum(m.version_ for m in bag.members) > version
+    X_test = vec.transform([d.text for d in c.test])
+    assert np.array_equal(bank.score(X_test)[:, 0], bag.score(X_test))  # the stack follows
+
+
+def test_state_round_trips_through_json() -> None:
+    c, vec, X = small()
+    bag = fitted_bag(c, vec, X, rule="abstain")
+    bag.learn_many(vec.transform([d.text for d in c.test[:4]]), [True, False, True, False])
+    raw = orjson.dumps(bag.to_state(), option=orjson.OPT_SERIALIZE_NUMPY)
+    back = load_profile(orjson.loads(raw), vec.feature_weights())
+    assert isinstance(back, BaggedProfile) and back.rule == "abstain" and back.bags == 3
+    X_test = vec.transform([d.text for d in c.test])
+    assert np.array_equal(back.score(X_test), bag.score(X_test))
+    assert (back.threshold_, back.version_, back.n_judged_) == (bag.threshold_, bag.version_, bag.n_judged_)
+    assert isinstance(load_profile(bag.members[0].to_state(), vec.feature_weights()), Profile)
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    ({"rule": "mean"}, "rule must be one of"),
+    ({"members": []}, "members must be a list of 1 to 25"),
+    ({"members": "x"}, "members must be a list of 1 to 25"),
+    ({"version": 99}, "state version 99"),
+])
+def test_bad_states_are_refused(change: dict[str, object], match: str) -> None:
+    c, vec, X = small()
+    state = {**fitted_bag(c, vec, X, bags=2).to_state(), **change}
+    with pytest.raises(StateError, match=match):
+        load_profile(state, vec.feature_weights())
+
+
+def test_members_of_other_profiles_are_refused() -> None:
+    c, vec, X = small()
+    state = fitted_bag(c, vec, X, bags=2).to_state()
+    state["members"][1] = fitted_bag(c, vec, X, name="oil", bags=1).members[0].to_state()
+    with pytest.raises(StateError, match="members must all be the same profile"):
+        load_profile(state, vec.feature_weights())
 
 
 # -- the replay ----------------------------------------------------------------------------
@@ -107,7 +215,7 @@ def test_identical_members_decide_as_one_profile() -> None:
         assert bag.metrics["config"]["bags"] == 3 and bag.metrics["config"]["bag_rule"] == rule
 
 
-def test_the_members_come_from_consecutive_seeds() -> None:
+def test_replay_bags_the_profiles_from_consecutive_seeds() -> None:
     c = corpus()
     cfg = ReplayConfig(seed=4, bags=2)
     got = replay(c, cfg)
@@ -118,9 +226,12 @@ def test_the_members_come_from_consecutive_seeds() -> None:
     names = [s.profile for s in specs]
 
     def bagged(seeds: tuple[int, ...]) -> tuple[object, list[float]]:
-        """Per-profile results and the deliveries' (mean) scores of a hand-built bag."""
+        """Per-profile results and the deliveries' scores of a bank of hand-built bags."""
         built = [build_bank(c, specs, ReplayConfig(seed=s), vec, X_train) for s in seeds]
-        hits = run_protocol(BaggedFilterer(BaggedBank([b for b, _ in built])), X_test, c.test, feedback=True)
+        bank = ProfileBank()
+        for name in names:
+            bank.add(BaggedProfile([b[name] for b, _ in built]))  # type: ignore[misc]
+        hits = run_protocol(BankFilterer(bank), X_test, c.test, feedback=True)
         return evaluate(hits, c.test, names, n_initial=built[0][1])["per_profile"], [h.score for h in hits]
 
     per_profile, scores = bagged((4, 5))
@@ -128,19 +239,6 @@ def test_the_members_come_from_consecutive_seeds() -> None:
     assert [d["score"] for d in got.decisions] == scores
     assert scores != bagged((4, 4))[1]  # the second member's own draw shows in the scores
     assert got.metrics["config"]["bags"] == 2
-
-
-def test_every_member_learns_every_judgment() -> None:
-    c = corpus()
-    vec = Vectorizer(n_features=2**12).fit(d.text for d in c.train)
-    X = vec.transform([d.text for d in c.train])
-    specs = default_specs(c)
-    members = [build_bank(c, specs, ReplayConfig(seed=s), vec, X)[0] for s in (0, 1)]
-    bag = BaggedBank(members)
-    before = [m["wheat"].n_judged_ for m in members]
-    assert bag.learn_one("wheat", vec.transform([c.test[0].text]), relevant=True) is True
-    assert [m["wheat"].n_judged_ for m in members] == [n + 1 for n in before]
-    assert [m["oil"].n_judged_ for m in members] == [0, 0]
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
@@ -157,8 +255,7 @@ def test_config_errors_name_the_option(kwargs: dict[str, object], match: str) ->
 
 def test_bags_do_not_combine_with_a_filterer_factory() -> None:
     with pytest.raises(ConfigError, match="do not combine"):
-        replay(corpus(), ReplayConfig(bags=2), filterer_factory=lambda bank, vec, X: BaggedFilterer(
-            BaggedBank([bank])))
+        replay(corpus(), ReplayConfig(bags=2), filterer_factory=lambda bank, vec, X: BankFilterer(bank))
 
 
 def test_cli_bags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -182,3 +279,15 @@ def test_cli_bags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert exc.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--bags: must be a positive integer, got 0" in err[0]
+
+
+def test_a_specs_own_bags_count_as_the_configs() -> None:
+    """Specs with ``bags`` (a --profiles file, the demo's) replay as ``bags`` in the config."""
+    c = corpus()
+    specs = [dataclasses.replace(s, bags=2, bag_rule="abstain") for s in default_specs(c)]
+    by_spec = replay(c, ReplayConfig(), specs)
+    by_config = replay(c, ReplayConfig(bags=2, bag_rule="abstain"))
+    assert by_spec.metrics["per_profile"] == by_config.metrics["per_profile"]
+    assert [d["score"] for d in by_spec.decisions] == [d["score"] for d in by_config.decisions]
+    with pytest.raises(ConfigError, match="bags apply to adaptive filtering"):
+        replay(c, ReplayConfig(full_training=True), specs)
