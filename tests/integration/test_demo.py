@@ -17,10 +17,13 @@ from sift.topics.records import Document
 REUTERS = Path(__file__).resolve().parents[2] / "data" / "reuters21578"
 
 
+@pytest.mark.parametrize("bags", [1, 3])
 def test_demo_stream_equals_replay_with_feedback_after_every_document(
     broker_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], bags: int,
 ) -> None:
+    """Also with bagged profiles (``--bags 3``: three members a profile in the worker's
+    table, deciding on their mean margin as the replay's)."""
     train = list(read_jsonl(REUTERS / "train.jsonl.gz", Document.from_obj))[:800]
     test = list(read_jsonl(REUTERS / "test.jsonl.gz", Document.from_obj))[:40]
     train_path, test_path = tmp_path / "train.jsonl.gz", tmp_path / "test.jsonl"
@@ -30,9 +33,9 @@ def test_demo_stream_equals_replay_with_feedback_after_every_document(
     monkeypatch.setenv("SIFT_BROKER", broker_url)
     out = tmp_path / "result.json"
     assert main(["demo", "--train", str(train_path), "--test", str(test_path), "--chunk", "1",
-                 "--out", str(out)]) == 0
+                 "--bags", str(bags), "--out", str(out)]) == 0
     result = orjson.loads(out.read_bytes())
-    assert result["documents"] == 40 and result["dead_letters"] == 0
+    assert result["documents"] == 40 and result["dead_letters"] == 0 and result["bags"] == bags
     assert result["decisions"] > 0 and result["judgments"] == result["decisions"]
     assert result["stream"] == result["replay"]
     assert "macro_t11su" in capsys.readouterr().out
