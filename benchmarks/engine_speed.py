@@ -1,7 +1,8 @@
 """Speed of the learning core, in process, one core.
 
 1. Scoring: documents/s against 100 and 1,000 profiles (pre-vectorized batches of
-   256; and vectorization alone), for each model family.
+   256; and vectorization alone), for each model family, and for Rocchio profiles
+   bagged over five pseudolabel draws (``rocchio-bag5``: five members each).
 2. Judgments: judgments/s applied with the threshold kept current (update
    "every": model update, leave-one-out re-scoring of the capped example set,
    TROT, stack update) once the example sets are full (2,000 examples), one at a
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from sift.filters.bagging import BaggedProfile
 from sift.filters.bank import ProfileBank
 from sift.filters.profile import Profile
 from sift.filters.threshold import stable_argsort
@@ -51,14 +53,18 @@ ROOT = Path(__file__).resolve().parent.parent
 clock = time.process_time
 
 
-def build_bank(n_profiles: int, model: str, vec: Vectorizer, X_train, train, cats, **kw) -> ProfileBank:  # type: ignore[no-untyped-def]
+def build_bank(n_profiles: int, model: str, vec: Vectorizer, X_train, train, cats, bags: int = 1,  # type: ignore[no-untyped-def]
+               **kw) -> ProfileBank:
+    """``n_profiles`` profiles (bagged profiles of ``bags`` members when ``bags`` > 1)."""
     bank = ProfileBank()
     fw = vec.feature_weights()
     for i in range(n_profiles):
         cat = cats[i % len(cats)]
         offset = (i // len(cats)) * 3
         pos = [j for j, d in enumerate(train) if cat in d.topics][offset : offset + 3]
-        p = Profile(f"{cat}#{i}", query=query_from_name(cat), model=model, **kw)
+        p: Profile | BaggedProfile = (
+            BaggedProfile.of(f"{cat}#{i}", bags, query=query_from_name(cat), model=model, **kw) if bags > 1
+            else Profile(f"{cat}#{i}", query=query_from_name(cat), model=model, **kw))
         p.fit(vec.transform([p.query]), X_train, positives=pos, feature_weights=fw)
         bank.add(p)
     return bank
@@ -102,7 +108,7 @@ def main() -> None:
                     help="comma-separated parts to run (scoring, judgments, floor, flat); the others "
                          "are kept from the existing JSON (vectorizing always runs: --only vectorize "
                          "for that alone)")
-    ap.add_argument("--scoring-models", default="rocchio,kantor,kantor-top300,knn",
+    ap.add_argument("--scoring-models", default="rocchio,kantor,kantor-top300,knn,rocchio-bag5",
                     help="comma-separated scoring variants to run; the other rows are kept")
     ap.add_argument("--profile-counts", default="100,1000",
                     help="comma-separated profile counts of the scoring rows to run; the others are kept")
@@ -139,14 +145,18 @@ def main() -> None:
         unions = dict(out.get("knn_union_rows", {}))
         fits = dict(out.get("fit_seconds_per_profile", {}))
         hits_per_doc = dict(out.get("deliveries_per_document", {}))
-        variants = {"rocchio": {}, "kantor": {}, "kantor-top300": {"top_k": 300}, "knn": {}}
+        # rocchio-bag5: bagged profiles of five members each (sift.filters.bagging)
+        variants = {"rocchio": {}, "kantor": {}, "kantor-top300": {"top_k": 300}, "knn": {},
+                    "rocchio-bag5": {}}
         chosen = args.scoring_models.split(",")
         for model, params in variants.items():
             if model not in chosen:
                 continue
             for n in (int(c) for c in args.profile_counts.split(",")):
                 t0 = clock()
-                bank = build_bank(n, model.split("-")[0], vec, X_train, train, cats, model_params=params)
+                bags = int(model.split("-bag")[1]) if "-bag" in model else 1
+                bank = build_bank(n, model.split("-")[0], vec, X_train, train, cats, bags=bags,
+                                  model_params=params)
                 fits[f"{model}/{n}"] = (clock() - t0) / n
                 print(f"  fit: {fits[f'{model}/{n}']:.3f} CPU-s a profile", flush=True)
                 bank.score(X_test[:256])  # build the stack

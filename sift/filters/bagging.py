@@ -67,13 +67,20 @@ def _check_rule(rule: Any) -> str:
     return str(rule)
 
 
-def bag_threshold(thresholds: NDArray[np.float64], rule: str = "margin") -> float:
-    """The bag's threshold from its members' thresholds (see the module)."""
+def bag_threshold(thresholds: NDArray[np.float64], rule: str = "margin") -> Any:
+    """The bag's threshold from its members' thresholds (see the module): a float from
+    ``(B,)``, or one per profile from ``(B, k)`` (``k`` profiles of ``B`` members each)."""
+    T = np.asarray(thresholds, dtype=np.float64)
+    if T.ndim == 1:
+        if rule == "vote":
+            return _MAJORITY
+        return math.inf if rule == "abstain" and not np.isfinite(T).any() else 0.0
     if rule == "vote":
-        return _MAJORITY
-    if rule == "abstain" and not np.isfinite(thresholds).any():
-        return math.inf
-    return 0.0
+        return np.full(T.shape[1:], _MAJORITY)
+    out = np.zeros(T.shape[1:])
+    if rule == "abstain":
+        out[~np.isfinite(T).any(axis=0)] = math.inf
+    return out
 
 
 def bag_scores(scores: NDArray[np.float64], thresholds: NDArray[np.float64],
@@ -83,9 +90,11 @@ def bag_scores(scores: NDArray[np.float64], thresholds: NDArray[np.float64],
     Parameters
     ----------
     scores
-        ``(B, ...)``: every member's scores (members first).
+        ``(B, n)``: every member's scores of ``n`` documents (members first); or
+        ``(B, n, k)`` for ``k`` bagged profiles of ``B`` members each.
     thresholds
-        ``(B,)``: every member's threshold (``inf``: it answers No).
+        ``(B,)``: every member's threshold (``inf``: it answers No); ``(B, k)`` with
+        ``k`` profiles.
     rule
         ``"margin"``, ``"abstain"`` or ``"vote"`` (see the module).
 
@@ -102,16 +111,16 @@ def bag_scores(scores: NDArray[np.float64], thresholds: NDArray[np.float64],
     """
     _check_rule(rule)
     S = np.asarray(scores, dtype=np.float64)
-    T = np.asarray(thresholds, dtype=np.float64).reshape((-1,) + (1,) * (S.ndim - 1))
+    T = np.asarray(thresholds, dtype=np.float64)
+    T = T.reshape((-1,) + (1,) * (S.ndim - 1)) if T.ndim == 1 else T[:, None]
     if rule == "vote":
         return np.asarray((S >= T).mean(axis=0), dtype=np.float64)
     finite = np.isfinite(T)
     margin = S - np.where(finite, T, 0.0)
     if rule == "abstain":
-        n = int(np.count_nonzero(finite))
-        if n == 0:
-            return np.zeros(S.shape[1:])
-        return np.asarray(np.where(finite, margin, 0.0).sum(axis=0) / n, dtype=np.float64)
+        n = finite.sum(axis=0)
+        total = np.where(finite, margin, 0.0).sum(axis=0)
+        return np.asarray(np.where(n > 0, total / np.maximum(n, 1), 0.0), dtype=np.float64)
     return np.asarray(np.where(finite, margin, -1.0).mean(axis=0), dtype=np.float64)
 
 
@@ -191,7 +200,7 @@ class BaggedProfile:
 
     @property
     def threshold_(self) -> float:
-        return bag_threshold(self.member_thresholds, self.rule)
+        return float(bag_threshold(self.member_thresholds, self.rule))
 
     @property
     def version_(self) -> int:

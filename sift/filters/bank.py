@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from sift.filters.bagging import BaggedProfile
+from sift.filters.bagging import BaggedProfile, bag_scores, bag_threshold
 from sift.filters.base import Stack
 from sift.filters.errors import FilterError
 from sift.filters.profile import Profile
@@ -64,9 +64,10 @@ class ProfileBank:
         self._stacks: dict[type, tuple[tuple[tuple[str, int], ...], Stack, list[int]]] = {}
         #: the profiles in order and their names, rebuilt after an add or a remove
         self._order: tuple[list[AnyProfile], list[str]] | None = None
-        #: the scoring profiles (a bagged profile's members in its place), the spans of
-        #: the bagged ones ``(profile, first member, end)`` and where the others are
-        self._leaves: tuple[list[Profile], list[tuple[int, int, int]], list[int], list[int]] | None = None
+        #: the scoring profiles (a bagged profile's members in its place), the bagged ones
+        #: grouped by rule and size, and where the others are (see _scoring)
+        self._leaves: tuple[list[Profile], list[tuple[str, NDArray[np.int64], NDArray[np.int64]]],
+                            list[int], list[int]] | None = None
         #: the last stack groups and the members' versions they were built for
         self._groups: tuple[list[int], list[tuple[Stack, list[int]]]] | None = None
 
@@ -111,23 +112,29 @@ class ProfileBank:
             self._order = (profiles, [p.name for p in profiles])
         return self._order
 
-    def _scoring(self) -> tuple[list[Profile], list[tuple[int, int, int]], list[int], list[int]]:
+    def _scoring(self) -> tuple[list[Profile], list[tuple[str, NDArray[np.int64], NDArray[np.int64]]],
+                                list[int], list[int]]:
         """``(leaves, bagged, plain, plain_leaves)``: the profiles whose models are
-        stacked (each bagged profile's members in its place), ``(profile, first member,
-        end)`` of each bagged profile, and the other profiles with their leaf index."""
+        stacked (each bagged profile's members in its place); the bagged profiles grouped
+        by rule and size, ``(rule, profiles (k,), their members' leaves (k, B))``; and the
+        other profiles with their leaf index."""
         if self._leaves is None:
             leaves: list[Profile] = []
-            bagged: list[tuple[int, int, int]] = []
+            groups: dict[tuple[str, int], tuple[list[int], list[list[int]]]] = {}
             plain: list[int] = []
             plain_leaves: list[int] = []
             for j, p in enumerate(self._ordered()[0]):
                 if isinstance(p, BaggedProfile):
-                    bagged.append((j, len(leaves), len(leaves) + p.bags))
+                    at, members = groups.setdefault((p.rule, p.bags), ([], []))
+                    at.append(j)
+                    members.append(list(range(len(leaves), len(leaves) + p.bags)))
                     leaves.extend(p.members)
                 else:
                     plain.append(j)
                     plain_leaves.append(len(leaves))
                     leaves.append(p)
+            bagged = [(rule, np.array(at, dtype=np.int64), np.array(members, dtype=np.int64))
+                      for (rule, _), (at, members) in groups.items()]
             self._leaves = (leaves, bagged, plain, plain_leaves)
         return self._leaves
 
@@ -159,8 +166,19 @@ class ProfileBank:
         return changed
 
     def thresholds(self) -> NDArray[np.float64]:
-        profiles = self._ordered()[0]
-        return np.fromiter((p.threshold_ for p in profiles), dtype=np.float64, count=len(profiles))
+        leaves, bagged, plain, plain_leaves = self._scoring()
+        if not bagged:
+            return np.fromiter((p.threshold_ for p in leaves), dtype=np.float64, count=len(leaves))
+        thr = self._leaf_thresholds()
+        out = np.empty(len(self._profiles))
+        out[plain] = thr[plain_leaves]
+        for rule, at, members in bagged:
+            out[at] = bag_threshold(thr[members].T, rule)
+        return out
+
+    def _leaf_thresholds(self) -> NDArray[np.float64]:
+        leaves = self._scoring()[0]
+        return np.fromiter((p.threshold_ for p in leaves), dtype=np.float64, count=len(leaves))
 
     def _stack_groups(self) -> list[tuple[Stack, list[int]]]:
         """The stacks of the profiles' models, by model class, and their columns: those of
@@ -210,13 +228,14 @@ class ProfileBank:
             out[:, cols] = stack.score(X)
         if not bagged:
             return out
-        profiles = self._ordered()[0]
-        combined = np.zeros((X.shape[0], len(profiles)))
+        # each group of bagged profiles of one rule and size at once: members first,
+        # laid out as BaggedProfile.score lays them out, so that the bits are the same
+        combined = np.zeros((X.shape[0], len(self._profiles)))
         combined[:, plain] = out[:, plain_leaves]
-        for j, first, end in bagged:
-            p = profiles[j]
-            assert isinstance(p, BaggedProfile)
-            combined[:, j] = p.combine(out[:, first:end].T)
+        thr = self._leaf_thresholds()
+        for rule, at, members in bagged:
+            S = np.ascontiguousarray(out[:, members].transpose(2, 0, 1))
+            combined[:, at] = bag_scores(S, thr[members].T, rule)
         return combined
 
     def decide(self, X: sp.csr_matrix) -> list[Hit]:

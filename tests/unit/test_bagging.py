@@ -152,6 +152,56 @@ def test_a_bank_scores_a_bagged_profile_as_the_profile_does(rule: str) -> None:
     assert {h.model_version for h in hits if h.profile == "wheat"} <= {bag.version_}
 
 
+def test_bags_of_every_rule_and_size_score_in_the_bank_bit_for_bit() -> None:
+    """The bank combines each group of bagged profiles of one rule and size at once; every
+    column must be the profile's own score, bit for bit, for groups of several profiles
+    and of ten members (numpy sums more than eight numbers pairwise along a contiguous
+    axis: ``bag_scores`` must see the members' axis laid out as ``BaggedProfile.score``
+    lays it out, see the next test)."""
+    c, vec, X = small()
+    X_test = vec.transform([d.text for d in c.test])
+    bank = ProfileBank()
+    bags = []
+    words = " ".join(WORDS.values()).split() + [f"w{k}" for k in range(40)]
+    for i, (name, n, rule) in enumerate([("wheat", 10, "margin"), ("oil", 10, "margin"),
+                                         ("gold", 2, "abstain"), ("wheat2", 10, "vote")]):
+        pos = [j for j, d in enumerate(c.train) if name.rstrip("2") in d.topics][:3]
+        members = []
+        for b in range(n):  # members far apart: each its own query, so the sums' bits vary
+            query = " ".join(words[(7 * b + k + i) % len(words)] for k in range(3))
+            m = Profile(name, query=query, seed=b)
+            m.fit(vec.transform([query]), X, positives=pos)
+            members.append(m)
+        p = BaggedProfile(members, rule)
+        bags.append(p)
+        bank.add(p)
+        plain = Profile(f"plain{i}", query=name.rstrip("2"))
+        plain.fit(vec.transform([name.rstrip("2")]), X, positives=pos)
+        bank.add(plain)
+    bags[2].members[0].threshold_ = bags[2].members[1].threshold_ = INF  # abstain: all silent
+    S = bank.score(X_test)
+    for j, p in enumerate(bank):
+        assert np.array_equal(S[:, j], p.score(X_test)), p.name
+    assert bank.thresholds().tolist() == [p.threshold_ for p in bank]
+    assert bank.thresholds()[4] == INF and not any(h.profile == "gold" for h in bank.decide(X_test))
+
+
+@pytest.mark.parametrize("rule", ["margin", "abstain", "vote"])
+def test_bag_scores_of_many_profiles_are_each_profiles_own(rule: str) -> None:
+    """``(B, n, k)`` members-first, C-ordered, as the bank passes them: column ``j`` is
+    exactly what ``(B, n)`` of profile ``j`` alone gives."""
+    rng = np.random.default_rng(0)
+    S = rng.random((12, 50, 4))
+    T = rng.random((12, 4)) * 0.8
+    T[:3, 1] = INF
+    T[:, 2] = INF
+    got = bag_scores(S, T, rule)
+    for j in range(4):
+        assert np.array_equal(got[:, j], bag_scores(np.ascontiguousarray(S[:, :, j]), T[:, j], rule))
+    want = bag_threshold(T, rule)
+    assert np.array_equal(want, [bag_threshold(T[:, j], rule) for j in range(4)])
+
+
 def test_every_member_learns_every_judgment() -> None:
     c, vec, X = small()
     bag = fitted_bag(c, vec, X)
