@@ -341,3 +341,19 @@ def test_a_specs_own_bags_count_as_the_configs() -> None:
     assert [d["score"] for d in by_spec.decisions] == [d["score"] for d in by_config.decisions]
     with pytest.raises(ConfigError, match="bags apply to adaptive filtering"):
         replay(c, ReplayConfig(full_training=True), specs)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["profiles", "add", "x", "--query", "x", "--bags", "0"],
+     "profile spec field 'bags' must be an integer in [1, 25], got 0"),
+    (["profiles", "add", "x", "--query", "x", "--bags", "2", "--bag-rule", "mean"],
+     "profile spec field 'bag_rule' must be one of margin, abstain, vote, got 'mean'"),
+    (["demo", "--bags", "26"], "--bags must be in [1, 25], got 26"),
+])
+def test_cli_bad_bags_are_one_line_errors_before_any_broker(
+        args: list[str], message: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIFT_BROKER", "kafka://127.0.0.1:1")  # nothing listens there
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
