@@ -150,7 +150,7 @@ JS = r"""
         for (const [f] of PROFILE_FIELDS) { const td = el('td'); td.dataset.field = f; tr.appendChild(td); }
         body.appendChild(tr);
       }
-      tr.querySelector('td.model').textContent = fmt(p.model);
+      tr.querySelector('td.model').textContent = fmt(p.model) + (p.bags > 1 ? ' \u00d7 ' + p.bags : '');
       for (const [f, d] of PROFILE_FIELDS) {
         const td = tr.querySelector('td[data-field="' + f + '"]');
         setCell(td, d === 'ago' ? ago(p[f]) : fmt(p[f], d));

@@ -59,6 +59,9 @@ def openapi() -> dict[str, Any]:
         "Profile": {
             "type": "object", "required": ["profile", "delivered", "judged", "pending"],
             "properties": {"profile": {"type": "string"}, "model": {"type": ["string", "null"]},
+                           "bags": {"type": "integer", "description": "members of a bagged "
+                                    "profile (1: not bagged); its score and threshold are "
+                                    "the rule's over its members' margins"},
                            "measure": {"type": ["string", "null"]},
                            "update": {"type": ["string", "null"]},
                            "query": {"type": ["string", "null"]},

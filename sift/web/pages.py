@@ -84,9 +84,15 @@ PROFILE_COLUMNS = (("delivered", None, "Delivered"), ("judged", None, "Judged"),
                    ("last_update", "ago", "Last update"))
 
 
+def bagged(p: dict[str, Any]) -> str:
+    """`` x B`` after a bagged profile's model (its score and threshold are margins)."""
+    bags = p.get("bags")
+    return f" &times; {bags}" if isinstance(bags, int) and bags > 1 else ""
+
+
 def profile_row(p: dict[str, Any], now: float) -> str:
     cells = [f'<td><a href="/judge/{esc(quote(p["profile"], safe=""))}">{esc(p["profile"])}'
-             f'</a></td>', f'<td class="model">{fmt(p.get("model"))}</td>']
+             f'</a></td>', f'<td class="model">{fmt(p.get("model"))}{bagged(p)}</td>']
     for key, digits, _ in PROFILE_COLUMNS:
         text = ago(p.get(key), now) if digits == "ago" else fmt(
             p.get(key), digits if isinstance(digits, int) else None)

@@ -114,7 +114,9 @@ def summarize_state(raw: bytes) -> dict[str, Any]:
     st = rec["state"]
     params = st.get("params", {})
     spec = rec.get("spec", {})
+    bags = params.get("bags", spec.get("bags", 1))
     return {"model": str(params.get("model", spec.get("model", ""))),
+            "bags": bags if isinstance(bags, int) and not isinstance(bags, bool) and bags > 0 else 1,
             "measure": str(params.get("measure", spec.get("measure", ""))),
             "update": str(params.get("update", spec.get("update", ""))),
             "query": str(spec.get("query", "")),
@@ -410,6 +412,7 @@ class WebState:
         last = max((t for t in (view.last_update, view.last_decision) if t), default=None)
         return {"profile": view.name,
                 "model": st.get("model") or view.spec.get("model"),
+                "bags": st.get("bags") or view.spec.get("bags") or 1,
                 "measure": st.get("measure") or view.spec.get("measure"),
                 "update": st.get("update") or view.spec.get("update"),
                 "query": st.get("query") or view.spec.get("query", ""),

@@ -411,7 +411,12 @@ def test_a_bagged_profile_is_created_scored_judged_and_stored(service: Service) 
     summary = _record(table["wheat"])
     assert (summary["model"], summary["judged"], summary["model_version"]) == (
         "rocchio", 2, entry.profile.version_)
-    assert summarize_state(table["wheat"])["threshold"] == entry.profile.threshold_
+    web = summarize_state(table["wheat"])
+    assert (web["threshold"], web["bags"]) == (entry.profile.threshold_, 3)
+    assert summarize_state(table["oil"])["bags"] == 1
+    from sift.web.pages import profile_row
+    assert "rocchio &times; 3</td>" in profile_row({"profile": "wheat", **web}, 0.0)
+    assert "rocchio</td>" in profile_row({"profile": "oil", **summarize_state(table["oil"])}, 0.0)
 
 
 @pytest.mark.parametrize("bad", [{"bags": 0}, {"bags": 26}, {"bags": "3"}, {"bags": True},
