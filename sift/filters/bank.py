@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from itertools import repeat
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -35,7 +35,7 @@ from sift.filters.bagging import BaggedProfile, bag_scores, bag_threshold
 from sift.filters.base import Stack
 from sift.filters.errors import FilterError
 from sift.filters.profile import Profile
-from sift.filters.sparse import nonzero_2d, stack_rows
+from sift.filters.sparse import ColumnStack, nonzero_2d, stack_rows
 
 #: what a bank holds: a profile, or a bagged profile (several profiles deciding together)
 AnyProfile = Profile | BaggedProfile
@@ -68,6 +68,9 @@ class ProfileBank:
         #: grouped by rule and size, and where the others are (see _scoring)
         self._leaves: tuple[list[Profile], list[tuple[str, NDArray[np.int64], NDArray[np.int64]]],
                             list[int], list[int]] | None = None
+        #: the linear bags' positions (see _scoring) and their stack of merged vectors
+        self._linear_at: list[int] = []
+        self._linear_stack: tuple[list[tuple[str, int]], ColumnStack, NDArray[np.float64]] | None = None
         #: the last stack groups and the members' versions they were built for
         self._groups: tuple[list[int], list[tuple[Stack, list[int]]]] | None = None
 
@@ -95,6 +98,7 @@ class ProfileBank:
         old = self._profiles.get(profile.name)
         self._profiles[profile.name] = profile
         self._order = self._groups = self._leaves = None
+        self._linear_stack = None
         if old is not None and old is not profile:
             # the stacks know their members by name and version: a replacement with the
             # version number of the profile it replaces (a re-created profile fitted as
@@ -104,6 +108,7 @@ class ProfileBank:
     def remove(self, name: str) -> AnyProfile | None:
         """Remove a profile; returns it, or ``None`` if there was none."""
         self._order = self._groups = self._leaves = None
+        self._linear_stack = None
         return self._profiles.pop(name, None)
 
     def _ordered(self) -> tuple[list[AnyProfile], list[str]]:
@@ -115,16 +120,20 @@ class ProfileBank:
     def _scoring(self) -> tuple[list[Profile], list[tuple[str, NDArray[np.int64], NDArray[np.int64]]],
                                 list[int], list[int]]:
         """``(leaves, bagged, plain, plain_leaves)``: the profiles whose models are
-        stacked (each bagged profile's members in its place); the bagged profiles grouped
-        by rule and size, ``(rule, profiles (k,), their members' leaves (k, B))``; and the
-        other profiles with their leaf index."""
+        stacked (each bagged profile's members in its place, but for linear bags, which
+        are stacked as one vector each, see :meth:`_linear`); the other bagged profiles
+        grouped by rule and size, ``(rule, profiles (k,), their members' leaves (k,
+        B))``; and the profiles that are not bagged, with their leaf index."""
         if self._leaves is None:
             leaves: list[Profile] = []
             groups: dict[tuple[str, int], tuple[list[int], list[list[int]]]] = {}
             plain: list[int] = []
             plain_leaves: list[int] = []
+            linear: list[int] = []
             for j, p in enumerate(self._ordered()[0]):
-                if isinstance(p, BaggedProfile):
+                if isinstance(p, BaggedProfile) and p.linear:
+                    linear.append(j)
+                elif isinstance(p, BaggedProfile):
                     at, members = groups.setdefault((p.rule, p.bags), ([], []))
                     at.append(j)
                     members.append(list(range(len(leaves), len(leaves) + p.bags)))
@@ -136,7 +145,36 @@ class ProfileBank:
             bagged = [(rule, np.array(at, dtype=np.int64), np.array(members, dtype=np.int64))
                       for (rule, _), (at, members) in groups.items()]
             self._leaves = (leaves, bagged, plain, plain_leaves)
+            self._linear_at = linear
         return self._leaves
+
+    def _linear(self) -> tuple[list[int], ColumnStack | None, NDArray[np.float64]]:
+        """The linear bags (:attr:`BaggedProfile.linear`): their positions, one stack of
+        their merged vectors (each replaced when its bag's members change) and their
+        offsets."""
+        self._scoring()
+        at = self._linear_at
+        if not at:
+            return at, None, np.zeros(0)
+        profiles = self._ordered()[0]
+        bags = [cast(BaggedProfile, profiles[j]) for j in at]
+        # a bag's version (its members' summed) changes whenever a member's model or
+        # threshold does: unchanged versions, nothing to do
+        keys = [(b.name, b.version_) for b in bags]
+        old = self._linear_stack
+        if old is not None and old[0] == keys:
+            return at, old[1], old[2]
+        merged = [b.merged() for b in bags]
+        if old is not None and [k[0] for k in old[0]] == [k[0] for k in keys]:
+            stack = old[1]
+            for i, (was, now) in enumerate(zip(old[0], keys, strict=True)):
+                if was != now:
+                    stack.replace(i, merged[i][0], merged[i][1])
+        else:
+            stack = ColumnStack(bags[0].members[0].n_features_, [(c, v) for c, v, _ in merged])
+        offsets = np.array([off for _, _, off in merged])
+        self._linear_stack = (keys, stack, offsets)
+        return at, stack, offsets
 
     def learn_many(self, judgments: Iterable[tuple[str, sp.csr_matrix, bool]]) -> list[str]:
         """Apply a batch of ``(profile, document vector, relevant)`` judgments.
@@ -167,11 +205,14 @@ class ProfileBank:
 
     def thresholds(self) -> NDArray[np.float64]:
         leaves, bagged, plain, plain_leaves = self._scoring()
-        if not bagged:
+        if not bagged and not self._linear_at:
             return np.fromiter((p.threshold_ for p in leaves), dtype=np.float64, count=len(leaves))
         thr = self._leaf_thresholds()
         out = np.empty(len(self._profiles))
         out[plain] = thr[plain_leaves]
+        profiles = self._ordered()[0]
+        for j in self._linear_at:
+            out[j] = profiles[j].threshold_
         for rule, at, members in bagged:
             out[at] = bag_threshold(thr[members].T, rule)
         return out
@@ -226,12 +267,15 @@ class ProfileBank:
         out = np.zeros((X.shape[0], len(leaves)))
         for stack, cols in self._stack_groups():
             out[:, cols] = stack.score(X)
-        if not bagged:
+        if not bagged and not self._linear_at:
             return out
-        # each group of bagged profiles of one rule and size at once: members first,
-        # laid out as BaggedProfile.score lays them out, so that the bits are the same
         combined = np.zeros((X.shape[0], len(self._profiles)))
         combined[:, plain] = out[:, plain_leaves]
+        lin_at, linear, offsets = self._linear()
+        if linear is not None:  # as BaggedProfile.score computes them, bit for bit
+            combined[:, lin_at] = linear.product(X) - offsets
+        # each group of other bagged profiles of one rule and size at once: members
+        # first, laid out as BaggedProfile.score lays them out, so that the bits are the same
         thr = self._leaf_thresholds()
         for rule, at, members in bagged:
             S = np.ascontiguousarray(out[:, members].transpose(2, 0, 1))

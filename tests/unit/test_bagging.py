@@ -163,13 +163,15 @@ def test_bags_of_every_rule_and_size_score_in_the_bank_bit_for_bit() -> None:
     bank = ProfileBank()
     bags = []
     words = " ".join(WORDS.values()).split() + [f"w{k}" for k in range(40)]
-    for i, (name, n, rule) in enumerate([("wheat", 10, "margin"), ("oil", 10, "margin"),
-                                         ("gold", 2, "abstain"), ("wheat2", 10, "vote")]):
+    for i, (name, n, rule, model) in enumerate([
+            ("wheat", 10, "margin", "rocchio"), ("oil", 10, "margin", "rocchio"),
+            ("gold", 2, "abstain", "rocchio"), ("wheat2", 10, "vote", "rocchio"),
+            ("oil2", 10, "margin", "kantor"), ("gold2", 3, "margin", "kantor")]):
         pos = [j for j, d in enumerate(c.train) if name.rstrip("2") in d.topics][:3]
         members = []
         for b in range(n):  # members far apart: each its own query, so the sums' bits vary
             query = " ".join(words[(7 * b + k + i) % len(words)] for k in range(3))
-            m = Profile(name, query=query, seed=b)
+            m = Profile(name, query=query, seed=b, model=model)
             m.fit(vec.transform([query]), X, positives=pos)
             members.append(m)
         p = BaggedProfile(members, rule)
@@ -178,12 +180,36 @@ def test_bags_of_every_rule_and_size_score_in_the_bank_bit_for_bit() -> None:
         plain = Profile(f"plain{i}", query=name.rstrip("2"))
         plain.fit(vec.transform([name.rstrip("2")]), X, positives=pos)
         bank.add(plain)
-    bags[2].members[0].threshold_ = bags[2].members[1].threshold_ = INF  # abstain: all silent
+    for m in bags[2].members:  # abstain with every member silent (a new threshold, a new version)
+        m.threshold_ = INF
+        m.version_ += 1
     S = bank.score(X_test)
     for j, p in enumerate(bank):
         assert np.array_equal(S[:, j], p.score(X_test)), p.name
     assert bank.thresholds().tolist() == [p.threshold_ for p in bank]
     assert bank.thresholds()[4] == INF and not any(h.profile == "gold" for h in bank.decide(X_test))
+
+
+@pytest.mark.parametrize("rule", ["margin", "abstain"])
+def test_a_bag_of_rocchio_members_is_one_linear_model(rule: str) -> None:
+    """Under margin and abstain a bag of Rocchio members scores as one vector: the same
+    values as the rule over the members' own scores, up to rounding, silenced members
+    too; vote and other models are not linear."""
+    c, vec, X = small()
+    X_test = vec.transform([d.text for d in c.test])
+    bag = fitted_bag(c, vec, X, bags=4, rule=rule)
+    bag.members[1].threshold_ = INF  # silenced (a new threshold, a new version)
+    bag.members[1].version_ += 1
+    assert bag.linear
+    cols, vals, offset = bag.merged()
+    assert np.all(np.diff(cols) > 0) and vals.size == cols.size and offset > 0
+    by_members = bag.combine(np.stack([m.score(X_test) for m in bag.members]))
+    np.testing.assert_allclose(bag.score(X_test), by_members, rtol=0, atol=1e-12)
+    assert not fitted_bag(c, vec, X, bags=2, rule="vote").linear
+    kantor = BaggedProfile.of("wheat", 2, query="wheat", model="kantor")
+    assert not kantor.linear
+    with pytest.raises(ParameterError, match="is not linear"):
+        kantor.merged()
 
 
 @pytest.mark.parametrize("rule", ["margin", "abstain", "vote"])
