@@ -7,8 +7,8 @@ profiles of the same category trained the same way from the seeds ``seed .. seed
 all of them and delivered on one joint rule. On Reuters-21578 five members deciding on
 their mean margin beat the same seeds run singly in every group of seeds measured
 (validation split, +0.012 / +0.015 macro T11SU / T11F; ``benchmarks/engine_bagging.py``,
-docs/engine.md). It costs ``B`` times the scoring, the judgments and the state of one
-profile.
+docs/engine.md). It costs ``B`` times the judgments and the state of one profile, and
+``B`` times the scoring but for linear bags (below).
 
 A bagged profile is a classifier like any other: a score and a threshold, delivered
 when the score reaches the threshold, so a :class:`~sift.filters.bank.ProfileBank`, the
