@@ -8,10 +8,19 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sift.cli import main
 from sift.errors import ConfigError
-from sift.filters.bagging import BaggedProfile, bag_scores, bag_threshold, bagged_delivery, load_profile
+from sift.filters.bagging import (
+    RULES,
+    BaggedProfile,
+    bag_scores,
+    bag_threshold,
+    bagged_delivery,
+    load_profile,
+)
 from sift.filters.bank import ProfileBank
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.profile import Profile
@@ -383,3 +392,39 @@ def test_cli_bad_bags_are_one_line_errors_before_any_broker(
     assert main(args) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+# -- the conformance checks every estimator passes (as tests/unit/test_profile.py's) ----------
+_texts = [f"{WORDS[c]} w{k}" for c in WORDS for k in (1, 9)] + ["zinc smelter", "wheat"]
+
+
+@settings(max_examples=20, deadline=None)
+@given(model=st.sampled_from(["rocchio", "kantor", "knn"]), rule=st.sampled_from(RULES),
+       update=st.sampled_from(["every", 2, "never"]),
+       judgments=st.lists(st.tuples(st.sampled_from(_texts), st.booleans()), max_size=6))
+def test_bagged_state_round_trip_is_exact_and_inputs_stay_untouched(
+        model: str, rule: str, update: str | int, judgments: list[tuple[str, bool]]) -> None:
+    c, vec, X = small()
+    p = BaggedProfile.of("wheat", 3, rule=rule, query="wheat", model=model, update=update)
+    p.fit(vec.transform(["wheat"]), X, positives=[i for i, d in enumerate(c.train) if "wheat" in d.topics][:3])
+    for text, rel in judgments:
+        x = vec.transform([text])
+        before = (x.data.copy(), x.indices.copy(), x.indptr.copy())
+        p.learn_one(x, relevant=rel)
+        assert all(np.array_equal(a, b) for a, b in zip((x.data, x.indices, x.indptr), before, strict=True))
+    blob = orjson.dumps(p.to_state())
+    q = load_profile(orjson.loads(blob), vec.feature_weights())
+    assert isinstance(q, BaggedProfile) and orjson.dumps(q.to_state()) == blob
+    X_test = vec.transform([d.text for d in c.test[:20]])
+    snapshot = X_test.data.copy()
+    assert np.array_equal(p.score(X_test), q.score(X_test)) and p.threshold_ == q.threshold_
+    assert np.array_equal(X_test.data, snapshot)
+    for r in (p, q):  # and they keep learning identically
+        r.learn_one(vec.transform(["wheat tender"]), relevant=True)
+    assert np.array_equal(p.score(X_test), q.score(X_test)) and p.threshold_ == q.threshold_
+
+
+def test_seeded_bags_are_reproducible() -> None:
+    c, vec, X = small()
+    a, b = (orjson.dumps(fitted_bag(c, vec, X, bags=3).to_state()) for _ in range(2))
+    assert a == b
