@@ -55,8 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="model parameter (value parsed as JSON when it can be)")
     add.add_argument("--bags", type=int, default=1, metavar="B",
-                     help="B profiles from consecutive pseudolabel seeds deciding together "
-                          "(sift.filters.bagging; B times the work and state; default 1)")
+                     help="B profiles (1 to 5) from consecutive pseudolabel seeds deciding "
+                          "together (sift.filters.bagging; B times the state; default 1)")
     add.add_argument("--bag-rule", default="margin", help="how bagged members decide together: "
                      "margin (default), abstain or vote")
     rm = verbs.add_parser("rm", help="delete a profile", formatter_class=raw,

@@ -16,10 +16,13 @@ from sift.topics.errors import RecordError
 
 MODELS = ("rocchio", "kantor", "knn", "fusion")
 MEASURES = ("t11su", "t11f", "f1", "t11u", "precision")
-#: a bagged profile's rules and most members (those of sift.filters.bagging; a test
-#: keeps them equal)
+#: a bagged profile's rules (those of sift.filters.bagging; a test keeps them equal)
 BAG_RULES = ("margin", "abstain", "vote")
-MAX_BAGS = 25
+#: the most members of a bagged profile in the service: its table value holds every
+#: member's state, about 2.7 MB each with a full example set of Reuters documents
+#: (2,000), and the changelog takes 16 MiB a record (sift.agents.app.MAX_STATE_BYTES);
+#: the core and `sift replay` allow more (sift.filters.bagging.MAX_BAGS)
+MAX_BAGS = 5
 MAX_ID_CHARS = 512
 
 

@@ -419,7 +419,7 @@ def test_a_bagged_profile_is_created_scored_judged_and_stored(service: Service) 
     assert "rocchio</td>" in profile_row({"profile": "oil", **summarize_state(table["oil"])}, 0.0)
 
 
-@pytest.mark.parametrize("bad", [{"bags": 0}, {"bags": 26}, {"bags": "3"}, {"bags": True},
+@pytest.mark.parametrize("bad", [{"bags": 0}, {"bags": 6}, {"bags": "3"}, {"bags": True},
                                  {"bags": 2, "bag_rule": "mean"}])
 def test_bad_bags_are_dead_lettered(service: Service, bad: dict[str, object]) -> None:
     table: dict[str, bytes] = {}
@@ -432,7 +432,7 @@ def test_the_wire_contract_knows_the_cores_bag_rules() -> None:
     from sift.filters import bagging
     from sift.topics import records
 
-    assert records.BAG_RULES == bagging.RULES and records.MAX_BAGS == bagging.MAX_BAGS
+    assert records.BAG_RULES == bagging.RULES and records.MAX_BAGS <= bagging.MAX_BAGS
 
 
 def test_coalesced_judgments_end_where_one_by_one_ends(service: Service) -> None:

@@ -380,10 +380,10 @@ def test_a_specs_own_bags_count_as_the_configs() -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["profiles", "add", "x", "--query", "x", "--bags", "0"],
-     "profile spec field 'bags' must be an integer in [1, 25], got 0"),
+     "profile spec field 'bags' must be an integer in [1, 5], got 0"),
     (["profiles", "add", "x", "--query", "x", "--bags", "2", "--bag-rule", "mean"],
      "profile spec field 'bag_rule' must be one of margin, abstain, vote, got 'mean'"),
-    (["demo", "--bags", "26"], "--bags must be in [1, 25], got 26"),
+    (["demo", "--bags", "6"], "--bags must be in [1, 5], got 6"),
 ])
 def test_cli_bad_bags_are_one_line_errors_before_any_broker(
         args: list[str], message: str, capsys: pytest.CaptureFixture[str],
