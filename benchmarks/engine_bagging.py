@@ -103,6 +103,10 @@ def run(corpus: Corpus, bags: int, rule: str, groups: range, truncate: int | Non
                                                                        for s in singles])),
                                          "relevant": m["per_profile"][n]["relevant_in_test"]}
                                      for n in names},
+               "per_profile_t11f": {n: {"bagged": m["per_profile"][n]["t11f"],
+                                        "single_mean": float(np.mean([s["per_profile"][n]["t11f"]
+                                                                      for s in singles]))}
+                                    for n in names},
                "cpu_seconds": time.process_time() - t0}
         out["groups"].append(row)
         print(f"B={bags} {rule} seeds {seeds[0]}-{seeds[-1]}: bagged {m['macro_t11su']:.4f} / "
