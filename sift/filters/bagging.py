@@ -13,8 +13,8 @@ docs/engine.md). It costs ``B`` times the judgments and the state of one profile
 A bagged profile is a classifier like any other: a score and a threshold, delivered
 when the score reaches the threshold, so a :class:`~sift.filters.bank.ProfileBank`, the
 replay and the streaming service take it where they take a :class:`Profile` (the bank
-stacks the members' models with the others). Its score is the rule's statistic over the
-members (``rule``):
+stacks its members' models with the other profiles', or a linear bag's one vector, below).
+Its score is the rule's statistic over the members (``rule``):
 
 * ``"margin"`` (default): the members' mean ``score - threshold``, a member answering No
   to everything (threshold ``+inf``) counting ``-1``; threshold 0.
