@@ -116,9 +116,11 @@ class Corpus:
             self.serial += 1
         return out
 
-    def specs(self, n: int, seed: int = 0) -> list[dict[str, Any]]:
+    def specs(self, n: int, seed: int = 0, bags: int = 1) -> list[dict[str, Any]]:
+        """``n`` query-only profile specs (bagged profiles of ``bags`` members when > 1)."""
         rng = random.Random(seed)
-        return [{"profile": f"p{i:04d}", "query": " ".join(rng.sample(self.words, 3))}
+        return [{"profile": f"p{i:04d}", "query": " ".join(rng.sample(self.words, 3)),
+                 **({"bags": bags} if bags > 1 else {})}
                 for i in range(n)]
 
 
@@ -162,6 +164,8 @@ BROKER_PID: int | None = None
 CAP: CpuCap | None = None
 # --pin-workers: worker i runs on CPU i mod the CPU count (all its threads)
 PIN = False
+#: members of each profile (--bags; 1: plain profiles)
+BAGS = 1
 
 
 def pin(pid: int, cpu: int) -> int:
@@ -482,7 +486,7 @@ def start_workers(settings: Settings, n: int, tmp: Path) -> list[WorkerProcess]:
 
 def add_profiles(settings: Settings, corpus: Corpus, workers: list[WorkerProcess],
                  n: int) -> dict[str, Any]:
-    specs = corpus.specs(n)
+    specs = corpus.specs(n, bags=BAGS)
     t0 = time.monotonic()
     send_all(settings, settings.topic("profiles"),
              [(str(s["profile"]).encode(), orjson.dumps(s)) for s in specs])
@@ -747,7 +751,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "worker_cores_cap": CAP.cores if CAP is not None else None,
         "workers_pinned": PIN,
         "documents": "Reuters-21578 test texts, ~760 characters, cycled",
-        "partitions": args.partitions, "runs": {},
+        "partitions": args.partitions, "runs": {}, "bags": BAGS,
         # the workers' settings that change what is measured (SIFT_* in this environment)
         "settings": {"journal": base.journal, "score_here": base.score_here,
                      "judgment_batch_size": base.judgment_batch_size,
@@ -808,7 +812,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global BROKER_PID, CAP, PIN
+    global BROKER_PID, CAP, PIN, BAGS
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--broker", default="", help="kafka://host:port (default: start a local one)")
     p.add_argument("--profiles", type=lambda s: [int(x) for x in s.split(",")],
@@ -837,8 +841,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="pin worker i to CPU i (mod the CPUs): a core of its own per worker, "
                         "as on separate hosts, without a quota's throttling; the broker and "
                         "this script are not pinned")
+    p.add_argument("--bags", type=int, default=1, metavar="B",
+                   help="the profiles bagged, B members each (a spec's bags; default 1)")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
+    BAGS = args.bags
     if args.repeat < 1:
         p.error(f"--repeat: expected at least 1, got {args.repeat}")
     PIN = args.pin_workers
