@@ -74,6 +74,9 @@ log = logging.getLogger("sift.worker")
 
 #: Upper bound of one profile record (the changelog topic's max.message.bytes).
 MAX_STATE_BYTES = 16 * 1024 * 1024
+#: The largest record a new profile may have: the limit less room for the message's key
+#: and framing (a profile spec over it is dead-lettered, ``state_too_large``)
+MAX_RECORD_BYTES = MAX_STATE_BYTES - 64 * 1024
 #: The producer's record batch (aiokafka's ``max_batch_size``; see ``create_app``).
 PRODUCER_BATCH_BYTES = 512 * 1024
 SHARD_TOPIC = "shard-documents"
@@ -739,7 +742,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             training, n_shards=P, recent_documents=settings.recent_documents,
             max_document_bytes=settings.max_document_bytes,
             max_batch_documents=settings.max_batch_documents,
-            judgments_topic=settings.topic("judgments"), profiles_topic=settings.topic("profiles"))
+            judgments_topic=settings.topic("judgments"), profiles_topic=settings.topic("profiles"),
+            max_record_bytes=MAX_RECORD_BYTES)
     app = faust.App(
         settings.app_id,
         broker=settings.broker,

@@ -765,6 +765,12 @@ class Service:
         Append batches to ``journal``; False (``SIFT_JOURNAL=false``): write a whole
         state record after every batch, while journals that earlier runs left are still
         read (turning the journal off loses nothing).
+    max_record_bytes
+        The largest profile state record the table can take (its changelog's message
+        limit, less room for the message's framing). A profile spec whose new profile
+        would need more is dead-lettered (``state_too_large``) and changes nothing: the
+        record could not be written, so the profile would not survive a restart. None:
+        no limit.
     """
 
     def __init__(
@@ -780,6 +786,7 @@ class Service:
         profiles_topic: str = "profiles",
         journal: MutableMapping[str, bytes] | None = None,
         append_journal: bool = True,
+        max_record_bytes: int | None = None,
     ) -> None:
         if n_shards < 1:
             raise ServiceError(f"n_shards must be >= 1, got {n_shards}")
@@ -798,6 +805,7 @@ class Service:
         self._shard_cache: dict[str, int] = {}
         self.journal = journal
         self.append_journal = append_journal
+        self.max_record_bytes = max_record_bytes
         self._raw: dict[str, bytes] = {}
         self._jraw: dict[str, bytes | None] = {}  # the journal value each entry includes
         self._rewrite: set[str] = set()  # profiles whose next save is a whole record
@@ -1259,10 +1267,13 @@ class Service:
         self._jraw.pop(name, None)
         self._entries.pop(name, None)
 
-    def _write(self, name: str, entry: ProfileEntry, table: MutableMapping[str, bytes]) -> None:
-        """Write the profile's whole state record (its journal starts again after it)."""
+    def _write(self, name: str, entry: ProfileEntry, table: MutableMapping[str, bytes],
+               raw: bytes | None = None) -> None:
+        """Write the profile's whole state record (its journal starts again after it);
+        ``raw``: the record, when the caller has just encoded it."""
         entry.journal_batches = entry.journal_bytes = 0
-        raw = encode_profile_record(entry)
+        if raw is None:
+            raw = encode_profile_record(entry)
         entry.record_bytes = len(raw)
         table[name] = raw
         # the journal value stays (its batches are all in the record now) until the next
@@ -1394,7 +1405,18 @@ class Service:
                                                               f"{spec.profile!r}: {exc}"))
                 continue
             # a new epoch: a journal left by an earlier profile of this name is not ours
-            self._write(spec.profile, ProfileEntry(spec, profile, epoch=uuid.uuid4().hex), table)
+            entry = ProfileEntry(spec, profile, epoch=uuid.uuid4().hex)
+            raw = encode_profile_record(entry)
+            limit = self.max_record_bytes
+            if limit is not None and len(raw) > limit:
+                bags = f"{spec.bags} bagged members, " if spec.bags > 1 else ""
+                self._dead(out.dead_letters, msg, RecordError(
+                    "state_too_large",
+                    f"profile {spec.profile!r}: its state ({bags}{profile.model}) is "
+                    f"{len(raw) / 2**20:.1f} MiB, over the {limit / 2**20:.1f} MiB a table "
+                    f"record may hold" + ("; use fewer bags" if spec.bags > 1 else "")))
+                continue
+            self._write(spec.profile, entry, table, raw)
             self.stats["profiles_created"] += 1
             out.changed.append(spec.profile)
         return out

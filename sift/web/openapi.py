@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sift import __version__
-from sift.topics.records import MEASURES, MODELS
+from sift.topics.records import BAG_RULES, MAX_BAGS, MEASURES, MODELS
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -55,7 +55,15 @@ def openapi() -> dict[str, Any]:
                                          "description": "document ids (training corpus or "
                                          "recently seen) or texts (whitespace inside); the "
                                          "worker dead-letters any other entry as "
-                                         "unknown_positive"}}},
+                                         "unknown_positive"},
+                           "bags": {"type": "integer", "minimum": 1, "maximum": MAX_BAGS,
+                                    "description": "members from consecutive pseudolabel "
+                                    "seeds deciding together (1: one profile); a profile "
+                                    "whose state the changelog cannot hold is dead-lettered "
+                                    "as state_too_large"},
+                           "bag_rule": {"type": "string", "enum": list(BAG_RULES)},
+                           "delete": {"type": "boolean", "description": "true: delete the "
+                                      "profile (the other fields are ignored)"}}},
         "Profile": {
             "type": "object", "required": ["profile", "delivered", "judged", "pending"],
             "properties": {"profile": {"type": "string"}, "model": {"type": ["string", "null"]},

@@ -66,6 +66,15 @@ def test_the_worker_vectorizes_as_its_settings_say(tmp_path: Any) -> None:
     assert nnz[0.4] > 3 * nnz[0.0]  # the n-gram block
 
 
+def test_the_worker_refuses_profiles_its_changelog_cannot_hold(worker: Any) -> None:
+    """The worker's service dead-letters a profile whose state record the changelog
+    topic could not take (its max.message.bytes, less room for the framing)."""
+    from sift.agents.app import MAX_RECORD_BYTES, MAX_STATE_BYTES
+    assert worker.service.max_record_bytes == MAX_RECORD_BYTES
+    assert MAX_STATE_BYTES - 2**20 < MAX_RECORD_BYTES < MAX_STATE_BYTES
+    assert worker.table.table.changelog_topic.config["max.message.bytes"] == str(MAX_STATE_BYTES)
+
+
 def test_the_group_session_settings_reach_faust(tmp_path: Any) -> None:
     """``SIFT_SESSION_TIMEOUT`` and ``SIFT_HEARTBEAT_INTERVAL`` reach the consumer; the
     request timeout stays at Faust's 90 s unless the session is longer (Faust refuses a

@@ -36,6 +36,7 @@ from sift.agents.service import (
     split_rows,
 )
 from sift.filters.bagging import BaggedProfile
+from sift.filters.profile import Profile
 from sift.filters.vectorize import Vectorizer
 from sift.topics.errors import RecordError
 
@@ -829,3 +830,33 @@ def test_document_store_keeps_the_first_row_of_the_last_capacity_distinct_ids(
         for doc, (_, row) in model.items():
             located = store.locate(doc)
             assert located is not None and located[1] == row
+
+
+def test_a_profile_whose_state_record_is_over_the_limit_is_dead_lettered(training: TrainingSet) -> None:
+    # the size of a plain profile's record, then a limit that holds it but not three of it
+    probe: dict[str, bytes] = {}
+    unlimited = Service(training, n_shards=N_SHARDS)
+    unlimited.apply_specs([spec_msg(unlimited, profile="wheat", query="wheat", positives=["t1"])], probe)
+    one = len(probe["wheat"])
+    svc = Service(training, n_shards=N_SHARDS, max_record_bytes=2 * one)
+    table: dict[str, bytes] = {}
+    res = svc.apply_specs([spec_msg(svc, profile="wheat", query="wheat", positives=["t1"])], table)
+    assert not res.dead_letters and res.changed == ["wheat"]
+    before = table["wheat"]
+    # replacing it by a bag of three: refused whole, the profile as it was
+    res = svc.apply_specs([spec_msg(svc, profile="wheat", query="wheat", positives=["t1"], bags=3),
+                           spec_msg(svc, profile="oil", query="crude oil", positives=["t3"])], table)
+    assert [d.reason for d in res.dead_letters] == ["state_too_large"] and res.changed == ["oil"]
+    message = res.dead_letters[0].message
+    assert "\n" not in message and "'wheat'" in message and "3 bagged members" in message
+    assert "fewer bags" in message and f"{2 * one / 2**20:.1f} MiB" in message
+    assert table["wheat"] == before
+    entry = svc.entry("wheat", table)
+    assert entry is not None and isinstance(entry.profile, Profile)
+    assert svc.stats["dead_letters.state_too_large"] == 1
+    # a plain profile over the limit says so too, without advice on bags
+    tight = Service(training, n_shards=N_SHARDS, max_record_bytes=one // 2)
+    res = tight.apply_specs([spec_msg(tight, profile="corn", query="corn", positives=["t1"])], {})
+    assert [d.reason for d in res.dead_letters] == ["state_too_large"]
+    assert "bags" not in res.dead_letters[0].message
+

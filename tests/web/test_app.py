@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from sift.settings import Settings
+from sift.topics.records import ProfileSpec
 from sift.web.app import ROUTES, create_web_app
 from sift.web.openapi import openapi
 from sift.web.state import WebState
@@ -214,6 +216,9 @@ def test_openapi_document_is_valid_and_matches_the_routes(settings: Settings,
     doc = with_client(WebState(), settings, recorder, go)
     assert doc == orjson.loads(orjson.dumps(openapi()))
     assert doc["openapi"].startswith("3.1") and doc["info"]["title"] and doc["info"]["version"]
+    # the profile spec's schema names every field the wire record has
+    spec = doc["components"]["schemas"]["ProfileSpec"]["properties"]
+    assert set(spec) == {f.name for f in dataclasses.fields(ProfileSpec)}
 
     def refs(node: Any) -> list[str]:
         if isinstance(node, dict):
