@@ -403,6 +403,8 @@ def full_training_filterer(bank: ProfileBank, X_train: sp.csr_matrix, Y: NDArray
     """
     if full.threshold == "scut":
         for j, p in enumerate(bank):
+            if not isinstance(p, Profile):  # build_bank refuses bags with full training
+                raise ConfigError(f"profile {p.name!r}: bags apply to adaptive filtering, not full training")
             loo = p.model_.loo_scores()
             if loo.shape != (Y.shape[0],):
                 raise ConfigError(f"profile {p.name!r}: leave-one-out scores do not cover the training set")
