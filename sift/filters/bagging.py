@@ -352,9 +352,12 @@ class BaggedProfile:
         members = s.get("members")
         if not isinstance(members, list) or not 1 <= len(members) <= MAX_BAGS:
             raise StateError(f"bagged_profile: members must be a list of 1 to {MAX_BAGS} profile states")
+        loaded = [Profile.from_state(m, feature_weights, n_features) for m in members]
+        widths = sorted({m.n_features_ for m in loaded})
+        if len(widths) > 1:
+            raise StateError(f"bagged_profile: members of different widths {widths}")
         try:
-            return cls([Profile.from_state(m, feature_weights, n_features) for m in members],
-                       str(s.get("rule")))
+            return cls(loaded, str(s.get("rule")))
         except ParameterError as exc:
             raise StateError(f"bagged_profile: {exc}") from None
 

@@ -109,6 +109,10 @@ class ProfileBank:
         """Remove a profile; returns it, or ``None`` if there was none."""
         self._order = self._groups = self._leaves = None
         self._linear_stack = None
+        if name in self._profiles:
+            # as for a replacement (see add): a profile added later under this name with
+            # the version number of this one would pass for it in the stacks
+            self._stacks.clear()
         return self._profiles.pop(name, None)
 
     def _ordered(self) -> tuple[list[AnyProfile], list[str]]:

@@ -117,9 +117,18 @@ class ScoringModel(ABC):
         return self.examples_
 
 
-def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
+#: The largest weight a model's hyperparameters may give (query, positive and negative
+#: weights): far above any useful one, far below what overflows the scores
+MAX_WEIGHT = 1e6
+
+
+def check_positive(name: str, value: Any, *, allow_zero: bool = False,
+                   at_most: float | None = None) -> None:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
     ok = ok and (value >= 0 if allow_zero else value > 0)
+    ok = ok and (at_most is None or value <= at_most)
     if not ok:
         bound = ">= 0" if allow_zero else "> 0"
+        if at_most is not None:
+            bound += f" and <= {at_most:g}"
         raise ParameterError(f"{name} must be a finite number {bound}, got {value!r}")

@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from sift.filters.accumulator import SlotMap, SparseAccumulator
-from sift.filters.base import ScoringModel, Stack, check_positive
+from sift.filters.base import MAX_WEIGHT, ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.examples import ExampleSet
 from sift.filters.sparse import ColumnStack, restrict
@@ -86,7 +86,7 @@ class Kantor(ScoringModel):
         self.top_k = top_k
         self.query_weight = query_weight
         check_positive("a", a)
-        check_positive("query_weight", query_weight)
+        check_positive("query_weight", query_weight, at_most=MAX_WEIGHT)
         if a > 1:
             raise ParameterError(f"a must be in (0, 1], got {a!r}")
         if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):

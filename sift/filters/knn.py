@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from sift.filters.base import ScoringModel, Stack, check_positive
+from sift.filters.base import MAX_WEIGHT, ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError
 from sift.filters.examples import ExampleSet, _Compact
 from sift.filters.sparse import dense_product, isin_sorted, nonzero_2d, take_rows, unique
@@ -337,7 +337,7 @@ class KNN(ScoringModel):
         self.vote = vote
         self.normalize = normalize
         self.query_weight = query_weight
-        check_positive("query_weight", query_weight, allow_zero=True)
+        check_positive("query_weight", query_weight, allow_zero=True, at_most=MAX_WEIGHT)
         if not isinstance(normalize, bool):
             raise ParameterError(f"normalize must be a bool, got {normalize!r}")
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:

@@ -65,6 +65,9 @@ AUTO_EXPLORE: dict[str, float] = {"knn": 0.4}
 #: ``size_cut="auto"`` per model (others: None, off), chosen on the validation split with
 #: ten seeds (see ``Profile``)
 AUTO_SIZE_CUT: dict[str, float] = {"rocchio": 0.3}
+#: The largest magnitude of a judged vector's values and of a judgment's weight: far
+#: above any vectorizer's, far below what overflows the running sums and their products
+MAX_VALUE = 1e6
 
 #: Chosen on a validation split of the Reuters-21578 training set (first 70% as
 #: training, last 30% as the stream), never on the test stream: 3 of the top 10 as
@@ -316,6 +319,8 @@ class Profile:
         self.model_params = dict(model_params or {})
         self.measure = measure
         self.update = _check_update(update)
+        if pseudolabel is not None and not isinstance(pseudolabel, dict):
+            raise ParameterError(f"pseudolabel must be a dict of parameters or None, got {pseudolabel!r}")
         self.pseudolabel = dict(DEFAULT_PSEUDOLABEL if pseudolabel is None else pseudolabel)
         self.max_examples = max_examples
         self.seed = seed
@@ -356,6 +361,8 @@ class Profile:
         if not (isinstance(fallback_rate, int | float) and 0.0 <= fallback_rate <= 1.0):
             raise ParameterError(f"fallback_rate must be in [0, 1], got {fallback_rate!r}")
         get_measure(measure)
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ParameterError(f"seed must be an integer >= 0, got {seed!r}")
         self._pseudo = Pseudolabeler.from_params(self.pseudolabel) if self.pseudolabel else None
         try:
             self.model_ = model_class(model)(**self.model_params)
@@ -505,7 +512,9 @@ class Profile:
                 self.examples_.add(sub, lab[rows], weights[rows], real[rows], share=share)
         self._add_query_example(q)
         self._fitted = True
-        self.n_relevant_ = 0
+        # a refit starts afresh: no judgment applied, ignored or waiting (the version goes on)
+        self.n_judged_ = self.n_ignored_ = self.n_relevant_ = 0
+        self._pending = []
         self.silenced_ = self.silenced_at_fit_ = False
         self.fallback_threshold_ = math.inf
         ex = self.examples_
@@ -557,6 +566,8 @@ class Profile:
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
         """Scores of the rows of ``X``."""
         self._check_fitted()
+        if X.ndim != 2 or X.shape[1] != self.n_features_:
+            raise FilterError(f"expected a matrix of {self.n_features_} columns, got {X.shape}")
         return self.model_.score(X)
 
     def decide(self, X: sp.csr_matrix) -> NDArray[np.bool_]:
@@ -570,15 +581,17 @@ class Profile:
         x = x if isinstance(x, sp.csr_matrix) else sp.csr_matrix(x)
         if x.shape != (1, self.n_features_):
             raise FilterError(f"expected a 1 x {self.n_features_} vector, got {x.shape}")
-        if not (isinstance(weight, int | float) and math.isfinite(weight) and weight > 0):
-            raise FilterError(f"weight must be a positive finite number, got {weight!r}")
+        if not (isinstance(weight, int | float) and math.isfinite(weight) and 0 < weight <= MAX_VALUE):
+            raise FilterError(f"weight must be a positive number of at most {MAX_VALUE:g}, got {weight!r}")
         self.learn_many(x, [relevant], [weight])
 
     def learn_many(self, X: sp.csr_matrix, relevant: ArrayLike, weights: ArrayLike | None = None) -> None:
         """Apply (or buffer, or ignore) real judgments of the rows of ``X``, in order.
 
         The result is exactly that of calling :meth:`learn_one` on each row in turn
-        (the same running sums, examples, pending buffer and final threshold), but the
+        (the same running sums, examples, pending buffer and final threshold; with
+        weights other than 1, Rocchio's weight totals add a batch's weights pairwise, so
+        they may differ from one by one in the last bit), but the
         threshold is re-trained once per batch instead of once per judgment: under
         ``update="every"`` it is current when the call returns, which is when the next
         document can be scored. Under ``update=n`` the complete groups of ``n`` are
@@ -595,18 +608,26 @@ class Profile:
         """
         self._check_fitted()
         X = X if isinstance(X, sp.csr_matrix) else sp.csr_matrix(X)
-        rel = np.asarray(relevant, dtype=bool).ravel()
+        given = np.asarray(relevant).ravel()
+        if given.dtype != bool and not (given.dtype.kind in "iuf" and np.isin(given, (0, 1)).all()):
+            raise FilterError(f"relevant must be booleans (or 1 and 0), got {given[:3].tolist()!r}")
+        rel = given.astype(bool)
         m = X.shape[0]
         if X.ndim != 2 or X.shape[1] != self.n_features_ or rel.size != m:
             raise FilterError(f"expected an m x {self.n_features_} matrix and m labels, "
                               f"got {X.shape} and {rel.size} labels")
+        # checked before anything is learned: a value that overflows the sums would
+        # leave the profile half-learned, its scores no longer finite
+        if X.data.size and not (np.isfinite(X.data).all() and np.abs(X.data).max() <= MAX_VALUE):
+            raise FilterError(f"document vectors must hold finite values of at most {MAX_VALUE:g} "
+                              f"in magnitude")
         w = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
         if w.size != m:
             raise FilterError(f"weights must be {m} positive finite numbers, got {w.size} weights")
-        bad = ~(np.isfinite(w) & (w > 0))
+        bad = ~(np.isfinite(w) & (w > 0) & (w <= MAX_VALUE))
         if bad.any():
-            raise FilterError(f"weights must be positive finite numbers, got {w[bad][:3].tolist()!r}"
-                              f" ({int(bad.sum())} bad of {m})")
+            raise FilterError(f"weights must be positive numbers of at most {MAX_VALUE:g}, got "
+                              f"{w[bad][:3].tolist()!r} ({int(bad.sum())} bad of {m})")
         if m == 0:
             return
         if self.update == "never":
@@ -969,7 +990,10 @@ class Profile:
             p._pending = [(pend, lab_arr, w_arr)] if labels else []
         except StateError:
             raise
-        except (KeyError, TypeError, ValueError, AttributeError, FilterError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError, FilterError) as exc:
             raise StateError(f"profile: {exc}") from None
+        if p.examples_.capacity != p.max_examples or len(p.examples_) > (p.max_examples or len(p.examples_)):
+            raise StateError(f"profile: an example set of {len(p.examples_)} (capacity "
+                             f"{p.examples_.capacity}) in a profile of max_examples {p.max_examples}")
         p._fitted = True
         return p

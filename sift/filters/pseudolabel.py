@@ -57,20 +57,25 @@ class Pseudolabeler:
     min_pool: int = 200
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_pos_rank, int) or self.max_pos_rank < 0:
+        if isinstance(self.max_pos_rank, bool) or not isinstance(self.max_pos_rank, int) \
+                or self.max_pos_rank < 0:
             raise ParameterError(f"max_pos_rank must be an integer >= 0, got {self.max_pos_rank!r}")
         if not isinstance(self.min_pool, int) or self.min_pool < 0:
             raise ParameterError(f"min_pool must be an integer >= 0, got {self.min_pool!r}")
         if not isinstance(self.min_neg_rank, int) or self.min_neg_rank < 1:
             raise ParameterError(f"min_neg_rank must be an integer >= 1, got {self.min_neg_rank!r}")
+        for name in ("pos_fraction", "neg_fraction", "pos_weight", "neg_weight"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ParameterError(f"{name} must be a number, got {value!r}")
         for name in ("pos_fraction", "neg_fraction"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ParameterError(f"{name} must be in [0, 1], got {value!r}")
         for name in ("pos_weight", "neg_weight"):
             value = getattr(self, name)
-            if not (np.isfinite(value) and value > 0):
-                raise ParameterError(f"{name} must be a positive number, got {value!r}")
+            if not (np.isfinite(value) and 0 < value <= 1e6):
+                raise ParameterError(f"{name} must be a positive number of at most 1e6, got {value!r}")
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> Pseudolabeler:

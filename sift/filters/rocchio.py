@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from sift.filters.accumulator import SlotMap, SparseAccumulator
-from sift.filters.base import ScoringModel, Stack, check_positive
+from sift.filters.base import MAX_WEIGHT, ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.examples import ExampleSet
 from sift.filters.sparse import ColumnStack, isin_sorted, restrict
@@ -75,7 +75,7 @@ class Rocchio(ScoringModel):
         self.nonnegative = nonnegative
         self.top_k = top_k
         for name in ("alpha", "beta", "gamma"):
-            check_positive(name, getattr(self, name), allow_zero=True)
+            check_positive(name, getattr(self, name), allow_zero=True, at_most=MAX_WEIGHT)
         if corpus_weight not in ("none", "idf", "idf2"):
             raise ParameterError(f"corpus_weight must be 'none', 'idf' or 'idf2', got {corpus_weight!r}")
         if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):

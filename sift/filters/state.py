@@ -14,6 +14,7 @@ True
 from __future__ import annotations
 
 import base64
+import math
 from typing import Any
 
 import numpy as np
@@ -55,7 +56,7 @@ def decode_array(
         raw = base64.b64decode(obj["b64"], validate=True)
     except (ValueError, TypeError):
         raise StateError(f"{name}: bad base64 payload") from None
-    expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(stored).itemsize
+    expected = math.prod(shape) * np.dtype(stored).itemsize  # Python ints: no wrap-around
     if len(raw) != expected:
         raise StateError(f"{name}: {len(raw)} bytes for shape {shape} of {obj['dtype']}")
     arr = np.frombuffer(raw, dtype=np.dtype(obj["dtype"])).reshape(shape).copy()

@@ -868,16 +868,25 @@ class Vectorizer:
 
     @classmethod
     def from_state(cls, state: Any) -> Vectorizer:
-        s = check_version(state, "vectorizer")
-        v = cls(**s["params"])
-        idx = decode_array(s["df_index"], name="df_index")
-        cnt = decode_array(s["df_count"], name="df_count")
-        if idx.shape != cnt.shape or (idx.size and (idx.min() < 0 or idx.max() >= v.n_features)):
-            from sift.filters.errors import StateError
+        """Rebuild a fitted vectorizer from :meth:`to_state` output, validating it."""
+        from sift.filters.errors import StateError
 
+        s = check_version(state, "vectorizer")
+        try:
+            v = cls(**s["params"])
+            idx = decode_array(s["df_index"], name="df_index", dtype=np.int64, ndim=1)
+            cnt = decode_array(s["df_count"], name="df_count", dtype=v.df_.dtype, ndim=1)
+            n_docs = s["n_docs"]
+        except (KeyError, TypeError, ValueError, ParameterError) as exc:
+            raise StateError(f"vectorizer: {exc}") from None
+        if isinstance(n_docs, bool) or not isinstance(n_docs, int) or n_docs < 0:
+            raise StateError(f"vectorizer: n_docs must be a count, got {n_docs!r}")
+        if idx.shape != cnt.shape or (idx.size and (idx.min() < 0 or idx.max() >= v.n_features)):
             raise StateError("vectorizer: document-frequency arrays are inconsistent")
+        if cnt.size and (cnt.min() < 0 or cnt.max() > n_docs):
+            raise StateError(f"vectorizer: document frequencies must be in [0, n_docs = {n_docs}]")
         v.df_[idx] = cnt
-        v.n_docs_ = int(s["n_docs"])
+        v.n_docs_ = n_docs
         return v
 
 

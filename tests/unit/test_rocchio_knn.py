@@ -77,7 +77,7 @@ def test_rocchio_leave_one_out_matches_retraining() -> None:
 
 
 def test_rocchio_parameter_errors_name_the_value() -> None:
-    with pytest.raises(ParameterError, match="beta must be a finite number >= 0, got -1"):
+    with pytest.raises(ParameterError, match="beta must be a finite number >= 0 and <= 1e\\+06, got -1"):
         Rocchio(beta=-1)
     with pytest.raises(ParameterError, match="top_k"):
         Rocchio(top_k=0)
@@ -182,7 +182,7 @@ def test_knn_normalized_vote_is_the_relevant_share_of_similarity() -> None:
 
 
 def test_knn_query_weight_is_validated() -> None:
-    with pytest.raises(ParameterError, match="query_weight must be a finite number >= 0, got -1"):
+    with pytest.raises(ParameterError, match="query_weight must be a finite number >= 0 and <= 1e\\+06, got -1"):
         KNN(query_weight=-1)
     with pytest.raises(ParameterError, match="query_weight"):
         KNN(query_weight=float("nan"))
