@@ -460,6 +460,16 @@ def internal_error(msg: InputMessage, exc: BaseException) -> DeadLetter:
     return dead_letter(msg, RecordError("internal_error", f"{type(exc).__name__}: {exc}"))
 
 
+def count_dead(stats: Counter[str] | None, letters: Sequence[DeadLetter]) -> None:
+    """Count dead letters made outside the service (which counts its own) as it does:
+    ``dead_letters`` and ``dead_letters.<reason>``."""
+    if stats is None:
+        return
+    for d in letters:
+        stats["dead_letters"] += 1
+        stats[f"dead_letters.{d.reason}"] += 1
+
+
 R = TypeVar("R", RouteResult, UpdateResult)
 
 
@@ -538,16 +548,26 @@ def keep_going(name: str, fn: Callable[[], Awaitable[None]], stats: MutableMappi
     return survive
 
 
-def guarded(fn: Callable[..., R], messages: list[InputMessage], *args: Any) -> R:
+def guarded(fn: Callable[..., R], messages: list[InputMessage], *args: Any,
+            stats: Counter[str] | None = None) -> R:
     """``fn(messages, *args)``; if it raises (a bug), retry message by message and
     dead-letter (``internal_error``) those that still fail, so the stream goes on.
 
-    Retrying is safe: judgments are idempotent, specs replace, routing is pure.
+    Retrying is safe: judgments are idempotent (and a profile that failed while learning
+    is read back from the table, see :meth:`Service.apply_judgments`), specs replace,
+    routing is pure. ``stats``, the service's counters: the dead letters of the failed
+    attempt, which is thrown away, are taken off them (the retry makes them again), and
+    the ``internal_error`` ones are counted.
     """
+    before = None if stats is None else {k: v for k, v in stats.items() if k.startswith("dead_letters")}
     try:
         return fn(messages, *args)
     except Exception:
         log.exception("batch of %d messages failed; retrying one by one", len(messages))
+    if stats is not None and before is not None:
+        for key in [k for k in stats if k.startswith("dead_letters")]:
+            del stats[key]
+        stats.update(before)
     results = []
     for msg in messages:
         try:
@@ -555,7 +575,9 @@ def guarded(fn: Callable[..., R], messages: list[InputMessage], *args: Any) -> R
         except Exception as exc:
             log.exception("message %s[%d]@%d failed", msg.topic, msg.partition, msg.offset)
             one = fn([], *args)
-            one.dead_letters.append(internal_error(msg, exc))
+            letter = internal_error(msg, exc)
+            count_dead(stats, [letter])
+            one.dead_letters.append(letter)
             results.append(one)
     first = results[0] if results else fn([], *args)
     for r in results[1:]:
@@ -1031,7 +1053,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                 msgs = await complete(everything[step], recovered)
                 t_routed = time.monotonic()
                 stats["document_batch_complete_us"] += int(1e6 * (t_routed - t))
-                result = guarded(service.route, msgs)
+                result = guarded(service.route, msgs, stats=service.stats)
                 stats["document_batch_route_us"] += int(1e6 * (time.monotonic() - t_routed))
                 await reviews.route_documents(result.with_metadata)
                 await emit_dead(result.dead_letters)
@@ -1178,11 +1200,15 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                     here = shards_here()
                     scoring = service.score_copies(copies, table, here)
                 except RecordError as err:  # a malformed payload (another producer's)
-                    await emit_dead([dead_letter(m, err) for m in copies])
+                    letters = [dead_letter(m, err) for m in copies]
+                    count_dead(service.stats, letters)
+                    await emit_dead(letters)
                     continue
                 except Exception as exc:  # a bug must not stop the stream: dead-letter it
                     log.exception("scoring failed")
-                    await emit_dead([internal_error(m, exc) for m in copies])
+                    letters = [internal_error(m, exc) for m in copies]
+                    count_dead(service.stats, letters)
+                    await emit_dead(letters)
                     continue
                 if scoring.forward is not None:  # shards for which this is the wrong worker
                     part, payload = scoring.forward
@@ -1200,7 +1226,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         async for events in stream.take_events(8, within=settings.batch_timeout):
             msgs = await reviews.take_specs(await complete([to_message(e) for e in events],
                                                            recovered))
-            result = guarded(service.apply_specs, msgs, table)
+            result = guarded(service.apply_specs, msgs, table, stats=service.stats)
             await settle()
             await emit_forwards(result)
             ack_recovered(recovered)
@@ -1215,7 +1241,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             start = time.monotonic()
             msgs = await reviews.take_judgments(await complete([to_message(e) for e in events],
                                                                recovered))
-            result = guarded(service.apply_judgments, msgs, table)
+            result = guarded(service.apply_judgments, msgs, table, stats=service.stats)
             await settle()
             await emit_forwards(result)
             ack_recovered(recovered)

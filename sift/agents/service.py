@@ -875,12 +875,7 @@ class Service:
                         original = value
                     self._dead(dead, msg, err, original)
             return docs
-        if len(value) > self.max_document_bytes:
-            self._dead(dead, msg, RecordError(
-                "too_large", f"message of {len(value)} bytes is over the limit of "
-                f"{self.max_document_bytes}"))
-            return []
-        try:
+        try:  # the limit is on the text, as for a batch's documents (not on metadata or escapes)
             doc = Document.from_obj(obj)
             self._check_size(doc)
         except RecordError as exc:
@@ -1452,6 +1447,12 @@ class Service:
                 continue
             x = self.store.locate(j.doc_id)
             if x is None and j.text:
+                size = len(j.text.encode("utf-8"))
+                if size > self.max_document_bytes:
+                    self._dead(out.dead_letters, msg, RecordError(
+                        "too_large", f"judgment of document {j.doc_id!r} carries {size} bytes "
+                        f"of text, over the limit of {self.max_document_bytes}"))
+                    continue
                 x = (self.vectorizer.transform([j.text]), 0)
             if x is None:
                 self._dead(out.dead_letters, msg, RecordError(
@@ -1467,10 +1468,17 @@ class Service:
             X = stack_row_refs([x for _, x in items])
             X.sort_indices()  # as the journal stores them: relearning sums in this order
             relevant = [j.relevant for j, _ in items]
-            learn_batch(entry.profile, X, relevant, coalesce=self.coalesce_judgments)
-            for j, _ in items:
-                entry.remember(j.key)
-            self._save_batch(name, entry, table, X, relevant, [j.key for j, _ in items])
+            try:
+                learn_batch(entry.profile, X, relevant, coalesce=self.coalesce_judgments)
+                for j, _ in items:
+                    entry.remember(j.key)
+                self._save_batch(name, entry, table, X, relevant, [j.key for j, _ in items])
+            except Exception:
+                # the profile may have learned part of the batch: drop it, so that its
+                # next use (the caller's retry, message by message) decodes it again
+                # from its table value and journal, as it was before the batch
+                self._forget(name)
+                raise
             self.stats["judgments"] += len(items)
             self.stats["judgment_profile_batches"] += 1  # one re-threshold and write each
             out.changed.append(name)

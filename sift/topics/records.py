@@ -24,6 +24,8 @@ BAG_RULES = ("margin", "abstain", "vote")
 #: the core and `sift replay` allow more (sift.filters.bagging.MAX_BAGS)
 MAX_BAGS = 5
 MAX_ID_CHARS = 512
+#: the deepest nesting of objects and arrays a document's metadata may have
+MAX_METADATA_DEPTH = 32
 
 
 def _require_obj(obj: Any, what: str) -> dict[str, Any]:
@@ -49,6 +51,18 @@ def _str(obj: dict[str, Any], key: str, *, required: bool, what: str, max_len: i
     if max_len is not None and len(text) > max_len:
         raise RecordError(f"bad_{key}", f"{what} field {key!r} is longer than {max_len} characters")
     return text
+
+
+def _shallow(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests objects and arrays at most ``limit`` levels deep (orjson
+    reads 1,024 levels but writes only 254: metadata is written again downstream)."""
+    level = [value]
+    for _ in range(limit):
+        level = [c for v in level for c in (v.values() if isinstance(v, dict) else v)
+                 if isinstance(c, dict | list)]
+        if not level:
+            return True
+    return False
 
 
 def _float(obj: dict[str, Any], key: str, what: str, *, required: bool = True) -> float | None:
@@ -105,6 +119,9 @@ class Document:
         meta = o.get("metadata")
         if meta is not None and not isinstance(meta, dict):
             raise RecordError("bad_metadata", "document field 'metadata' must be an object")
+        if meta and not _shallow(meta, MAX_METADATA_DEPTH):
+            raise RecordError("bad_metadata", f"document field 'metadata' is nested deeper than "
+                              f"{MAX_METADATA_DEPTH} levels")
         topics_raw = o.get("topics")
         if topics_raw is None:
             topics: tuple[str, ...] = ()
@@ -161,6 +178,8 @@ class Judgment:
             else:
                 raise RecordError("bad_relevant", "judgment field 'relevant' must be true or false")
         jid = _str(o, "id", required=False, what="judgment", max_len=MAX_ID_CHARS)
+        if jid is not None and "\x1f" in jid:  # the separator of the key without an id
+            raise RecordError("bad_id", "judgment field 'id' must not contain U+001F")
         judge = _str(o, "judge", required=False, what="judgment", max_len=MAX_ID_CHARS)
         ts = _float(o, "ts", "judgment", required=False)
         text = _str(o, "text", required=False, what="judgment")

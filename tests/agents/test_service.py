@@ -860,3 +860,101 @@ def test_a_profile_whose_state_record_is_over_the_limit_is_dead_lettered(trainin
     assert [d.reason for d in res.dead_letters] == ["state_too_large"]
     assert "bags" not in res.dead_letters[0].message
 
+
+
+def _judged_service(training: TrainingSet) -> tuple[Service, dict[str, bytes], list[InputMessage]]:
+    svc = Service(training, n_shards=N_SHARDS, recent_documents=50, max_document_bytes=2000)
+    table: dict[str, bytes] = {}
+    svc.apply_specs([spec_msg(svc, profile="wheat", query="wheat", positives=["t1"])], table)
+    docs = [{"id": f"d{i}", "text": t} for i, t in enumerate(
+        ["wheat exports", "oil output", "wheat harvest", "gold mine", "corn and wheat"])]
+    score_all(svc, table, docs)
+    judgments = [judgment_msg(svc, id=f"j{i}", doc_id=d["id"], profile="wheat",
+                              relevant="wheat" in d["text"]) for i, d in enumerate(docs)]
+    return svc, table, judgments
+
+
+def test_a_profile_that_fails_while_learning_is_read_back_not_learned_twice(
+        training: TrainingSet, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sift.agents.app import guarded
+
+    want_svc, want_table, judgments = _judged_service(training)
+    want_svc.apply_judgments(judgments, want_table)
+    want = want_svc.entry("wheat", want_table)
+    svc, table, judgments = _judged_service(training)
+    real = service_module.learn_batch
+    calls = []
+
+    def half_then_fail(profile: object, X: sp.csr_matrix, relevant: list[bool], **kw: object) -> None:
+        calls.append(len(relevant))
+        if len(calls) == 1:  # the whole batch: learned, then a failure (a bug, say)
+            real(profile, X, relevant, **kw)  # type: ignore[arg-type]
+            raise RuntimeError("boom after learning")
+        real(profile, X, relevant, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(service_module, "learn_batch", half_then_fail)
+    res = guarded(svc.apply_judgments, judgments, table, stats=svc.stats)
+    assert calls == [5, 1, 1, 1, 1, 1] and not res.dead_letters
+    got = svc.entry("wheat", table)
+    assert got is not None and want is not None
+    assert (got.profile.n_judged_, got.profile.threshold_) == (5, want.profile.threshold_)
+    assert list(got.judged) == list(want.judged)
+    # what the table holds is what the live worker holds
+    stored = decode_profile_record(table["wheat"], svc.weights)
+    assert (stored.profile.n_judged_, stored.profile.threshold_) == (5, want.profile.threshold_)
+
+
+def test_dead_letters_are_counted_once_through_a_retry_and_internal_errors_too(
+        training: TrainingSet, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sift.agents.app import guarded
+
+    svc, table, judgments = _judged_service(training)
+    real = service_module.learn_batch
+
+    oil = svc.vectorizer.transform(["oil output"])
+
+    def fail_on_oil(profile: object, X: sp.csr_matrix, relevant: list[bool], **kw: object) -> None:
+        if X.shape[0] == 1 and (oil != X).nnz == 0:
+            raise RuntimeError("this one always fails")
+        if X.shape[0] > 1:
+            raise RuntimeError("the batch fails")
+        real(profile, X, relevant, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(service_module, "learn_batch", fail_on_oil)
+    bad = msg(b"{bad", partition=svc.shard("wheat"), topic="judgments")
+    before = svc.stats["dead_letters"]
+    res = guarded(svc.apply_judgments, [bad, *judgments], table, stats=svc.stats)
+    assert sorted(d.reason for d in res.dead_letters) == ["bad_json", "internal_error"]
+    assert svc.stats["dead_letters"] - before == 2
+    assert svc.stats["dead_letters.bad_json"] == 1 and svc.stats["dead_letters.internal_error"] == 1
+    entry = svc.entry("wheat", table)
+    assert entry is not None and entry.profile.n_judged_ == 4
+
+
+def test_judgment_text_over_the_size_limit_is_dead_lettered(service: Service) -> None:
+    table: dict[str, bytes] = {}
+    service.apply_specs([spec_msg(service, profile="wheat", query="wheat")], table)
+    res = service.apply_judgments([judgment_msg(service, id="j1", doc_id="unseen", profile="wheat",
+                                                relevant=True, text="wheat " * 400)], table)
+    assert [d.reason for d in res.dead_letters] == ["too_large"] and not res.changed
+    assert "2400 bytes" in res.dead_letters[0].message and "'unseen'" in res.dead_letters[0].message
+
+
+def test_a_document_is_limited_by_its_text_not_its_message(service: Service) -> None:
+    # max_document_bytes=2000: a small text with escapes and metadata passes, as in a batch
+    doc = {"id": "e1", "text": "wheat " + "\u00e9" * 400, "metadata": {"note": "x" * 3000}}
+    value = orjson.dumps(doc, option=0).replace("\u00e9".encode(), b"\\u00e9")
+    assert len(value) > 2000
+    for offset, payload in enumerate((value, orjson.dumps({"documents": [doc]}))):
+        res = service.route([msg(payload, offset=offset)])
+        assert res.n_documents == 1 and not res.dead_letters
+    res = service.route([msg({"id": "big", "text": "wheat " * 400}, offset=2)])
+    assert [d.reason for d in res.dead_letters] == ["too_large"]
+
+
+def test_a_judgment_id_cannot_pass_for_the_key_of_a_judgment_without_one(service: Service) -> None:
+    table: dict[str, bytes] = {}
+    service.apply_specs([spec_msg(service, profile="wheat", query="wheat")], table)
+    res = service.apply_judgments([judgment_msg(service, id="wheat\x1fd1", doc_id="d2",
+                                                profile="wheat", relevant=True)], table)
+    assert [d.reason for d in res.dead_letters] == ["bad_id"]
