@@ -48,6 +48,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _unusable(value: object) -> str | None:
+    """Why an argument's value would fail only later, when written as JSON: a number
+    past 64 bits, or text that is not UTF-8 (undecodable bytes in the command line)."""
+    if isinstance(value, list | tuple):
+        return next((p for p in map(_unusable, value) if p), None)
+    if isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
+        return f"{value} is out of range"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{value.encode('utf-8', 'backslashreplace').decode()!r} is not valid UTF-8"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -55,6 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 1
+    for key, value in vars(args).items():
+        problem = _unusable(value)
+        if problem:
+            print(f"sift {args.command}: error: {key.replace('_', '-')}: {problem}", file=sys.stderr)
+            return 2
     try:
         return int(func(args) or 0)
     except SiftError as exc:

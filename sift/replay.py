@@ -109,8 +109,29 @@ def default_specs(corpus: Corpus) -> list[ProfileSpec]:
     return [ProfileSpec(c, query=query_from_name(c)) for c in sorted(train_cats & test_cats)]
 
 
+#: spec fields the replay takes from its options, not per profile
+_REPLAY_WIDE = ("model", "measure", "update", "delete")
+
+
 def read_specs(path: str | Path) -> list[ProfileSpec]:
-    return list(read_jsonl(path, ProfileSpec.from_obj))
+    """The profile specs of a ``--profiles`` file. A profile named twice, and a field the
+    replay sets for every profile from its options (``model``, ``measure``, ``update``)
+    or cannot honour (``delete``), are errors naming the file and line."""
+    seen: set[str] = set()
+
+    def parse(obj: Any) -> ProfileSpec:
+        spec = ProfileSpec.from_obj(obj)
+        wide = [k for k in _REPLAY_WIDE if k in obj]
+        if wide:
+            raise RecordError("replay_wide_field", f"field {wide[0]!r} of profile {spec.profile!r}: "
+                              f"the replay sets {', '.join(_REPLAY_WIDE[:3])} for every profile "
+                              f"from its options and deletes none")
+        if spec.profile in seen:
+            raise RecordError("duplicate_profile", f"profile {spec.profile!r} is named twice")
+        seen.add(spec.profile)
+        return spec
+
+    return list(read_jsonl(path, parse))
 
 
 def split_positives(spec: ProfileSpec, ids: Mapping[str, int], *, full_training: bool = False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ def lines(path: Path) -> Iterator[tuple[int, bytes]]:
             for n, line in enumerate(fh, 1):
                 if line.strip():
                     yield n, line.rstrip(b"\r\n")
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # zlib: a corrupt gzip stream
         raise SiftError(f"{path}: cannot read: {exc}") from None
 
 

@@ -8,6 +8,7 @@ RecordError with a reason code, ready for a dead letter or a one-line error.
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -142,5 +143,5 @@ def read_jsonl(
                             on_skip(lineno, exc)
                         continue
                     raise RecordError(exc.reason, f"{p}:{lineno}: {exc}") from None
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # zlib: a corrupt gzip stream
         raise RecordError("unreadable", f"{p}: cannot read: {exc}") from None

@@ -24,6 +24,8 @@ BAG_RULES = ("margin", "abstain", "vote")
 #: the core and `sift replay` allow more (sift.filters.bagging.MAX_BAGS)
 MAX_BAGS = 5
 MAX_ID_CHARS = 512
+#: the most judgments a profile may buffer before it applies them (``update=n``)
+MAX_UPDATE = 1_000_000
 #: the deepest nesting of objects and arrays a document's metadata may have
 MAX_METADATA_DEPTH = 32
 
@@ -41,7 +43,9 @@ def _str(obj: dict[str, Any], key: str, *, required: bool, what: str, max_len: i
         if required:
             raise RecordError(f"missing_{key}", f"{what} has no {key!r}")
         return None
-    if isinstance(value, bool) or not isinstance(value, str | int):
+    # an id may be a number ({"id": 14826}); any other field is text or absent
+    if isinstance(value, bool) or not isinstance(value, str | int) \
+            or (isinstance(value, int) and key not in _NUMERIC_IDS):
         raise RecordError(f"bad_{key}", f"{what} field {key!r} must be a string, got {type(value).__name__}")
     text = str(value)
     if not text.strip() and not allow_empty:
@@ -51,6 +55,10 @@ def _str(obj: dict[str, Any], key: str, *, required: bool, what: str, max_len: i
     if max_len is not None and len(text) > max_len:
         raise RecordError(f"bad_{key}", f"{what} field {key!r} is longer than {max_len} characters")
     return text
+
+
+#: the fields that may be given as an integer (read as its decimal string)
+_NUMERIC_IDS = frozenset({"id", "doc_id"})
 
 
 def _shallow(value: Any, limit: int) -> bool:
@@ -125,10 +133,11 @@ class Document:
         topics_raw = o.get("topics")
         if topics_raw is None:
             topics: tuple[str, ...] = ()
-        elif isinstance(topics_raw, list | tuple) and all(isinstance(t, str) for t in topics_raw):
+        elif isinstance(topics_raw, list | tuple) and all(isinstance(t, str) and t.strip()
+                                                          for t in topics_raw):
             topics = tuple(topics_raw)
         else:
-            raise RecordError("bad_topics", "document field 'topics' must be a list of strings")
+            raise RecordError("bad_topics", "document field 'topics' must be a list of non-empty strings")
         assert doc_id is not None
         return cls(doc_id, text, title, date, meta, topics)
 
@@ -268,11 +277,12 @@ class ProfileSpec:
                 "bad_measure", f"profile spec field 'measure' must be one of {', '.join(MEASURES)}, got {measure!r}"
             )
         update = o.get("update", "every")
-        valid_update = update in ("every", "never") or (isinstance(update, int) and update >= 1)
+        valid_update = update in ("every", "never") or (isinstance(update, int) and 1 <= update <= MAX_UPDATE)
         if isinstance(update, bool) or not valid_update:
             raise RecordError(
                 "bad_update",
-                f"profile spec field 'update' must be 'every', 'never' or a positive integer, got {update!r}",
+                f"profile spec field 'update' must be 'every', 'never' or an integer in [1, {MAX_UPDATE}], "
+                f"got {update!r}",
             )
         positives = o.get("positives") or []
         if not isinstance(positives, list) or not all(isinstance(p, str) for p in positives):

@@ -251,3 +251,71 @@ def test_a_profile_without_relevant_stream_documents_is_pointed_out(
                  "--out", str(tmp_path / "out"), "--no-plot"]) == 0
     notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and "1 profile(s)" in notes[0] and notes[0].endswith(": silver")
+
+
+# -- inputs found to end in a traceback or a silent drop (thirty-seventh session) ------------
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(argv)
+    err = capsys.readouterr().err
+    return code, err
+
+
+def test_a_corrupt_gzip_file_is_a_one_line_error(files: tuple[Path, Path], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    train, test = files
+    raw = bytearray(train.read_bytes())
+    for i in range(200, min(260, len(raw) - 8)):  # inside the deflate stream
+        raw[i] ^= 0x55
+    bad = tmp_path / "corrupt.jsonl.gz"
+    bad.write_bytes(bytes(raw))
+    for argv in (["replay", "--train", str(bad), "--test", str(test), "--no-plot",
+                  "--out", str(tmp_path / "o")],
+                 ["screen", "--data", str(bad), "--out", str(tmp_path / "o2")]):
+        code, err = _run(argv, capsys)
+        assert code == 1 and "cannot read" in err and str(bad) in err, argv
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("argv", "expect"), [
+    (["replay", "--seed", "99999999999999999999999"], "seed: 99999999999999999999999 is out of range"),
+    (["replay", "--update", "99999999999999999999999"], "update: 99999999999999999999999 is out of range"),
+    (["nominate", "--simulate", "rdpg", "--k", "99999999999999999999999", "--out", "unused"], "k: 999"),
+    (["profiles", "add", "x\udcff", "--query", "q", "--wait", "1"], "name: 'x\\\\udcff' is not valid UTF-8"),
+])
+def test_arguments_json_cannot_hold_are_refused_up_front(argv: list[str], expect: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run(argv, capsys)
+    assert code == 2 and expect in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ({"id": "x1", "text": "wheat", "topics": [""]}, "non-empty strings"),
+    ({"id": "x1", "text": 5, "topics": ["wheat"]}, "field 'text' must be a string, got int"),
+    ({"id": "x1", "text": "wheat", "title": 7}, "field 'title' must be a string, got int"),
+])
+def test_wrong_types_name_the_file_and_line_or_are_skipped(
+        files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        line: dict, reason: str) -> None:
+    train, _ = files
+    test = _write(tmp_path / "bad.jsonl", [*_docs(3, 2000), line, *_docs(3, 3000)])
+    base = ["replay", "--train", str(train), "--test", str(test), "--no-plot"]
+    code, err = _run([*base, "--out", str(tmp_path / "o1")], capsys)
+    assert code == 1 and f"{test}:4:" in err and reason in err
+    assert main([*base, "--out", str(tmp_path / "o2"), "--skip-bad"]) == 0
+    assert orjson.loads((tmp_path / "o2" / "metrics.json").read_bytes())["skipped_lines"]["test"] == 1
+
+
+@pytest.mark.parametrize(("specs", "expect"), [
+    ([{"profile": "wheat", "query": "wheat"}, {"profile": "oil", "query": "oil"},
+      {"profile": "wheat", "query": "corn"}], ":3: profile 'wheat' is named twice"),
+    ([{"profile": "wheat", "query": "wheat", "model": "knn"}], ":1: field 'model' of profile 'wheat'"),
+    ([{"profile": "wheat", "query": "wheat", "delete": True}], ":1: field 'delete' of profile 'wheat'"),
+])
+def test_a_profiles_file_the_replay_cannot_honour_is_an_error(
+        files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        specs: list[dict], expect: str) -> None:
+    train, test = files
+    path = _write(tmp_path / "profiles.jsonl", specs)
+    code, err = _run(["replay", "--train", str(train), "--test", str(test), "--no-plot",
+                      "--profiles", str(path), "--out", str(tmp_path / "o")], capsys)
+    assert code == 1 and f"{path}{expect}" in err and len(err.strip().splitlines()) == 1
