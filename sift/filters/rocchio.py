@@ -111,6 +111,12 @@ class Rocchio(ScoringModel):
         self._cand: tuple[tuple[object, int], NDArray[np.int64]] | None = None
         self._nonneg: bool | None = None  # all sums >= 0 (None: not checked yet)
 
+    @property
+    def no_evidence_score(self) -> float | None:
+        """0: a document sharing no term with the model (empty, say) scores 0, and with
+        signed coefficients below 0 is evidence against."""
+        return 0.0
+
     def get_params(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "beta": self.beta, "gamma": self.gamma,
                 "corpus_weight": self.corpus_weight, "nonnegative": self.nonnegative,

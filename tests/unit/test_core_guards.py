@@ -164,3 +164,19 @@ def test_bagged_members_of_different_widths_do_not_load(vec: Vectorizer) -> None
     state["members"][1] = narrow.to_state()
     with pytest.raises(StateError, match="members of different widths"):
         BaggedProfile.from_state(state)
+
+
+def test_a_rocchio_threshold_never_reaches_the_score_of_no_evidence() -> None:
+    # a relevant judgment of a document unlike the profile pulls TROT's threshold below 0
+    # here (its leave-one-out score is -0.25); a document sharing no term with the model
+    # scores 0 and must not be delivered for it
+    train = ["wheat exports rose", "wheat crop", "oil prices", "gold mine", "oil output",
+             "wheat harvest good", "gold prices fell", "oil wells dry", "corn and wheat",
+             "silver mine"]
+    v = Vectorizer(n_features=2**12).fit(train)
+    X = v.transform(train)
+    p = Profile("x", query="wheat")
+    p.fit(v.transform(["wheat"]), X, positives=[0, 1], feature_weights=v.feature_weights())
+    p.learn_one(X[2], True)
+    assert p.model_.loo_scores().min() < 0 and p.threshold_ > 0
+    assert p.decide(v.transform(["", "zebra", "gold mine"])).tolist() == [False, False, False]
