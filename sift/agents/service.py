@@ -983,8 +983,14 @@ class Service:
         docs: list[Document] = []
         with_metadata: list[tuple[InputMessage, list[Document]]] = []
         fresh = [m for m in messages if not self.redelivered(m)]
+        seen: set[str] = set()  # the batch's ids so far
         for msg in fresh:
             got = self.decode_documents(msg, dead)
+            ids = [d.id for d in got]
+            if len(set(ids)) == len(ids) and seen.isdisjoint(ids):  # the usual case, in C
+                seen.update(ids)
+            else:
+                got = self._first_of_each_id(msg, got, seen, dead)
             docs.extend(got)
             if any(d.metadata for d in got):
                 with_metadata.append((msg, [d for d in got if d.metadata]))
@@ -995,6 +1001,23 @@ class Service:
         self.stats["documents"] += len(docs)
         self.processed(fresh)
         return RouteResult([([d.id for d in docs], X)], dead, len(docs), with_metadata, [counts])
+
+    def _first_of_each_id(self, msg: InputMessage, got: list[Document], seen: set[str],
+                          dead: list[DeadLetter]) -> list[Document]:
+        """``got`` without the documents whose id came earlier in the routed batch (``seen``,
+        which gains the others' ids), each dead-lettered (``duplicate_id``): the store
+        keeps an id's first vector for its judgments, so a second text under the id
+        would be scored but never learned from."""
+        kept: list[Document] = []
+        for d in got:
+            if d.id in seen:
+                self._dead(dead, msg, RecordError(
+                    "duplicate_id", f"document id {d.id!r} came twice in one batch of "
+                    f"documents; the first is kept"), orjson.dumps(d.to_obj()))
+            else:
+                seen.add(d.id)
+                kept.append(d)
+        return kept
 
     # -- 2. scoring one shard ------------------------------------------------------------------
     def sync_shard(self, shard: int, table: MutableMapping[str, bytes]) -> ProfileBank:

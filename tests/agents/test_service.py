@@ -958,3 +958,22 @@ def test_a_judgment_id_cannot_pass_for_the_key_of_a_judgment_without_one(service
     res = service.apply_judgments([judgment_msg(service, id="wheat\x1fd1", doc_id="d2",
                                                 profile="wheat", relevant=True)], table)
     assert [d.reason for d in res.dead_letters] == ["bad_id"]
+
+
+def test_a_document_id_twice_in_one_routed_batch_keeps_the_first(service: Service) -> None:
+    table: dict[str, bytes] = {}
+    service.apply_specs([spec_msg(service, profile="wheat", query="wheat", positives=["t1"])], table)
+    batch = {"documents": [{"id": "b1", "text": "gold bullion"}, {"id": "b2", "text": "oil"},
+                           {"id": "b1", "text": "wheat wheat kansas"}]}
+    routed = service.route([msg(batch, offset=0), msg({"id": "b2", "text": "wheat"}, offset=1)])
+    assert routed.n_documents == 2
+    assert [(d.reason, d.offset) for d in routed.dead_letters] == [("duplicate_id", 0), ("duplicate_id", 1)]
+    assert orjson.loads(routed.dead_letters[0].original)["text"] == "wheat wheat kansas"
+    assert "'b1' came twice" in routed.dead_letters[0].message
+    assert service.stats["dead_letters.duplicate_id"] == 2
+    # what is scored is what a judgment of b1 learns: the first text
+    for payload in routed.payloads:
+        for p in range(N_SHARDS):
+            service.score(p, payload, table)
+    x = service.store.get("b1")
+    assert x is not None and (x != service.vectorizer.transform(["gold bullion"])).nnz == 0
