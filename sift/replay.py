@@ -87,7 +87,16 @@ def load_corpus(train: str | Path, test: str | Path, *, skip_bad: bool = False) 
         def on_skip(lineno: int, err: RecordError) -> None:
             skipped[key] = skipped.get(key, 0) + 1
 
-        return list(read_jsonl(path, Document.from_obj, skip_bad=skip_bad, on_skip=on_skip))
+        ids: set[str] = set()
+
+        def parse(obj: Any) -> Document:
+            doc = Document.from_obj(obj)
+            if doc.id in ids:  # decisions and judgments name documents by id
+                raise RecordError("duplicate_id", f"document id {doc.id!r} came before")
+            ids.add(doc.id)
+            return doc
+
+        return list(read_jsonl(path, parse, skip_bad=skip_bad, on_skip=on_skip))
 
     corpus = Corpus(reader(train, "train"), reader(test, "test"), skipped)
     if not corpus.train:

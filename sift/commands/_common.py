@@ -57,6 +57,19 @@ class Progress:
             self.stream.flush()
 
 
+def nonnegative_int(value: str) -> int:
+    """An argparse type: an integer >= 0 (a seed, say)."""
+    import argparse
+
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {n}")
+    return n
+
+
 def write_json(path: Path, obj: Any) -> None:
     """Write ``obj`` as indented JSON (numpy scalars and arrays allowed)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from sift.commands._common import Progress, write_json
+from sift.commands._common import Progress, nonnegative_int, write_json
 from sift.errors import ConfigError
 
 EPILOG = """examples:
@@ -394,6 +394,6 @@ def register(subparsers: Any) -> None:
                    help="what the ILP optimises (default: maxrank, the paper's)")
     p.add_argument("--time-limit", type=float, default=30.0,
                    help="seconds per ILP solve (default 30)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--out", required=True, help="output directory")
     p.set_defaults(func=_run)

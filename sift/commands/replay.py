@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from sift.commands._common import Progress, write_json
+from sift.commands._common import Progress, nonnegative_int, write_json
 from sift.errors import ConfigError
 from sift.filters.bagging import RULES as BAG_RULES
 from sift.replay import FullTrainingConfig, ReplayConfig, default_specs, load_corpus, read_specs, replay
@@ -193,7 +193,7 @@ def register(sub: Any) -> None:
                         "default 1: one profile)")
     p.add_argument("--bag-rule", choices=list(BAG_RULES), default="margin",
                    help="how bagged profiles decide together (default margin)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--out", default="runs/replay", help="output folder (default runs/replay)")
     p.add_argument("--skip-bad", action="store_true", help="skip malformed lines and count them")
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")

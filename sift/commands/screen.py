@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from sift.commands._common import Progress, write_json
+from sift.commands._common import Progress, nonnegative_int, write_json
 from sift.filters.screening.cal import DEFAULTS
 from sift.filters.screening.errors import ScreeningError
 from sift.filters.screening.simulation import TARGETS, SimulationResult, simulate
@@ -279,7 +279,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--topic", help="topic text (default: the title in reviews.json beside FILE)")
     p.add_argument("--target-recall", type=float, default=0.95)
     p.add_argument("--estimator", choices=("ht", "hh", "bound"), default="bound")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per file with --all")
     p.add_argument("--out", metavar="DIR", help="output folder")
     p.add_argument("--draws", type=int, default=DEFAULTS["draws"], help="b: draws per batch")

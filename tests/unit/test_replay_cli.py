@@ -319,3 +319,25 @@ def test_a_profiles_file_the_replay_cannot_honour_is_an_error(
     code, err = _run(["replay", "--train", str(train), "--test", str(test), "--no-plot",
                       "--profiles", str(path), "--out", str(tmp_path / "o")], capsys)
     assert code == 1 and f"{path}{expect}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_document_id_twice_in_a_file_names_its_line(files: tuple[Path, Path], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    train, _ = files
+    docs = _docs(6, 4000)
+    test = _write(tmp_path / "dup.jsonl", [*docs[:4], {**docs[5], "id": docs[1]["id"]}])
+    base = ["replay", "--train", str(train), "--test", str(test), "--no-plot"]
+    code, err = _run([*base, "--out", str(tmp_path / "o1")], capsys)
+    assert code == 1 and f"{test}:5: document id 'd4001' came before" in err
+    assert main([*base, "--out", str(tmp_path / "o2"), "--skip-bad"]) == 0
+    assert orjson.loads((tmp_path / "o2" / "metrics.json").read_bytes())["skipped_lines"]["test"] == 1
+
+
+@pytest.mark.parametrize("command", [["replay"], ["screen", "--data", "x.jsonl", "--out", "o"],
+                                     ["nominate", "--simulate", "rdpg", "--out", "o"]])
+def test_a_negative_seed_is_named_before_any_work(command: list[str],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main([*command, "--seed", "-1"])
+    err = capsys.readouterr().err
+    assert "--seed" in err and "must be an integer >= 0, got -1" in err
