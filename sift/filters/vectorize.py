@@ -893,6 +893,7 @@ class Vectorizer:
 def normalize_rows(X: sp.csr_matrix) -> sp.csr_matrix:
     """Scale each row to unit Euclidean length (empty rows stay empty)."""
     X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+    X.sum_duplicates()  # a column given twice counts once, summed (a no-op when canonical)
     lengths = np.diff(X.indptr)
     rows = np.repeat(np.arange(X.shape[0]), lengths)
     norms = np.sqrt(np.bincount(rows, weights=X.data**2, minlength=X.shape[0]))

@@ -180,3 +180,14 @@ def test_a_rocchio_threshold_never_reaches_the_score_of_no_evidence() -> None:
     p.learn_one(X[2], True)
     assert p.model_.loo_scores().min() < 0 and p.threshold_ > 0
     assert p.decide(v.transform(["", "zebra", "gold mine"])).tolist() == [False, False, False]
+
+
+def test_a_vector_with_a_column_given_twice_scores_as_its_sum(vec: Vectorizer) -> None:
+    p = fitted(vec, "w", "wheat", [0, 3], model="kantor")
+    x = vec.transform(["wheat crop"])
+    cols, vals = x.indices, x.data
+    # the same vector, its first entry split in two entries of the same column
+    dup = sp.csr_matrix((np.r_[vals[0] / 2, vals[0] / 2, vals[1:]], np.r_[cols[0], cols[0], cols[1:]],
+                         [0, vals.size + 1]), shape=x.shape)
+    assert not dup.has_canonical_format
+    assert p.score(dup)[0] == pytest.approx(p.score(x)[0], rel=1e-12)
