@@ -215,23 +215,29 @@ async def post_judgment(request: web.Request) -> web.Response:
     if not isinstance(obj, dict):
         return error(400, "a judgment must be a JSON object")
     obj = {k: obj[k] for k in ("doc_id", "profile", "relevant", "judge", "id") if k in obj}
-    obj.setdefault("judge", "web")
-    obj.setdefault("id", f"web-{uuid.uuid4().hex}")
+    for key, default in (("judge", "web"), ("id", f"web-{uuid.uuid4().hex}")):
+        value = obj.get(key)
+        if value is None or (isinstance(value, str) and not value.strip()):  # null or blank
+            obj[key] = default
     obj["ts"] = time.time()
     try:
         j = Judgment.from_obj(obj)
     except RecordError as exc:
         return error(400, str(exc))
     state = request.app[STATE]
-    if j.profile not in state.profiles:
+    if not state.known(j.profile):
         return error(404, f"no profile {j.profile!r}")
-    if state.is_judged(j.profile, j.doc_id):
-        return error(409, f"document {j.doc_id!r} is already judged for {j.profile!r}")
-    text = state.document_text(j.doc_id)
-    if text is not None:
-        j = Judgment(j.doc_id, j.profile, j.relevant, j.id, j.judge, j.ts, text)
-    await publish(request, "judgments", j.profile.encode(), dumps(j.to_obj()))
-    state.apply_judgment(j, j.ts or time.time())
+    refused = state.claim(j)  # held across the publish: a second POST of it waits out
+    if refused is not None:
+        return error(409, refused)
+    try:
+        text = state.document_text(j.doc_id)
+        if text is not None:
+            j = Judgment(j.doc_id, j.profile, j.relevant, j.id, j.judge, j.ts, text)
+        await publish(request, "judgments", j.profile.encode(), dumps(j.to_obj()))
+        state.apply_judgment(j, j.ts or time.time())
+    finally:
+        state.release(j)
     log.info("judgment %s %s %s", j.profile, j.doc_id, j.relevant,
              extra={"profile": j.profile, "doc_id": j.doc_id, "relevant": j.relevant})
     out = j.to_obj()
@@ -281,6 +287,8 @@ async def headers_mw(request: web.Request,
     except web.HTTPException as exc:
         if request.path.startswith("/api") and exc.content_type != "application/json":
             resp = error(exc.status, exc.text or exc.reason)
+            if "Allow" in exc.headers:  # a 405 names the methods the path takes
+                resp.headers["Allow"] = exc.headers["Allow"]
         else:
             raise
     resp.headers.setdefault("Content-Security-Policy", CSP)

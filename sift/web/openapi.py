@@ -126,7 +126,7 @@ def openapi() -> dict[str, Any]:
                      "responses": {"202": _json({"type": "object", "required": ["spec"],
                                                  "properties": {"spec": _ref("ProfileSpec")}},
                                                 "Published."),
-                                   "400": _ERR, "401": _UNAUTH, "503": _ERR}},
+                                   "400": _ERR, "401": _UNAUTH, "413": _ERR, "503": _ERR}},
         },
         "/api/profiles/{profile}": {
             "parameters": [profile_param],
@@ -163,7 +163,7 @@ def openapi() -> dict[str, Any]:
                      "requestBody": {"required": True, "content": {
                          "application/json": {"schema": _ref("JudgmentIn")}}},
                      "responses": {"202": accepted_judgment, "400": _ERR, "401": _UNAUTH,
-                                   "404": _ERR, "409": _ERR, "503": _ERR}},
+                                   "404": _ERR, "409": _ERR, "413": _ERR, "503": _ERR}},
         },
         "/api/stats": {
             "get": {"operationId": "getStats", "summary": "Everything the dashboard shows.",

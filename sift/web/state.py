@@ -33,6 +33,8 @@ SNIPPET_CHARS = 320
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 #: Seconds between two decodings of one profile's changelog record.
 STATE_REFRESH = 1.0
+#: Deleted profiles remembered, so that their decisions read later do not bring them back.
+DELETED_CAPACITY = 10_000
 _SPACE = re.compile(r"\s+")
 
 
@@ -108,6 +110,15 @@ def _finite(x: Any) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
+def _count(x: Any) -> int:
+    """A count from a record: an integer in [0, 2**63) (what JSON and the API can carry
+    back), else ``ValueError`` (the record is counted as unreadable)."""
+    n = int(x)
+    if not 0 <= n < 2**63:
+        raise ValueError(f"count {x!r} out of range")
+    return n
+
+
 def summarize_state(raw: bytes) -> dict[str, Any]:
     """The displayable fields of a profile table record (orjson, maybe zlib: see the service)."""
     rec = orjson.loads(raw if raw[:1] == b"{" else zlib.decompress(raw))
@@ -121,8 +132,8 @@ def summarize_state(raw: bytes) -> dict[str, Any]:
             "update": str(params.get("update", spec.get("update", ""))),
             "query": str(spec.get("query", "")),
             "threshold": _finite(st.get("threshold")),
-            "model_version": int(st.get("model_version", 0)),
-            "n_judged": int(st.get("n_judged", 0)),
+            "model_version": _count(st.get("model_version", 0)),
+            "n_judged": _count(st.get("n_judged", 0)),
             "epoch": str((rec.get("journal") or {}).get("epoch", ""))}
 
 
@@ -137,7 +148,7 @@ def overlay_journal(summary: dict[str, Any], raw: bytes) -> dict[str, Any]:
             or not isinstance(version, int) or version < summary["model_version"]):
         return summary
     return {**summary, "threshold": _finite(latest.get("threshold")),
-            "model_version": version, "n_judged": int(latest.get("n_judged", 0))}
+            "model_version": _count(version), "n_judged": _count(latest.get("n_judged", 0))}
 
 
 class WebState:
@@ -167,6 +178,11 @@ class WebState:
         self.reviews: dict[str, dict[str, Any]] = {}
         self.dead_by_reason: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
+        #: profiles deleted (most recent last), the ids of judgments seen (for the
+        #: documents they judged) and the judgments posted here being published
+        self.deleted: OrderedDict[str, None] = OrderedDict()
+        self.judgment_ids: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self.claimed: set[tuple[str, str]] = set()
         self.lag: dict[str, int] = {}
         self.lag_ts: float | None = None
         self.started = time.time()
@@ -224,6 +240,37 @@ class WebState:
     def _skip(self, what: str) -> None:
         self.skipped[what] += 1
 
+    def _deleted(self, name: str) -> None:
+        """Forget a deleted profile, and keep its decisions and judgments read later (a
+        restart reads the topics from their start) from bringing it back."""
+        self.profiles.pop(name, None)
+        self.deleted[name] = None
+        self.deleted.move_to_end(name)
+        while len(self.deleted) > DELETED_CAPACITY:
+            self.deleted.popitem(last=False)
+
+    def known(self, name: str) -> bool:
+        """Whether ``name`` is a profile the service was told about (a spec or a state
+        record), not only a name in decisions or judgments."""
+        view = self.profiles.get(name)
+        return view is not None and (bool(view.spec) or view.raw_state is not None)
+
+    def claim(self, j: Judgment) -> str | None:
+        """Reserve a judgment posted here while it is published: why it must be refused
+        (the document already judged, or being judged, for the profile; its id used for
+        another document), else ``None`` and it is reserved until :meth:`release`."""
+        if self.is_judged(j.profile, j.doc_id) or (j.profile, j.doc_id) in self.claimed:
+            return f"document {j.doc_id!r} is already judged for {j.profile!r}"
+        if j.id is not None:
+            seen = self.judgment_ids.get(j.id)
+            if seen is not None and seen != (j.profile, j.doc_id):
+                return f"judgment id {j.id!r} was used for document {seen[1]!r} of {seen[0]!r}"
+        self.claimed.add((j.profile, j.doc_id))
+        return None
+
+    def release(self, j: Judgment) -> None:
+        self.claimed.discard((j.profile, j.doc_id))
+
     # -- inputs -------------------------------------------------------------------------------
     def on_documents(self, value: bytes | None, ts: float) -> int:
         """A message of the documents topic (one or a batch); the number of documents kept."""
@@ -252,6 +299,9 @@ class WebState:
             d = Decision.from_obj(loads(value or b""))
         except RecordError:
             self._skip("decisions")
+            return None
+        if d.profile in self.deleted:
+            self._skip("deleted-profile")
             return None
         view = self.profile(d.profile)
         mark = self._mark(view, d.doc_id)
@@ -288,6 +338,14 @@ class WebState:
 
     def apply_judgment(self, j: Judgment, ts: float) -> Judgment:
         """Record a verdict (from the topic, or optimistically from a POST)."""
+        if j.id is not None:
+            self.judgment_ids[j.id] = (j.profile, j.doc_id)
+            self.judgment_ids.move_to_end(j.id)
+            while len(self.judgment_ids) > self.outcome_capacity:
+                self.judgment_ids.popitem(last=False)
+        if j.profile in self.deleted:
+            self._skip("deleted-profile")
+            return j
         view = self.profile(j.profile)
         mark = self._mark(view, j.doc_id)
         if mark[1] is not None:
@@ -315,17 +373,19 @@ class WebState:
             self._skip("profiles")
             return
         if spec.delete:
-            self.profiles.pop(spec.profile, None)
+            self._deleted(spec.profile)
             return
+        self.deleted.pop(spec.profile, None)
         view = self.profile(spec.profile)
         view.spec = {"model": spec.model, "measure": spec.measure, "update": str(spec.update),
-                     "query": spec.query}
+                     "query": spec.query, "bags": spec.bags}
 
     def on_profile_state(self, name: str, value: bytes | None, ts: float) -> None:
         """A record of the profile table's changelog (``None``: the profile was deleted)."""
         if not value:
-            self.profiles.pop(name, None)
+            self._deleted(name)
             return
+        self.deleted.pop(name, None)
         view = self.profile(name)
         view.raw_state = value
         view.raw_dirty = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -322,3 +323,120 @@ def test_metrics_text_format(settings: Settings, recorder: Recorder) -> None:
     assert buckets == sorted(buckets) and buckets[-1] == 3
     assert re.search(r'le="\+Inf"\} 3$', text, re.M)
     assert "sift_scoring_latency_seconds_count 3" in text
+
+
+# -- found by breaking the web side on purpose (thirty-seventh session) ----------------------
+class SlowRecorder(Recorder):
+    async def send(self, topic: str, key: bytes, value: bytes) -> None:
+        await asyncio.sleep(0.05)
+        await super().send(topic, key, value)
+
+
+def test_two_judgments_of_one_document_at_once_publish_one(settings: Settings) -> None:
+    state, slow = WebState(), SlowRecorder()
+    fill(state)
+
+    async def go(client: TestClient) -> list[int]:
+        posts = [client.post("/api/judgments", headers=auth(),
+                             json={"doc_id": "d0", "profile": "earn", "relevant": rel})
+                 for rel in (True, False)]
+        return sorted([r.status for r in await asyncio.gather(*posts)])
+
+    assert with_client(state, settings, slow, go) == [202, 409]
+    assert len(slow.sent) == 1 and not state.claimed
+
+
+def test_a_judgment_id_used_for_another_document_is_refused(settings: Settings,
+                                                            recorder: Recorder) -> None:
+    state = WebState()
+    fill(state)
+
+    async def go(client: TestClient) -> list[int]:
+        out = []
+        for doc in ("d0", "d1"):
+            resp = await client.post("/api/judgments", headers=auth(),
+                                     json={"doc_id": doc, "profile": "earn", "relevant": True,
+                                           "id": "dup"})
+            out.append(resp.status)
+        return out
+
+    assert with_client(state, settings, recorder, go) == [202, 409]
+    assert [orjson.loads(v)["doc_id"] for _, _, v in recorder.sent] == ["d0"]
+
+
+def test_a_null_or_blank_id_or_judge_gets_the_defaults(settings: Settings, recorder: Recorder) -> None:
+    state = WebState()
+    fill(state)
+
+    async def go(client: TestClient) -> None:
+        for doc, extra in (("d0", {"id": None, "judge": None}), ("d1", {"id": " ", "judge": ""})):
+            resp = await client.post("/api/judgments", headers=auth(),
+                                     json={"doc_id": doc, "profile": "earn", "relevant": True, **extra})
+            assert resp.status == 202
+
+    with_client(state, settings, recorder, go)
+    for _, _, value in recorder.sent:
+        j = orjson.loads(value)
+        assert j["id"].startswith("web-") and j["judge"] == "web"
+
+
+def test_a_deleted_profile_stays_deleted_and_takes_no_judgment(settings: Settings,
+                                                               recorder: Recorder) -> None:
+    state = WebState()
+    fill(state, profile="old")
+    state.on_profile_spec(orjson.dumps({"profile": "old", "delete": True}))
+    state.on_profile_state("old", None, time.time())
+    late = {"doc_id": "d9", "profile": "old", "score": 1.0, "threshold": 0.5,
+            "model_version": 1, "ts": time.time()}
+    assert state.on_decision(orjson.dumps(late)) is None
+    state.on_judgment(orjson.dumps({"doc_id": "d9", "profile": "gone", "relevant": True}), 0.0)
+
+    async def go(client: TestClient) -> tuple[list[str], list[int]]:
+        names = [p["profile"] for p in (await (await client.get("/api/profiles")).json())["profiles"]]
+        codes = [(await client.post("/api/judgments", headers=auth(),
+                                    json={"doc_id": "d0", "profile": p, "relevant": True})).status
+                 for p in ("old", "gone")]
+        return names, codes
+
+    names, codes = with_client(state, settings, recorder, go)
+    assert "old" not in names and codes == [404, 404] and recorder.sent == []
+    assert state.skipped["deleted-profile"] == 1
+    # created again, it is back
+    state.on_profile_spec(orjson.dumps({"profile": "old", "query": "again"}))
+    assert state.on_decision(orjson.dumps(late)) is not None
+
+
+def test_an_out_of_range_count_in_a_record_is_skipped_not_a_500(settings: Settings,
+                                                                recorder: Recorder) -> None:
+    state = WebState()
+    fill(state)
+    state.on_profile_state("big", orjson.dumps({"state": {"model_version": 1e30}}), time.time())
+    state.refresh_states(now=time.time() + 10)
+
+    async def go(client: TestClient) -> list[int]:
+        return [(await client.get(path)).status
+                for path in ("/api/stats", "/api/profiles", "/api/profiles/big")]
+
+    assert with_client(state, settings, recorder, go) == [200, 200, 200]
+    assert state.skipped["profile-state"] == 1
+
+
+def test_a_bagged_spec_shows_its_bags_before_its_state(settings: Settings,
+                                                       recorder: Recorder) -> None:
+    state = WebState()
+    state.on_profile_spec(orjson.dumps({"profile": "bag", "query": "q", "bags": 3}))
+
+    async def go(client: TestClient) -> Any:
+        return await (await client.get("/api/profiles/bag")).json()
+
+    assert with_client(state, settings, recorder, go)["bags"] == 3
+
+
+def test_a_method_the_path_does_not_take_names_the_ones_it_does(settings: Settings,
+                                                                recorder: Recorder) -> None:
+    async def go(client: TestClient) -> Any:
+        resp = await client.put("/api/judgments", headers=auth(), json={})
+        return resp.status, resp.headers.get("Allow", "")
+
+    status, allow = with_client(WebState(), settings, recorder, go)
+    assert status == 405 and "POST" in allow
