@@ -64,6 +64,8 @@ from sift.topics.review import (
 )
 
 log = logging.getLogger("sift.worker")
+#: the changelog's limit on a record (``sift.agents.app.MAX_STATE_BYTES``; a test keeps them equal)
+MAX_REVIEW_RECORD_BYTES = 16 * 1024 * 1024
 
 REVIEW_FORMAT = 1
 REVIEW_TABLE = "review_to_state"
@@ -185,6 +187,13 @@ class ReviewService:
 
     def _write(self, name: str, entry: ReviewEntry, table: MutableMapping[str, bytes]) -> None:
         raw = encode_review_record(entry)
+        if len(raw) > MAX_REVIEW_RECORD_BYTES:
+            # the changelog will refuse it (the worker logs the failed write too): say
+            # which review, so that its documents can be split into smaller reviews
+            self.stats["review_state_too_large"] += 1
+            log.error("review %r: its state record is %.1f MiB, over the %.0f MiB the changelog "
+                      "takes; it will not survive a restart", name, len(raw) / 2**20,
+                      MAX_REVIEW_RECORD_BYTES / 2**20)
         table[name] = raw
         self._cache[name] = (raw, entry)
         self.stats["review_state_bytes_max"] = max(self.stats["review_state_bytes_max"], len(raw))

@@ -433,10 +433,14 @@ class Review:
         for name in ("stop_words", "grow_when_sampling", "strip_design"):
             if not isinstance(getattr(self, name), bool):
                 raise bad(name, getattr(self, name), "must be true or false")
+        rs = self.random_state
+        if rs is not None and (isinstance(rs, bool) or not isinstance(rs, int) or rs < 0):
+            raise bad("random_state", rs, "must be an integer >= 0 or null")
         for name in ("target_recall", "confidence"):
             v = getattr(self, name)
-            upper_ok = v <= 1.0 if name == "target_recall" else v < 1.0
-            if not isinstance(v, int | float) or not (v > 0.0 and upper_ok):
+            numeric = isinstance(v, int | float) and not isinstance(v, bool)
+            upper_ok = numeric and (v <= 1.0 if name == "target_recall" else v < 1.0)
+            if not numeric or not (v > 0.0 and upper_ok):
                 raise bad(name, v, "must be in (0, 1]" if name == "target_recall" else
                           "must be in (0, 1)")
         if (not isinstance(self.topic_weight, int | float) or isinstance(self.topic_weight, bool)
@@ -540,7 +544,7 @@ class Review:
             model.fit(Xt, yt, sample_weight=weights)
             scores.append(np.asarray(model.decision_function(X), dtype=np.float64))
         if self.learner in ("svm", "lr+svm"):
-            svm = LinearSVC(C=self.svm_C)
+            svm = LinearSVC(C=self.svm_C, random_state=0)  # its shuffling: not the global RNG
             svm.fit(Xt, yt, sample_weight=weights)
             scores.append(np.asarray(svm.decision_function(X), dtype=np.float64))
         if len(scores) == 1:
@@ -598,7 +602,8 @@ class Review:
 
     def _sampling_on(self) -> bool:
         """Whether this batch draws a sample (after the warm-up, see ``warmup_precision``)."""
-        if self.warmup_precision <= 0 or any(b["b"] > 0 for b in self.batches_):
+        if self.warmup_precision <= 0 or self.n_top == 0 or any(b["b"] > 0 for b in self.batches_):
+            # (no take-all stratum: the warm-up could judge nothing, so it never ended)
             return True
         if not self.batches_ or not np.any(self.labels_ == 1):
             return False
@@ -731,10 +736,12 @@ class Review:
 
     def should_stop(self) -> bool:
         """Whether the stopping rule fires (never with judgments pending)."""
-        if self.pending_ or self.n_sampling_batches() < self.min_batches_for(self.estimator):
+        if self.pending_:
             return False
-        if np.all(self.labels_ >= 0):
-            return True
+        if self.n_documents and np.all(self.labels_ >= 0):
+            return True  # everything screened: the recall is exactly 1, whatever the batches
+        if self.n_sampling_batches() < self.min_batches_for(self.estimator):
+            return False
         est = self.estimate()
         if self.estimator == "bound":
             return bound_rule(est.found, est.upper(self.confidence), self.target_recall)

@@ -60,9 +60,13 @@ def power_law(ranks: NDArray[np.integer], exponent: float) -> FloatArray:
 
 
 def batch_miss_log(p: FloatArray, certain: NDArray[np.bool_], draws: int) -> FloatArray:
-    """``log P(not included in this batch)`` per document (``-inf`` when certain)."""
-    with np.errstate(divide="ignore"):
-        out = draws * np.log1p(-np.minimum(p, 1.0))
+    """``log P(not included in this batch)`` per document (``-inf`` when certain; 0 for
+    a batch of no draws, which includes nothing by chance: not ``0 * log 0``)."""
+    if draws == 0:
+        out = np.zeros(np.shape(p))
+    else:
+        with np.errstate(divide="ignore"):
+            out = draws * np.log1p(-np.minimum(p, 1.0))
     out[certain] = -np.inf
     return out
 
@@ -92,10 +96,12 @@ def pairwise_inclusion(
     """
     t = p_hist.shape[0]
     b = np.asarray(draws, dtype=np.float64).reshape(t, 1, 1)
-    with np.errstate(divide="ignore"):
-        log_miss_i = np.where(certain_hist, -np.inf, b[:, :, 0] * np.log1p(-p_hist))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # a batch of no draws includes nothing by chance (0, where b * log(1 - p) is 0 * -inf)
+        log_miss_i = np.where(certain_hist, -np.inf,
+                              np.where(b[:, :, 0] == 0, 0.0, b[:, :, 0] * np.log1p(-p_hist)))
         pair = np.clip(p_hist[:, :, None] + p_hist[:, None, :], 0.0, 1.0)
-        log_neither = b * np.log1p(-pair)
+        log_neither = np.where(b == 0, 0.0, b * np.log1p(-pair))
     either_certain = certain_hist[:, :, None] | certain_hist[:, None, :]
     log_neither = np.where(either_certain, -np.inf, log_neither).sum(axis=0)
     log_miss = log_miss_i.sum(axis=0)
