@@ -14,6 +14,7 @@ $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
 
 setup: $(VENV)/bin/python
+	@$(VENV)/bin/python -m pip --version >/dev/null 2>&1 || $(PY) -m venv --clear $(VENV)
 	@want=$$(sha256sum pyproject.toml | cut -d' ' -f1); \
 	if [ ! -f $(STAMP) ] || [ "$$(cat $(STAMP))" != "$$want" ] || ! $(VENV)/bin/python -c 'import sift, faust, pytest' 2>/dev/null; then \
 	  $(VENV)/bin/python -m pip install -q --upgrade pip && \

@@ -12,9 +12,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PY="${PYTHON:-python3}"
 
-if [[ ! -x .venv/bin/python ]]; then
+if [[ ! -x .venv/bin/python ]] || ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
+  # (a venv left without pip, by a python3 -m venv that failed half-way, is made again)
   echo "test.sh: creating .venv with $("$PY" --version 2>&1)"
-  "$PY" -m venv .venv
+  "$PY" -m venv --clear .venv
 fi
 stamp=.venv/.sift-pyproject-sha256
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"

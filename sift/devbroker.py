@@ -143,11 +143,15 @@ class DevBroker:
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.cache_dir = Path(self.cache_dir)
+        # absolute: Java runs in the data directory, so relative paths would point elsewhere
+        self.cache_dir = Path(self.cache_dir).resolve()
         default = self.cache_dir / f"data-{self.port}"
-        self.data_dir = Path(self.data_dir) if self.data_dir else default
+        self.data_dir = Path(self.data_dir).resolve() if self.data_dir else default
         if self.port == self.controller_port:
             raise BrokerError(f"broker port and controller port are both {self.port}")
+        for name in ("port", "controller_port"):
+            if not 1 <= getattr(self, name) <= 65535:
+                raise BrokerError(f"{name} must be in [1, 65535], got {getattr(self, name)!r}")
 
     # ----------------------------------------------------------------- paths and names
     @property
@@ -261,8 +265,12 @@ class DevBroker:
 
     def _java(self) -> str:
         java = shutil.which(self.java)
+        home = os.environ.get("JAVA_HOME", "")
+        if java is None and self.java == "java" and home:  # not on PATH: JAVA_HOME's
+            java = shutil.which(str(Path(home) / "bin" / "java"))
         if java is None:
-            raise BrokerError(f"{self.java!r} not found: install a Java 17 runtime")
+            raise BrokerError(f"{self.java!r} not found (nor in JAVA_HOME): install a Java 17 "
+                              f"runtime")
         return java
 
     def _classpath(self) -> str:
@@ -358,7 +366,7 @@ class DevBroker:
             self.pid_path.write_text(f"{self._proc.pid}\n")
             try:
                 self.wait_ready(timeout=timeout)
-            except BrokerError:
+            except (BrokerError, KeyboardInterrupt):  # Ctrl-C too: leave no broker behind
                 self.stop()
                 raise
         return self

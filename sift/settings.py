@@ -14,13 +14,15 @@ from typing import Any
 from sift.errors import ConfigError
 
 _PREFIX = "SIFT_"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 def _parse_bool(name: str, value: str) -> bool:
     low = value.strip().lower()
     if low in {"1", "true", "yes", "on"}:
         return True
-    if low in {"0", "false", "no", "off", ""}:
+    if low in {"0", "false", "no", "off"}:
         return False
     raise ConfigError(f"{name} must be a boolean (true/false), got {value!r}")
 
@@ -115,10 +117,30 @@ class Settings:
     ssl_keyfile: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("partitions", "batch_size", "batch_bytes", "judgment_batch_size",
-                     "max_batch_documents", "fetch_max_wait_ms"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"SIFT_{name.upper()} must be >= 1, got {getattr(self, name)!r}")
+        # the upper bounds: what the Kafka protocol's 32-bit fields and the broker take
+        for name, high in (("partitions", 10_000), ("batch_size", 1_000_000),
+                           ("batch_bytes", 2**31 - 1), ("judgment_batch_size", 1_000_000),
+                           ("max_batch_documents", 1_000_000), ("fetch_max_wait_ms", 300_000),
+                           ("max_document_bytes", 2**31 - 1)):
+            value = getattr(self, name)
+            if not 1 <= value <= high:
+                raise ConfigError(f"SIFT_{name.upper()} must be in [1, {high}], got {value!r}")
+        if not 0 <= self.recent_documents <= 100_000_000:
+            raise ConfigError(f"SIFT_RECENT_DOCUMENTS must be in [0, 100000000], got "
+                              f"{self.recent_documents!r}")
+        if not self.broker.strip():
+            raise ConfigError("SIFT_BROKER is empty: give a broker URL such as kafka://127.0.0.1:9092")
+        if not self.app_id.strip():
+            raise ConfigError("SIFT_APP_ID is empty: give the consumer group's name")
+        if not 1 <= self.web_port <= 65535:
+            raise ConfigError(f"SIFT_WEB_PORT must be a port in [1, 65535], got {self.web_port!r}")
+        for name, allowed in (("log_level", LOG_LEVELS),
+                              ("processing_guarantee", ("at_least_once", "exactly_once")),
+                              ("security_protocol", SECURITY_PROTOCOLS)):
+            value = getattr(self, name)
+            if (value.upper() if name == "log_level" else value) not in allowed:
+                raise ConfigError(f"SIFT_{name.upper()} must be one of {', '.join(allowed)}, "
+                                  f"got {value!r}")
         if self.truncate < 0:
             raise ConfigError(f"SIFT_TRUNCATE must be >= 0 (0: tokens whole), got {self.truncate!r}")
         if not 0.0 <= self.chars < 1.0:
@@ -129,6 +151,9 @@ class Settings:
             if not 0 < value < float("inf"):
                 raise ConfigError(f"SIFT_{name.upper()} must be a positive number of seconds, "
                                   f"got {value!r}")
+        if not 6.0 <= self.session_timeout <= 1800.0:  # the broker's default bounds
+            raise ConfigError(f"SIFT_SESSION_TIMEOUT must be in [6, 1800] seconds (what the "
+                              f"broker accepts by default), got {self.session_timeout!r}")
         if self.heartbeat_interval * 3 > self.session_timeout:
             raise ConfigError(f"SIFT_HEARTBEAT_INTERVAL must be at most a third of "
                               f"SIFT_SESSION_TIMEOUT ({self.session_timeout!r} s), got "

@@ -70,6 +70,33 @@ def nonnegative_int(value: str) -> int:
     return n
 
 
+def positive_int(value: str) -> int:
+    """An argparse type: an integer >= 1 (a count, a limit)."""
+    import argparse
+
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {n}")
+    return n
+
+
+def positive_seconds(value: str) -> float:
+    """An argparse type: a finite number of seconds > 0."""
+    import argparse
+    import math
+
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {value!r}") from None
+    if not (math.isfinite(x) and x > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {value!r}")
+    return x
+
+
 def write_json(path: Path, obj: Any) -> None:
     """Write ``obj`` as indented JSON (numpy scalars and arrays allowed)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sift.commands._common import Progress
+from sift.commands._common import Progress, positive_int
 from sift.errors import SiftError
 from sift.settings import Settings
 from sift.topics.codecs import dumps, loads
@@ -40,9 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", type=Path)
     p.add_argument("--topic", choices=sorted(PARSERS), default="documents")
-    p.add_argument("--batch", type=int, default=100,
+    p.add_argument("--batch", type=positive_int, default=100,
                    help="documents per message (default 100; 1 sends one per message)")
-    p.add_argument("--limit", type=int, default=None, help="send at most this many records")
+    p.add_argument("--limit", type=positive_int, default=None, help="send at most this many records")
     p.add_argument("--raw", action="store_true", help="send lines unvalidated, one per message")
     p.add_argument("--broker", help="broker URL (SIFT_BROKER)")
     p.set_defaults(func=run)

@@ -8,6 +8,7 @@ import time
 
 import orjson
 
+from sift.commands._common import positive_int, positive_seconds
 from sift.settings import Settings
 from sift.topics import TOPICS
 
@@ -25,8 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("topic", choices=list(TOPICS))
     p.add_argument("--from-beginning", action="store_true", help="start at the oldest message")
-    p.add_argument("--max", type=int, default=None, help="stop after this many messages")
-    p.add_argument("--timeout", type=float, default=None,
+    p.add_argument("--max", type=positive_int, default=None, help="stop after this many messages")
+    p.add_argument("--timeout", type=positive_seconds, default=None,
                    help="stop after this many seconds without a message")
     p.add_argument("--broker", help="broker URL (SIFT_BROKER)")
     p.set_defaults(func=run)

@@ -22,14 +22,14 @@ def test_environment_values_are_parsed_by_the_field_type() -> None:
 @pytest.mark.parametrize(("env", "match"), [
     ({"SIFT_PARTITIONS": "four"}, "SIFT_PARTITIONS must be an integer, got 'four'"),
     ({"SIFT_LOG_JSON": "maybe"}, "SIFT_LOG_JSON must be a boolean"),
-    ({"SIFT_BATCH_SIZE": "0"}, "SIFT_BATCH_SIZE must be >= 1, got 0"),
-    ({"SIFT_BATCH_BYTES": "0"}, "SIFT_BATCH_BYTES must be >= 1, got 0"),
-    ({"SIFT_JUDGMENT_BATCH_SIZE": "-5"}, "SIFT_JUDGMENT_BATCH_SIZE must be >= 1"),
+    ({"SIFT_BATCH_SIZE": "0"}, r"SIFT_BATCH_SIZE must be in \[1, 1000000\], got 0"),
+    ({"SIFT_BATCH_BYTES": "0"}, r"SIFT_BATCH_BYTES must be in \[1, 2147483647\], got 0"),
+    ({"SIFT_JUDGMENT_BATCH_SIZE": "-5"}, r"SIFT_JUDGMENT_BATCH_SIZE must be in \[1, "),
     ({"SIFT_BATCH_TIMEOUT": "0"}, "SIFT_BATCH_TIMEOUT must be a positive number"),
     ({"SIFT_STOP_TIMEOUT": "-1"}, "SIFT_STOP_TIMEOUT must be a positive number"),
     ({"SIFT_JUDGMENT_BATCH_TIMEOUT": "nan"}, "SIFT_JUDGMENT_BATCH_TIMEOUT must be a positive"),
     ({"SIFT_JUDGMENT_BATCH_TIMEOUT": "inf"}, "SIFT_JUDGMENT_BATCH_TIMEOUT must be a positive"),
-    ({"SIFT_FETCH_MAX_WAIT_MS": "0"}, "SIFT_FETCH_MAX_WAIT_MS must be >= 1, got 0"),
+    ({"SIFT_FETCH_MAX_WAIT_MS": "0"}, r"SIFT_FETCH_MAX_WAIT_MS must be in \[1, 300000\], got 0"),
     ({"SIFT_TRUNCATE": "-1"}, "SIFT_TRUNCATE must be >= 0"),
     ({"SIFT_CHARS": "1"}, r"SIFT_CHARS must be in \[0, 1\)"),
     ({"SIFT_CHARS": "-0.1"}, r"SIFT_CHARS must be in \[0, 1\)"),
@@ -40,10 +40,27 @@ def test_environment_values_are_parsed_by_the_field_type() -> None:
      r"SIFT_HEARTBEAT_INTERVAL must be at most a third of SIFT_SESSION_TIMEOUT \(6.0 s\), got 3.0"),
     ({"SIFT_SESSION_TIMEOUT": "10", "SIFT_HEARTBEAT_INTERVAL": "4"},
      "SIFT_HEARTBEAT_INTERVAL must be at most a third"),
+    # found by breaking the settings on purpose (thirty-seventh session)
+    ({"SIFT_BROKER": " "}, "SIFT_BROKER is empty"),
+    ({"SIFT_APP_ID": ""}, "SIFT_APP_ID is empty"),
+    ({"SIFT_SESSION_TIMEOUT": "3600"}, r"SIFT_SESSION_TIMEOUT must be in \[6, 1800\] seconds"),
+    ({"SIFT_PARTITIONS": "99999999999999999999999"}, r"SIFT_PARTITIONS must be in \[1, 10000\]"),
+    ({"SIFT_FETCH_MAX_WAIT_MS": "99999999999"}, r"SIFT_FETCH_MAX_WAIT_MS must be in \[1, 300000\]"),
+    ({"SIFT_MAX_DOCUMENT_BYTES": "0"}, r"SIFT_MAX_DOCUMENT_BYTES must be in \[1, "),
+    ({"SIFT_RECENT_DOCUMENTS": "-1"}, r"SIFT_RECENT_DOCUMENTS must be in \[0, "),
+    ({"SIFT_WEB_PORT": "70000"}, r"SIFT_WEB_PORT must be a port in \[1, 65535\], got 70000"),
+    ({"SIFT_LOG_LEVEL": "bogus"}, "SIFT_LOG_LEVEL must be one of DEBUG, INFO"),
+    ({"SIFT_PROCESSING_GUARANTEE": "bogus"}, "SIFT_PROCESSING_GUARANTEE must be one of at_least_once"),
+    ({"SIFT_SECURITY_PROTOCOL": "SASL-SSL"}, "SIFT_SECURITY_PROTOCOL must be one of PLAINTEXT, SSL"),
+    ({"SIFT_JOURNAL": ""}, "SIFT_JOURNAL must be a boolean"),
 ])
 def test_bad_values_raise_one_clear_error(env: dict[str, str], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         Settings.from_env(env)
+
+
+def test_a_lower_case_log_level_is_fine() -> None:
+    assert Settings.from_env({"SIFT_LOG_LEVEL": "debug"}).log_level == "debug"
 
 
 def test_settings_are_frozen() -> None:
