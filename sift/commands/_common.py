@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -57,30 +58,27 @@ class Progress:
             self.stream.flush()
 
 
-def nonnegative_int(value: str) -> int:
-    """An argparse type: an integer >= 0 (a seed, say)."""
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``low``."""
     import argparse
 
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {n}")
-    return n
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            n = None
+        if n is None or n < low:
+            shown = repr(value) if n is None else n
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {shown}")
+        return n
+
+    return parse
 
 
-def positive_int(value: str) -> int:
-    """An argparse type: an integer >= 1 (a count, a limit)."""
-    import argparse
-
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {n}")
-    return n
+#: a seed, say
+nonnegative_int = int_at_least(0)
+#: a count, a limit
+positive_int = int_at_least(1)
 
 
 def positive_seconds(value: str) -> float:
