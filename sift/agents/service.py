@@ -983,6 +983,12 @@ class Service:
         docs: list[Document] = []
         with_metadata: list[tuple[InputMessage, list[Document]]] = []
         fresh = [m for m in messages if not self.redelivered(m)]
+        if len({(m.topic, m.partition, m.offset) for m in fresh}) < len(fresh):
+            # one message delivered twice in a take: a re-delivery, not duplicate ids
+            once: dict[tuple[str, int, int], InputMessage] = {}
+            for m in fresh:
+                once.setdefault((m.topic, m.partition, m.offset), m)
+            fresh = list(once.values())
         seen: set[str] = set()  # the batch's ids so far
         for msg in fresh:
             got = self.decode_documents(msg, dead)

@@ -977,3 +977,9 @@ def test_a_document_id_twice_in_one_routed_batch_keeps_the_first(service: Servic
             service.score(p, payload, table)
     x = service.store.get("b1")
     assert x is not None and (x != service.vectorizer.transform(["gold bullion"])).nnz == 0
+
+
+def test_one_message_delivered_twice_in_a_take_is_routed_once(service: Service) -> None:
+    m = msg({"documents": [{"id": "a1", "text": "wheat"}, {"id": "a2", "text": "oil"}]}, offset=5)
+    routed = service.route([m, m])
+    assert routed.n_documents == 2 and not routed.dead_letters
