@@ -983,12 +983,18 @@ class Service:
         docs: list[Document] = []
         with_metadata: list[tuple[InputMessage, list[Document]]] = []
         fresh = [m for m in messages if not self.redelivered(m)]
-        if len({(m.topic, m.partition, m.offset) for m in fresh}) < len(fresh):
+        placed = [(m.topic, m.partition, m.offset) for m in fresh if m.offset >= 0]
+        if len(set(placed)) < len(placed):
             # one message delivered twice in a take: a re-delivery, not duplicate ids
-            once: dict[tuple[str, int, int], InputMessage] = {}
+            # (messages without an offset, made in process, are all kept)
+            once: set[tuple[str, int, int]] = set()
+            kept = []
             for m in fresh:
-                once.setdefault((m.topic, m.partition, m.offset), m)
-            fresh = list(once.values())
+                where = (m.topic, m.partition, m.offset)
+                if m.offset < 0 or where not in once:
+                    once.add(where)
+                    kept.append(m)
+            fresh = kept
         seen: set[str] = set()  # the batch's ids so far
         for msg in fresh:
             got = self.decode_documents(msg, dead)

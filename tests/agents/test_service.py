@@ -983,3 +983,9 @@ def test_one_message_delivered_twice_in_a_take_is_routed_once(service: Service) 
     m = msg({"documents": [{"id": "a1", "text": "wheat"}, {"id": "a2", "text": "oil"}]}, offset=5)
     routed = service.route([m, m])
     assert routed.n_documents == 2 and not routed.dead_letters
+
+
+def test_messages_made_in_process_without_offsets_are_all_routed(service: Service) -> None:
+    routed = service.route([InputMessage(orjson.dumps({"id": f"p{i}", "text": "wheat"}))
+                            for i in range(3)])
+    assert routed.n_documents == 3 and not routed.dead_letters
