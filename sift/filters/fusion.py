@@ -1008,7 +1008,10 @@ def solve_weights(
         alpha_n: FloatArray, meth: str, bound: float, optimal: bool, **kw: Any
     ) -> FusionResult:
         w = _to_original(prob, alpha_n)
-        val = float(_objective_many(d, pos, cand, alpha_n[:, None], obj)[0]) if j else 0.0
+        # no informative column: every score ties, no candidate outranks a positive (each
+        # positive ranks first: maxrank 0, meanrank 1, MRR 1, stored negated)
+        val = (float(_objective_many(d, pos, cand, alpha_n[:, None], obj)[0]) if j
+               else {"maxrank": 0.0, "meanrank": 1.0}.get(obj, -1.0))
         val_r = _report(obj, val)
         if optimal:
             gap = 0.0
@@ -1156,7 +1159,9 @@ def solve_weights(
     else:
         # the program optimises a truncated MRR; its bound is on that
         bound = out.bound / pos.size - 1.0 / (mrr_cutoff + 1) if np.isfinite(out.bound) else -np.inf
-        opt = out.optimal and mrr_cutoff >= cand.size
+        # optimal only when the solution reaches the bound (as for meanrank): the solver's
+        # status on the truncated program does not say so for the exact objective
+        opt = out.optimal and mrr_cutoff >= cand.size and float(vals[best]) <= bound + 1e-9
     return finish(trio2[best], "heuristic" if best == 2 else "milp", bound, opt,
                   message=out.message, n_active=int(cand.size))
 

@@ -355,3 +355,18 @@ def test_runner_that_gives_up_returns_the_heuristic_weights() -> None:
 
     r2 = solve_weights(d, pos, time_limit=30.0, seed=0, runner=run_now)
     assert r2.objective <= r.objective
+
+
+def test_no_informative_column_reports_the_all_ties_objective() -> None:
+    # found by breaking the ILP on purpose (thirty-seventh session): 0 was hard-coded
+    from sift.filters.fusion import solve_weights
+    for objective, value in (("maxrank", 0.0), ("meanrank", 1.0), ("mrr", 1.0)):
+        r = solve_weights(np.zeros((4, 2)), [0], objective=objective)
+        assert r.objective == value, objective
+
+
+def test_mrr_is_not_called_optimal_below_its_own_bound() -> None:
+    from sift.filters.fusion import solve_weights
+    D = np.array([[2, 2], [1, 2], [0, 2], [0, 1], [0, 2], [2, 0], [1, 0], [2, 2]], float)
+    r = solve_weights(D, [5, 4, 3], objective="mrr", method="milp", time_limit=None)
+    assert not (r.optimal and r.objective < r.bound - 1e-9)
