@@ -49,6 +49,7 @@ from sift.agents import gcwatch
 from sift.agents import review as review_mode
 from sift.agents.metrics import WorkerMetrics
 from sift.agents.service import (
+    MAX_STATE_BYTES,
     InputMessage,
     RouteResult,
     Service,
@@ -72,8 +73,6 @@ from sift.topics.records import Decision
 
 log = logging.getLogger("sift.worker")
 
-#: Upper bound of one profile record (the changelog topic's max.message.bytes).
-MAX_STATE_BYTES = 16 * 1024 * 1024
 #: The largest record a new profile may have: the limit less room for the message's key
 #: and framing (a profile spec over it is dead-lettered, ``state_too_large``)
 MAX_RECORD_BYTES = MAX_STATE_BYTES - 64 * 1024

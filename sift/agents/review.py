@@ -43,7 +43,7 @@ from typing import Any
 
 import orjson
 
-from sift.agents.service import Forward, InputMessage, dead_letter, shard_of
+from sift.agents.service import MAX_STATE_BYTES, Forward, InputMessage, dead_letter, shard_of
 from sift.filters.screening import Review
 from sift.filters.screening.errors import ScreeningError
 from sift.topics.codecs import decode_judgment, loads
@@ -64,8 +64,6 @@ from sift.topics.review import (
 )
 
 log = logging.getLogger("sift.worker")
-#: the changelog's limit on a record (``sift.agents.app.MAX_STATE_BYTES``; a test keeps them equal)
-MAX_REVIEW_RECORD_BYTES = 16 * 1024 * 1024
 
 REVIEW_FORMAT = 1
 REVIEW_TABLE = "review_to_state"
@@ -187,13 +185,13 @@ class ReviewService:
 
     def _write(self, name: str, entry: ReviewEntry, table: MutableMapping[str, bytes]) -> None:
         raw = encode_review_record(entry)
-        if len(raw) > MAX_REVIEW_RECORD_BYTES:
+        if len(raw) > MAX_STATE_BYTES:
             # the changelog will refuse it (the worker logs the failed write too): say
             # which review, so that its documents can be split into smaller reviews
             self.stats["review_state_too_large"] += 1
             log.error("review %r: its state record is %.1f MiB, over the %.0f MiB the changelog "
                       "takes; it will not survive a restart", name, len(raw) / 2**20,
-                      MAX_REVIEW_RECORD_BYTES / 2**20)
+                      MAX_STATE_BYTES / 2**20)
         table[name] = raw
         self._cache[name] = (raw, entry)
         self.stats["review_state_bytes_max"] = max(self.stats["review_state_bytes_max"], len(raw))
@@ -517,7 +515,6 @@ def attach(app: Any, settings: Any, topic: Any, documents_topic: Any, profiles_t
     """
     from sift.agents.app import (
         CHANGELOG_SEGMENT_BYTES,
-        MAX_STATE_BYTES,
         SHARD_RETENTION_MS,
         ShardedTable,
         TableView,

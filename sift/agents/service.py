@@ -84,6 +84,9 @@ log = logging.getLogger("sift.worker")
 RECORD_FORMAT = 1
 #: Idempotency keys remembered per profile (oldest forgotten first).
 MAX_JUDGED_KEYS = 200_000
+#: Upper bound of one state record: the changelog topics' max.message.bytes (profiles'
+#: and reviews' tables).
+MAX_STATE_BYTES = 16 * 1024 * 1024
 #: Offsets remembered as processed per partition, for skipping re-deliveries (most recent
 #: first kept). Faust re-delivers what was not committed yet (offsets are committed every
 #: second), so this only has to cover a few seconds of messages.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -60,7 +62,7 @@ class Progress:
 
 def int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type: an integer >= ``low``."""
-    import argparse
+    what = "a positive integer" if low == 1 else f"an integer >= {low}"
 
     def parse(value: str) -> int:
         try:
@@ -69,7 +71,7 @@ def int_at_least(low: int) -> Callable[[str], int]:
             n = None
         if n is None or n < low:
             shown = repr(value) if n is None else n
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {shown}")
+            raise argparse.ArgumentTypeError(f"must be {what}, got {shown}")
         return n
 
     return parse
@@ -83,9 +85,6 @@ positive_int = int_at_least(1)
 
 def positive_seconds(value: str) -> float:
     """An argparse type: a finite number of seconds > 0."""
-    import argparse
-    import math
-
     try:
         x = float(value)
     except ValueError:

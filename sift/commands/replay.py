@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from sift.commands._common import Progress, nonnegative_int, write_json
+from sift.commands._common import Progress, nonnegative_int, positive_int, write_json
 from sift.errors import ConfigError
 from sift.filters.bagging import RULES as BAG_RULES
 from sift.replay import FullTrainingConfig, ReplayConfig, default_specs, load_corpus, read_specs, replay
@@ -36,17 +36,7 @@ def _update(value: str) -> str | int:
         int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be 'every', 'never' or a positive integer, got {value!r}") from None
-    return _positive_int(value)
-
-
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {n}")
-    return n
+    return positive_int(value)
 
 
 def _param(value: str) -> tuple[str, Any]:
@@ -144,7 +134,7 @@ def register(sub: Any) -> None:
                    help="measure TROT optimises (default t11su; under --full-training with "
                    "--threshold trot only)")
     p.add_argument("--initial-positives", type=int, default=3, metavar="N")
-    p.add_argument("--truncate", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--truncate", type=positive_int, default=None, metavar="N",
                    help="keep the first N characters of every token (a stand-in for stemming; "
                         "6 raised adaptive Rocchio's T11F on the validation split)")
     p.add_argument("--chars", type=_share, default=None, metavar="C",
@@ -187,7 +177,7 @@ def register(sub: Any) -> None:
     ft.add_argument("--knn-normalize", action=argparse.BooleanOptionalAction, default=FT.knn_normalize,
                     help="kNN: divide the vote by the neighbours' summed similarity "
                     f"(default {'on' if FT.knn_normalize else 'off'})")
-    p.add_argument("--bags", type=_positive_int, default=1, metavar="B",
+    p.add_argument("--bags", type=positive_int, default=1, metavar="B",
                    help="profiles per category, from the pseudolabel seeds SEED .. SEED+B-1, deciding "
                         "together on their mean margin (sift.filters.bagging; B times the work; "
                         "default 1: one profile)")

@@ -633,6 +633,8 @@ class ExampleSet:
         m = ex.X.shape[0]
         if not (ex.labels.size == ex.weights.size == ex.real.size == ex.seq.size == m):
             raise StateError("examples: arrays disagree in length")
+        if ex.capacity is not None and m > ex.capacity:
+            raise StateError(f"examples: {m} examples in a set of capacity {ex.capacity}")
         if ex.X.shape[1] != ex.n_features:
             raise StateError("examples: matrix width differs from n_features")
         if np.any((ex.labels != 1) & (ex.labels != -1)):

@@ -40,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
-from sift.filters.base import ScoringModel
+from sift.filters.base import MAX_WEIGHT, ScoringModel
 from sift.filters.errors import FilterError, ParameterError, StateError
 from sift.filters.examples import ExampleSet
 from sift.filters.kantor import Kantor
@@ -67,7 +67,8 @@ AUTO_EXPLORE: dict[str, float] = {"knn": 0.4}
 AUTO_SIZE_CUT: dict[str, float] = {"rocchio": 0.3}
 #: The largest magnitude of a judged vector's values and of a judgment's weight: far
 #: above any vectorizer's, far below what overflows the running sums and their products
-MAX_VALUE = 1e6
+#: (the bound on the models' own weights)
+MAX_VALUE = MAX_WEIGHT
 
 #: Chosen on a validation split of the Reuters-21578 training set (first 70% as
 #: training, last 30% as the stream), never on the test stream: 3 of the top 10 as
@@ -992,8 +993,8 @@ class Profile:
             raise
         except (KeyError, TypeError, ValueError, OverflowError, AttributeError, FilterError) as exc:
             raise StateError(f"profile: {exc}") from None
-        if p.examples_.capacity != p.max_examples or len(p.examples_) > (p.max_examples or len(p.examples_)):
-            raise StateError(f"profile: an example set of {len(p.examples_)} (capacity "
-                             f"{p.examples_.capacity}) in a profile of max_examples {p.max_examples}")
+        if p.examples_.capacity != p.max_examples:
+            raise StateError(f"profile: an example set of capacity {p.examples_.capacity} in a "
+                             f"profile of max_examples {p.max_examples}")
         p._fitted = True
         return p

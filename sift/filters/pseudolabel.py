@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from sift.filters.base import MAX_WEIGHT
 from sift.filters.errors import ParameterError
 
 
@@ -74,8 +75,9 @@ class Pseudolabeler:
                 raise ParameterError(f"{name} must be in [0, 1], got {value!r}")
         for name in ("pos_weight", "neg_weight"):
             value = getattr(self, name)
-            if not (np.isfinite(value) and 0 < value <= 1e6):
-                raise ParameterError(f"{name} must be a positive number of at most 1e6, got {value!r}")
+            if not (np.isfinite(value) and 0 < value <= MAX_WEIGHT):
+                raise ParameterError(f"{name} must be a positive number of at most {MAX_WEIGHT:g}, "
+                                     f"got {value!r}")
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> Pseudolabeler:

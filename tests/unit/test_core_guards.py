@@ -139,7 +139,7 @@ def test_vectorizer_state_is_validated(vec: Vectorizer) -> None:
 
 
 def test_profile_state_that_overflows_or_disagrees_is_a_state_error(vec: Vectorizer) -> None:
-    p = fitted(vec, "w", "wheat", [0], update=5)
+    p = fitted(vec, "w", "wheat", [0, 3], update=5)  # two examples
     p.learn_one(vec.transform(["oil"]), True)
     good = p.to_state()
     with pytest.raises(StateError):
@@ -147,9 +147,9 @@ def test_profile_state_that_overflows_or_disagrees_is_a_state_error(vec: Vectori
     huge = {**good["examples"]["labels"], "shape": [2**32, 2**32]}
     with pytest.raises(StateError, match="bytes for shape"):
         Profile.from_state({**good, "examples": {**good["examples"], "labels": huge}})
-    with pytest.raises(StateError, match="an example set of"):
+    with pytest.raises(StateError, match="examples in a set of capacity 1"):
         Profile.from_state({**good, "examples": {**good["examples"], "capacity": 1}})
-    with pytest.raises(StateError, match="an example set of"):
+    with pytest.raises(StateError, match="an example set of capacity None"):
         Profile.from_state({**good, "examples": {**good["examples"], "capacity": None}})
     assert Profile.from_state(good).threshold_ == p.threshold_
 

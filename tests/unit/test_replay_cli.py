@@ -344,9 +344,9 @@ def test_a_negative_seed_is_named_before_any_work(command: list[str],
 
 
 @pytest.mark.parametrize(("argv", "expect"), [
-    (["tail", "decisions", "--max", "-1"], "argument --max: must be an integer >= 1, got -1"),
+    (["tail", "decisions", "--max", "-1"], "argument --max: must be a positive integer, got -1"),
     (["tail", "decisions", "--timeout", "nan"], "argument --timeout: must be a finite number of seconds"),
-    (["produce", "x.jsonl", "--limit", "0"], "argument --limit: must be an integer >= 1, got 0"),
+    (["produce", "x.jsonl", "--limit", "0"], "argument --limit: must be a positive integer, got 0"),
 ])
 def test_stream_commands_refuse_limits_that_mean_nothing(argv: list[str], expect: str,
                                                          capsys: pytest.CaptureFixture[str]) -> None:

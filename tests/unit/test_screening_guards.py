@@ -87,8 +87,3 @@ def test_bad_parameters_name_themselves(params: dict[str, object], match: str) -
     with pytest.raises(ScreeningError, match=match):
         Review("wilson disease", **params)  # type: ignore[arg-type]
 
-
-def test_the_review_record_limit_is_the_changelog_s() -> None:
-    from sift.agents.app import MAX_STATE_BYTES
-    from sift.agents.review import MAX_REVIEW_RECORD_BYTES
-    assert MAX_REVIEW_RECORD_BYTES == MAX_STATE_BYTES
