@@ -29,6 +29,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -36,6 +37,7 @@ import subprocess
 import sys
 import time
 import uuid
+import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +113,100 @@ def _tail(path: Path, lines: int = 20) -> str:
     return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
 
 
+#: a Java exception line, possibly a cause: ``Caused by: java.net.BindException: ...``
+_EXCEPTION = re.compile(r"^(?:Caused by: )?(?:[\w$]+\.)+[\w$]*(?:Exception|Error)\b")
+#: a log4j line's ``[timestamp] LEVEL`` head
+_LOG_HEAD = re.compile(r"^\[[^\]]*\]\s+")
+
+
+def startup_failure(log: str) -> str:
+    """The line that says why a broker stopped during start-up, from its output and log.
+
+    Kafka logs one ``ERROR`` line and then the exception with its stack trace, whose last
+    ``Caused by:`` is the root cause; shutdown lines follow and may say ``ERROR`` too. So:
+    the first ``ERROR`` line, with the root cause of the first exception after it.
+    Without an ``ERROR`` line, the last exception line, or else the last line.
+    """
+    lines = [ln.rstrip() for ln in log.splitlines() if ln.strip()]
+    if not lines:
+        return "no log"
+    first = next((i for i, ln in enumerate(lines) if " ERROR " in f" {_LOG_HEAD.sub('', ln)}"), None)
+    if first is None:
+        exc = [ln.strip() for ln in lines if _EXCEPTION.match(ln.strip())]
+        return (exc or lines)[-1].strip()
+    head = _LOG_HEAD.sub("", lines[first]).strip()
+    cause = None
+    for ln in lines[first + 1:]:
+        text = ln.strip()
+        if _EXCEPTION.match(text):
+            if cause is not None and not text.startswith("Caused by: "):
+                break  # a second, unrelated exception: keep the first one's chain
+            cause = text.removeprefix("Caused by: ")
+        elif cause is not None and not (text.startswith("at ") or text.startswith("...")):
+            break  # the end of the trace
+    return f"{head}: {cause}" if cause and cause not in head else head
+
+
+def _manifest(libs: Path) -> list[str]:
+    """``"<sha256>  <name>"`` of every jar in ``libs``, sorted by name (as sha256sum)."""
+    return [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}"
+            for p in sorted(libs.glob("*.jar"))]
+
+
+def _jar_damage(libs: Path, manifest: list[str]) -> str | None:
+    """What is wrong with the jars in ``libs`` against the manifest written when they were
+    fetched, or ``None``. Without a manifest (a cache from before it), every jar must at
+    least open as a zip archive."""
+    jars = sorted(libs.glob("*.jar"))
+    if not jars:
+        return "no jars"
+    if not manifest:
+        for jar in jars:
+            try:
+                with zipfile.ZipFile(jar):
+                    pass
+            except (OSError, zipfile.BadZipFile) as exc:
+                return f"{jar.name}: {exc}"
+        return None
+    try:
+        now = _manifest(libs)
+    except OSError as exc:
+        return str(exc)
+    if now == manifest:
+        return None
+    expected = {line.split("  ", 1)[-1]: line for line in manifest}
+    found = {line.split("  ", 1)[-1]: line for line in now}
+    for name in sorted(expected.keys() | found.keys()):
+        if name not in found:
+            return f"{name} is missing"
+        if name not in expected:
+            return f"{name} was not fetched"
+        if found[name] != expected[name]:
+            return f"{name} has changed since it was fetched"
+    return "the manifest is unreadable"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _since(path: Path, offset: int, limit: int = 400_000) -> str:
+    """The text of ``path`` from byte ``offset`` (its last ``limit`` bytes at most)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(offset if offset <= size else 0)  # a file made again: from its start
+            if size - fh.tell() > limit:
+                fh.seek(size - limit)
+            data = fh.read()
+    except OSError:
+        return ""
+    return data.decode("utf-8", "replace")
+
+
 def _cluster_id() -> str:
     """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (22 chars).
 
@@ -141,6 +237,9 @@ class DevBroker:
     die_with_parent: bool = False
     extra_config: dict[str, str] = field(default_factory=dict)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    #: where this start's part of the output and of the log begins (earlier starts' lines,
+    #: errors among them, stay in both files)
+    _log_starts: tuple[int, int] = field(default=(0, 0), init=False, repr=False)
 
     def __post_init__(self) -> None:
         # absolute: Java runs in the data directory, so relative paths would point elsewhere
@@ -197,8 +296,16 @@ class DevBroker:
         digest = hashlib.sha256(self.pom.read_bytes()).hexdigest()
         stamp = self.libs_dir / ".pom-sha256"
         with _locked(self.cache_dir / "fetch.lock"):
-            if not force and stamp.is_file() and stamp.read_text().strip() == digest:
-                return self.libs_dir
+            if not force and stamp.is_file():
+                stamped = stamp.read_text().splitlines()
+                if stamped[:1] == [digest]:
+                    damage = _jar_damage(self.libs_dir, stamped[1:])
+                    if damage is None:
+                        if len(stamped) == 1:  # a stamp from before the manifest: add it
+                            stamp.write_text("\n".join([digest, *_manifest(self.libs_dir)]) + "\n")
+                        return self.libs_dir
+                    print(f"sift devbroker: the Kafka jars in {self.libs_dir} are damaged "
+                          f"({damage}); fetching them again", file=sys.stderr)
             mvn = shutil.which("mvn")
             if mvn is None:
                 raise BrokerError("Maven (mvn) is not installed: apt-get install maven")
@@ -213,7 +320,7 @@ class DevBroker:
                 raise BrokerError(f"mvn could not fetch the Kafka jars: {last[0]}")
             shutil.rmtree(self.libs_dir, ignore_errors=True)
             tmp.rename(self.libs_dir)
-            stamp.write_text(digest + "\n")
+            stamp.write_text("\n".join([digest, *_manifest(self.libs_dir)]) + "\n")
         return self.libs_dir
 
     # ------------------------------------------------------------------- configure
@@ -355,6 +462,7 @@ class DevBroker:
                 f"-Dkafka.logs.dir={self.data}",
                 "-cp", self._classpath(), "kafka.Kafka", str(self.config_path),
             ]
+            self._log_starts = (_size(self.out_path), _size(self.log_path))
             with open(self.out_path, "ab") as out:
                 out.write(f"\n=== start {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
                 out.flush()
@@ -376,12 +484,12 @@ class DevBroker:
         deadline = time.monotonic() + timeout
         while True:
             if not self.is_running():
-                log = _tail(self.out_path, 5) + "\n" + _tail(self.log_path, 15)
-                err = [ln for ln in log.splitlines() if "ERROR" in ln or "Exception" in ln]
-                why = (err or [ln for ln in log.splitlines() if ln.strip()] or ["no log"])[-1]
-                raise BrokerError(
-                    f"broker on port {self.port} exited during start-up: {why.strip()}"
-                )
+                # this start's part of the output and of the log (a stack trace with its
+                # causes runs to a hundred lines)
+                why = startup_failure(_since(self.out_path, self._log_starts[0]) + "\n"
+                                      + _since(self.log_path, self._log_starts[1]))
+                raise BrokerError(f"broker on port {self.port} exited during start-up: {why} "
+                                  f"(see {self.log_path})")
             if self.is_ready(timeout=3.0):
                 return
             if time.monotonic() > deadline:
