@@ -43,10 +43,9 @@ bench: jars
 	$(VENV)/bin/python benchmarks/stream_bench.py
 
 lint: setup
-	$(VENV)/bin/ruff check sift/agents sift/kafkaclient.py sift/commands/worker.py \
-	  sift/commands/produce.py sift/commands/profiles.py sift/commands/tail.py \
-	  sift/commands/demo.py tests/agents tests/integration/test_service.py \
-	  tests/integration/test_scaleout.py benchmarks/stream_bench.py
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy sift
+	$(VENV)/bin/mypy --strict sift/filters
 
 clean-demo:
 	rm -rf .cache/demo

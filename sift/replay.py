@@ -548,13 +548,13 @@ def evaluate(
         a = float(len(delivered[p] & rel_rows[p]))
         b = float(len(delivered[p] - rel_rows[p]))
         c = float(len(rel_rows[p] - delivered[p]))
-        d = float(n) - a - b - c
+        neither = float(n) - a - b - c
         A, B, C = A + a, B + b, C + c
         per[p] = {
             "R+": int(a), "N+": int(b), "R-": int(c),
-            "t11su": float(t11su(a, b, c, d)), "t11f": float(t11f(a, b, c, d)),
-            "precision": float(precision(a, b, c, d)), "recall": float(recall(a, b, c, d)),
-            "f1": float(f1(a, b, c, d)),
+            "t11su": float(t11su(a, b, c, neither)), "t11f": float(t11f(a, b, c, neither)),
+            "precision": float(precision(a, b, c, neither)), "recall": float(recall(a, b, c, neither)),
+            "f1": float(f1(a, b, c, neither)),
             "relevant_in_test": len(rel_rows[p]),
             "initial_positives": (n_initial or {}).get(p, 0),
         }

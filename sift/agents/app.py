@@ -33,7 +33,7 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from inspect import CORO_CREATED, getcoroutinestate
 from pathlib import Path
@@ -173,7 +173,7 @@ def rotate_fetched_partitions() -> None:
         return drained
 
     fetched_records.sift_rotating = True  # type: ignore[attr-defined]
-    Fetcher.fetched_records = fetched_records  # type: ignore[method-assign]
+    Fetcher.fetched_records = fetched_records
 
 
 #: Calls of Faust's drain loop for records (each a hop to its consumer thread and back):
@@ -356,7 +356,7 @@ def deliver_messages_directly() -> None:
 _PROCESSED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def mark_processed(events: Iterable[EventT]) -> None:
+def mark_processed(events: Iterable[EventT[Any]]) -> None:
     """Record that an agent finished these events: their acknowledgement may be
     committed even while flow is suspended (a batch completed during a rebalance or a
     clean stop), see :func:`commit_only_processed_messages`."""
@@ -389,11 +389,10 @@ def commit_only_processed_messages() -> None:
     original = Consumer.ack
     if getattr(original, "sift_guarded", False):
         return
+    lock: contextlib.AbstractContextManager[Any]
     try:
         from faust.types.tuples import ack_lock as lock
     except ImportError:  # older faust-streaming: no lock around acks
-        import contextlib
-
         lock = contextlib.nullcontext()
 
     def ack(self: Any, message: Any) -> bool:
@@ -606,13 +605,21 @@ def byte_steps(messages: Sequence[InputMessage], max_bytes: int) -> Iterator[sli
         yield slice(start, len(messages))
 
 
-def to_message(event: EventT) -> InputMessage:
+def take_events(stream: faust.StreamT[Any], n: int, *, within: float) -> AsyncIterator[list[EventT[Any]]]:
+    """``stream.take_events``: batches of up to ``n`` events, each with its message (the
+    events are needed to acknowledge what was processed; faust's ``StreamT`` protocol
+    does not declare the method)."""
+    batches: AsyncIterator[list[EventT[Any]]] = stream.take_events(n, within=within)  # type: ignore[attr-defined]
+    return batches
+
+
+def to_message(event: EventT[Any]) -> InputMessage:
     m = event.message
     value = m.value if isinstance(m.value, bytes | None) else bytes(m.value)
     return InputMessage(value, m.topic, m.partition, m.offset, m.key)
 
 
-class ShardedTable(faust.Table):  # type: ignore[misc]
+class ShardedTable(faust.Table):  # type: ignore[type-arg]
     """A table whose changelog partition for a key is the key's profile shard.
 
     Faust writes a table change to the partition of the event being processed,
@@ -623,7 +630,7 @@ class ShardedTable(faust.Table):  # type: ignore[misc]
 
     def partition_for_key(self, key: Any) -> int:
         name = key.decode() if isinstance(key, bytes) else str(key)
-        return shard_of(name, int(self.partitions))
+        return shard_of(name, int(self.partitions or 1))
 
     def send_changelog(self, *args: Any, **kwargs: Any) -> Any:
         fut = super().send_changelog(*args, **kwargs)
@@ -948,7 +955,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             t, p, o = recovered.pop()
             m = Message(t, p, o, 0.0, 0, None, None, None, None, generation_id=generation)
             _PROCESSED.add(m)
-            consumer._unacked_messages.add(m)
+            consumer._unacked_messages.add(m)  # type: ignore[attr-defined]  # private
             consumer.ack(m)
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
@@ -1001,7 +1008,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         """The worker's periodic tasks: a failure is counted and logged, never fatal."""
         return lambda fn: keep_going(name, fn, service.stats)
 
-    @app.timer(interval=TAIL_CHECK_INTERVAL)
+    @app.timer(interval=TAIL_CHECK_INTERVAL)  # type: ignore[untyped-decorator]
     @keep_going_here("seek_lost_tails")
     async def seek_lost_tails() -> None:
         """Seek back a partition whose last messages never reached its agent (see
@@ -1029,11 +1036,11 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             await consumer.seek(TP(topic, partition), offset)
 
     @app.agent(documents_topic)
-    async def route_documents(stream: faust.StreamT) -> None:
+    async def route_documents(stream: faust.StreamT[Any]) -> None:
         recovered: list[tuple[str, int, int]] = []
         stats = service.stats
         done: float | None = None
-        async for batch in stream.take_events(settings.batch_size, within=settings.batch_timeout):
+        async for batch in take_events(stream, settings.batch_size, within=settings.batch_timeout):
             # where the agent's time goes: waiting for a batch (Faust's reading and
             # per-message machinery, or no input) against processing it; the wait for
             # the first batch (start-up, recovery) is left out
@@ -1151,7 +1158,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             for key, value in records:
                 await topic.send(key=key, value=value)
             return []
-        producer = app.producer._ensure_producer()
+        producer = app.producer._ensure_producer()  # type: ignore[attr-defined]  # private
         name = topic.get_topic_name()
         await producer.client._wait_on_metadata(name)
         # the partition of a key (a profile name) is fixed while the topic's partitions
@@ -1183,11 +1190,11 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         return futures
 
     @app.agent(shard_topic)
-    async def score_documents(stream: faust.StreamT) -> None:
+    async def score_documents(stream: faust.StreamT[Any]) -> None:
         # taken in batches: a worker holding several shards gets each routed batch once
         # per shard, and the copies are scored as one (Service.score_copies)
         recovered: list[tuple[str, int, int]] = []
-        async for batch in stream.take_events(settings.batch_size, within=settings.batch_timeout):
+        async for batch in take_events(stream, settings.batch_size, within=settings.batch_timeout):
             start = time.monotonic()
             # the decisions of each payload are sent without waiting for the broker, so
             # the next payload is scored during the round trip (as the router does); the
@@ -1220,9 +1227,9 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             worker.metrics.copy_batch.observe(time.monotonic() - start)
 
     @app.agent(profiles_topic)
-    async def apply_specs(stream: faust.StreamT) -> None:
+    async def apply_specs(stream: faust.StreamT[Any]) -> None:
         recovered: list[tuple[str, int, int]] = []
-        async for events in stream.take_events(8, within=settings.batch_timeout):
+        async for events in take_events(stream, 8, within=settings.batch_timeout):
             msgs = await reviews.take_specs(await complete([to_message(e) for e in events],
                                                            recovered))
             result = guarded(service.apply_specs, msgs, table, stats=service.stats)
@@ -1232,10 +1239,10 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             mark_processed(events)
 
     @app.agent(judgments_topic)
-    async def apply_judgments(stream: faust.StreamT) -> None:
+    async def apply_judgments(stream: faust.StreamT[Any]) -> None:
         recovered: list[tuple[str, int, int]] = []  # read back, to acknowledge when done
         # larger batches: more judgments of one profile share a re-threshold and a write
-        async for events in stream.take_events(settings.judgment_batch_size,
+        async for events in take_events(stream, settings.judgment_batch_size,
                                                within=settings.judgment_batch_timeout):
             start = time.monotonic()
             msgs = await reviews.take_judgments(await complete([to_message(e) for e in events],
@@ -1269,17 +1276,17 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     stats_writer = OneAtATime(worker.write_stats)
     trimmer = OneAtATime(release_free_memory)
 
-    @app.timer(interval=settings.stats_interval)
+    @app.timer(interval=settings.stats_interval)  # type: ignore[untyped-decorator]
     @keep_going_here("write_stats")
     async def write_stats() -> None:
         await stats_writer.tick()
 
-    @app.timer(interval=TRIM_INTERVAL)
+    @app.timer(interval=TRIM_INTERVAL)  # type: ignore[untyped-decorator]
     @keep_going_here("trim_memory")
     async def trim_memory() -> None:
         await trimmer.tick()
 
-    @app.timer(interval=10.0)
+    @app.timer(interval=10.0)  # type: ignore[untyped-decorator]
     @keep_going_here("log_progress")
     async def log_progress() -> None:
         s = service.stats
@@ -1288,7 +1295,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                  s["judgments_duplicate"], s["dead_letters"],
                  sum(len(b) for b in service._banks.values()))
 
-    @app.on_before_shutdown.connect
+    @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's signal types are narrower
     async def _final_stats(app: faust.App, **kwargs: Any) -> None:
         worker.write_stats()
 

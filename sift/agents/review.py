@@ -542,7 +542,8 @@ def attach(app: Any, settings: Any, topic: Any, documents_topic: Any, profiles_t
         value = m.value if isinstance(m.value, bytes | None) else bytes(m.value)
         return Msg(value, m.topic, m.partition, m.offset, m.key)
 
-    @app.agent(topics[REVIEW_DOCUMENTS_TOPIC], name="apply_review_documents")
+    @app.agent(topics[REVIEW_DOCUMENTS_TOPIC],  # type: ignore[untyped-decorator]
+               name="apply_review_documents")
     async def apply_review_documents(stream: Any) -> None:
         async for events in stream.take_events(64, within=settings.batch_timeout):
             await hooks.emit(guarded(service.add_documents, [to_msg(e) for e in events],

@@ -131,7 +131,7 @@ def shard_of(key: str, n_shards: int) -> int:
     >>> 0 <= shard_of("wheat", 4) < 4
     True
     """
-    return (murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % n_shards
+    return int(murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % n_shards
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ feedback reaches a profile at most one chunk late, as in the replay protocol
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -198,8 +199,8 @@ def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[s
             # another thread, so a snapshot can fall in between (the chunk's last
             # decisions then arrived with the next chunk's, a chunk late)
             target = sent * len(specs)
-            wait_for(lambda t=target: stat(worker, "scored") >= t, 120, "documents scored",
-                     interval=POLL)
+            wait_for(functools.partial(_reached, worker, ("scored",), target), 120,
+                     "documents scored", interval=POLL)
             time.sleep(2 * settings.stats_interval)
             want = stat(worker, "decisions")
             new: list[dict[str, Any]] = []
@@ -218,9 +219,8 @@ def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[s
                 prod.send(judg_topic, key=d["profile"].encode(), value=orjson.dumps(j))
                 n_judgments += 1
             prod.flush()
-            wait_for(lambda n=n_judgments: stat(worker, "judgments")
-                     + stat(worker, "judgments_duplicate") >= n, 120, "judgments applied",
-                     interval=POLL)
+            wait_for(functools.partial(_reached, worker, ("judgments", "judgments_duplicate"),
+                                       n_judgments), 120, "judgments applied", interval=POLL)
             progress.update(len(part))
             if not progress.enabled and (start // chunk) % 25 == 0:
                 print(f"demo: {sent}/{len(corpus.test)} documents, {len(hits)} delivered, "
@@ -241,6 +241,11 @@ def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[s
             "total_seconds": time.monotonic() - t0, "chunk": chunk,
             "dead_letters": final.get("stats", {}).get("dead_letters", 0),
             "specs_obj": specs}
+
+
+def _reached(worker: Any, keys: tuple[str, ...], target: int) -> bool:
+    """Whether the worker's counters ``keys`` add up to ``target``."""
+    return sum(stat(worker, k) for k in keys) >= target
 
 
 def stat(worker: Any, key: str) -> int:

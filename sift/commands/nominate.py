@@ -164,9 +164,9 @@ def simulate_rdpg(
         if progress is not None:
             progress.update()
     summary: dict[str, Any] = {}
-    for obs, by in raw.items():
+    for obs, by_ranker in raw.items():
         summary[obs] = {}
-        for ranker, rows in by.items():
+        for ranker, rows in by_ranker.items():
             arr = np.array(rows)
             mean = arr.mean(axis=0)
             half = (1.96 * arr.std(axis=0, ddof=1) / math.sqrt(arr.shape[0]) if runs > 1

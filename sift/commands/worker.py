@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
     gcwatch.install()  # the collector's pauses, in the stats (``gc``)
 
-    class Worker(FaustWorker):  # type: ignore[misc]
+    class Worker(FaustWorker):
         def _schedule_shutdown(self, signal: Any) -> None:  # SIGTERM, SIGINT
             watchdog.arm()
             super()._schedule_shutdown(signal)

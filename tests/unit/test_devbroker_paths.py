@@ -101,8 +101,9 @@ def test_a_stamp_without_manifest_gets_one_when_the_jars_open(tmp_path: Path,
 
 
 _FATAL = """\
-[2026-12-06 05:00:14,533] INFO Setting -D jdk.tls.rejectClientInitiatedRenegotiation=true (org.apache.zookeeper.common.X509Util)
-[2026-12-06 05:00:14,624] ERROR [KafkaRaftServer nodeId=1] Fatal error during broker startup. Prepare to shutdown (kafka.server.BrokerServer)
+[2026-12-06 05:00:14,533] INFO Setting -D jdk.tls.rejectClientInitiatedRenegotiation=true (X509Util)
+[2026-12-06 05:00:14,624] ERROR [KafkaRaftServer nodeId=1] Fatal error during broker startup. \
+Prepare to shutdown (kafka.server.BrokerServer)
 org.apache.kafka.common.KafkaException: Socket server failed to bind to 127.0.0.1:9092: Address already in use.
 \tat kafka.network.Acceptor.openServerSocket(SocketServer.scala:734)
 \tat kafka.network.Acceptor.<init>(SocketServer.scala:610)
@@ -110,7 +111,7 @@ Caused by: java.net.BindException: Address already in use
 \tat java.base/sun.nio.ch.Net.bind0(Native Method)
 \t... 20 more
 [2026-12-06 05:00:14,700] INFO [BrokerServer id=1] shutting down (kafka.server.BrokerServer)
-[2026-12-06 05:00:14,800] ERROR [SharedServer id=1] Got exception while shutting down raft manager (kafka.server.SharedServer)
+[2026-12-06 05:00:14,800] ERROR [SharedServer id=1] Got exception while shutting down (SharedServer)
 java.lang.IllegalStateException: not started
 \tat kafka.raft.KafkaRaftManager.shutdown(RaftManager.scala:200)
 """
