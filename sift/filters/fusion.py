@@ -115,6 +115,7 @@ class _Problem:
     n_cols: int  # J
     positives: IntArray  # rows of S
     candidates: IntArray  # rows of C
+    raw: FloatArray  # (n, J) the dissimilarities as given
 
 
 def _as_matrix(dissimilarities: ArrayLike) -> FloatArray:
@@ -178,11 +179,13 @@ def _problem(dissimilarities: ArrayLike, positives: ArrayLike, query: int | None
     lo = d[rows].min(axis=0)
     hi = d[rows].max(axis=0)
     rng = hi - lo
-    varying = np.flatnonzero(rng > 1e-12 * np.maximum(1.0, np.abs(hi))).astype(np.intp)
+    # constant: a range within rounding of the column's magnitude (relative, so that a
+    # column's units do not matter: one of values near 1e-13 still varies)
+    varying = np.flatnonzero(rng > 1e-12 * np.maximum(np.abs(hi), np.abs(lo))).astype(np.intp)
     dn = np.zeros((n, varying.size), dtype=np.float64)
     if varying.size:
         dn[rows] = (d[np.ix_(rows, varying)] - lo[varying]) / rng[varying]
-    return _Problem(dn, varying, rng[varying], j, pos, cand)
+    return _Problem(dn, varying, rng[varying], j, pos, cand, d)
 
 
 def _check_objective(objective: str) -> Objective:
@@ -217,6 +220,28 @@ def _beats_counts(f_cand: FloatArray, f_pos: FloatArray) -> NDArray[np.int64]:
     return out
 
 
+_ROW_HASH = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _twins(d: FloatArray, pos: IntArray, cand: IntArray) -> tuple[IntArray, IntArray]:
+    """``(i, k)``: candidate ``cand[i]`` has the same row as positive ``pos[k]``, bit for
+    bit. Rows are matched by a hash of their bits, then compared."""
+    j = d.shape[1]
+    mult = (np.arange(1, j + 1, dtype=np.uint64) * _ROW_HASH) | np.uint64(1)
+
+    def hashes(rows: IntArray) -> NDArray[np.uint64]:
+        bits = np.ascontiguousarray(d[rows] + 0.0).view(np.uint64)  # (+0.0: -0.0 is 0.0)
+        return np.asarray((bits * mult).sum(axis=1, dtype=np.uint64), dtype=np.uint64)
+
+    hp, hc = hashes(pos), hashes(cand)
+    order = np.argsort(hp, kind="stable")
+    at = np.minimum(np.searchsorted(hp[order], hc), pos.size - 1)
+    hit = np.flatnonzero(hp[order][at] == hc)
+    k = order[at[hit]]
+    same = np.all(d[cand[hit]] == d[pos[k]], axis=1)
+    return hit[same].astype(np.intp), k[same].astype(np.intp)
+
+
 def _objective_many(
     d: FloatArray, pos: IntArray, cand: IntArray, alphas: FloatArray, objective: Objective
 ) -> FloatArray:
@@ -227,11 +252,17 @@ def _objective_many(
     """
     k = alphas.shape[1]
     out = np.empty(k, dtype=np.float64)
+    # a candidate identical to a positive (a duplicate document) gets the positive's
+    # score to the bit, and so never outranks it: a product can round the same row
+    # differently by where it stands in the matrix
+    twin_c, twin_p = _twins(d, pos, cand)
     step = max(1, _CHUNK_CELLS // max(1, d.shape[0]))
     for start in range(0, k, step):
         a = alphas[:, start : start + step]
         f_pos = d[pos] @ a
         f_cand = d[cand] @ a
+        if twin_c.size:
+            f_cand[twin_c] = f_pos[twin_p]
         if objective == "maxrank":
             worst = f_pos.max(axis=0)
             out[start : start + step] = (f_cand < worst).sum(axis=0)
@@ -416,10 +447,38 @@ def _envelope(d: FloatArray, ps: IntArray) -> tuple[FloatArray, FloatArray]:
     return pts, g
 
 
-def _sweep_maxrank(d: FloatArray, ps: IntArray, active: IntArray) -> tuple[float, int]:
-    """Exact J = 2 solve; returns (alpha on column 0, count among ``active``)."""
+#: how far (in normalised dissimilarity) a candidate may be above the positives' envelope
+#: at a breakpoint and still count as tied with it there: the envelope's value at a
+#: breakpoint is the larger of two lines that meet there, each rounded its own way, so a
+#: candidate on one of them (a duplicate of a positive) is above the other by a rounding
+#: error. The sweep's intervals are therefore a little wide; what it returns is checked
+#: with the exact count.
+_SWEEP_TIE = 1e-12
+#: at most this many of the sweep's optimal points are checked with the exact count
+_SWEEP_CHECKS = 64
+
+
+def _sweep_maxrank(d: FloatArray, ps: IntArray, active: IntArray) -> tuple[float, int, int]:
+    """J = 2 solve of ``maxrank`` by sweeping the candidates' intervals.
+
+    Returns ``(alpha on column 0, exact count among active at it, lower bound)``: the
+    bound is the sweep's best count; the count is checked at the best intervals'
+    midpoints and end points (and is the bound unless rounding at a tie decides)."""
+    tried, bound = _sweep_points(d, ps, active)
+    for few in (tried[:1], tried):  # usually the widest interval's middle is right
+        counts = _objective_many(d, ps, active, np.vstack([few, 1.0 - few]), "maxrank")
+        i = int(np.argmin(counts))  # the first of the lowest
+        if counts[i] <= bound:
+            break
+    return float(few[i]), int(counts[i]), bound
+
+
+def _sweep_points(d: FloatArray, ps: IntArray, active: IntArray) -> tuple[FloatArray, int]:
+    """The sweep's optimal points (``alpha`` on column 0), best first (the middles of the
+    optimal intervals, widest first, then optimal single points), and its count there
+    among ``active``: a lower bound, exact unless a tie is decided by rounding."""
     if active.size == 0:
-        return 0.5, 0
+        return np.array([0.5]), 0
     pts, g = _envelope(d, ps)
     lo = np.full(active.size, np.inf)
     hi = np.full(active.size, -np.inf)
@@ -428,7 +487,7 @@ def _sweep_maxrank(d: FloatArray, ps: IntArray, active: IntArray) -> tuple[float
         rows = active[start : start + step]
         f = d[rows, 1][:, None] + pts[None, :] * (d[rows, 0] - d[rows, 1])[:, None]
         h = g[None, :] - f  # <= 0 where the candidate does not outrank
-        ok = h <= 0
+        ok = h <= _SWEEP_TIE
         has = ok.any(axis=1)
         first = np.argmax(ok, axis=1)
         last = pts.size - 1 - np.argmax(ok[:, ::-1], axis=1)
@@ -439,14 +498,18 @@ def _sweep_maxrank(d: FloatArray, ps: IntArray, active: IntArray) -> tuple[float
             ii = r[inner]
             f0 = first[inner]
             h0, h1 = h[ii, f0 - 1], h[ii, f0]
-            left[inner] = pts[f0 - 1] + (pts[f0] - pts[f0 - 1]) * h0 / (h0 - h1)
+            # h crosses 0 between the two points (h1 may be a hair above 0: no further)
+            left[inner] = np.minimum(
+                pts[f0 - 1] + (pts[f0] - pts[f0 - 1]) * h0 / (h0 - np.minimum(h1, 0.0)), pts[f0])
         right = pts[last].copy()
         inner = has & (last < pts.size - 1)
         if inner.any():
             ii = r[inner]
             l0 = last[inner]
             h0, h1 = h[ii, l0], h[ii, l0 + 1]
-            right[inner] = pts[l0] + (pts[l0 + 1] - pts[l0]) * h0 / (h0 - h1)
+            right[inner] = np.maximum(
+                pts[l0] + (pts[l0 + 1] - pts[l0]) * np.minimum(h0, 0.0) / (np.minimum(h0, 0.0) - h1),
+                pts[l0])
         lo[start : start + step] = np.where(has, left, np.inf)
         hi[start : start + step] = np.where(has, right, -np.inf)
     valid = np.isfinite(lo)
@@ -464,12 +527,13 @@ def _sweep_maxrank(d: FloatArray, ps: IntArray, active: IntArray) -> tuple[float
     cm = cover(mids)
     cp = cover(events)
     best = int(max(cm.max(initial=0), cp.max(initial=0)))
-    if cm.size and cm.max() == best:
-        widths = np.where(cm == best, np.diff(events) if events.size > 1 else 0.0, -1.0)
-        a = float(mids[int(np.argmax(widths))])
-    else:
-        a = float(events[int(np.argmax(cp))])
-    return a, int(active.size - best)
+    bound = int(active.size - best)
+    # the points to check, best first: the middles of the optimal intervals, widest
+    # first, then the optimal event points (an optimum may be a single point)
+    widths = np.diff(events) if events.size > 1 else np.zeros(mids.size)
+    tried = np.concatenate([mids[cm == best][np.argsort(-widths[cm == best], kind="stable")],
+                            events[cp == best]])[:_SWEEP_CHECKS]
+    return tried, bound
 
 
 def _sweep_pairs(
@@ -609,7 +673,7 @@ def _line_search(
                     break
                 d2 = np.column_stack([fa, dm @ b])
                 pr2 = _prune_maxrank(d2, p_idx, c_idx)
-                lam, cnt = _sweep_maxrank(d2, pr2.pos_rows, pr2.active)
+                lam, cnt, _ = _sweep_maxrank(d2, pr2.pos_rows, pr2.active)
                 if pr2.n_fixed + cnt < v:
                     new = lam * a + (1.0 - lam) * b
                     val = float(_objective_many(d, pos, active, new[:, None], "maxrank")[0])
@@ -904,6 +968,12 @@ def _to_original(prob: _Problem, alpha_n: FloatArray) -> FloatArray:
     return w / total if total > 0 else np.full(prob.n_cols, 1.0 / prob.n_cols)
 
 
+def _as_given(w: FloatArray, prob: _Problem) -> FloatArray:
+    """Weights ``w`` as :func:`objective_value` uses them (checked and normalised again,
+    which can move the last bit), as a column."""
+    return _check_weights(w, prob.n_cols)[:, None]
+
+
 def _to_normalised(prob: _Problem, w: FloatArray) -> FloatArray:
     a = w[prob.cols] * prob.scale
     return a / a.sum() if a.sum() > 0 else np.full(prob.cols.size, 1.0 / max(1, prob.cols.size))
@@ -1008,11 +1078,16 @@ def solve_weights(
         alpha_n: FloatArray, meth: str, bound: float, optimal: bool, **kw: Any
     ) -> FusionResult:
         w = _to_original(prob, alpha_n)
-        # no informative column: every score ties, no candidate outranks a positive (each
-        # positive ranks first: maxrank 0, meanrank 1, MRR 1, stored negated)
-        val = (float(_objective_many(d, pos, cand, alpha_n[:, None], obj)[0]) if j
+        # the objective of the weights returned, on the dissimilarities as given (what
+        # objective_value says of them); no informative column: every score ties, no
+        # candidate outranks a positive (each positive ranks first: maxrank 0, meanrank
+        # 1, MRR 1, stored negated)
+        val = (float(_objective_many(prob.raw, pos, cand, _as_given(w, prob), obj)[0]) if j
                else {"maxrank": 0.0, "meanrank": 1.0}.get(obj, -1.0))
         val_r = _report(obj, val)
+        # optimal only if these weights reach the bound (a tie the solver counted on can
+        # be decided the other way by rounding, in its units or in these)
+        optimal = optimal and (not np.isfinite(bound) or val <= bound + 1e-9)
         if optimal:
             gap = 0.0
         elif not np.isfinite(bound):
@@ -1055,9 +1130,14 @@ def solve_weights(
                                 np.full(j, 1.0 / j))
             return finish(a, "trivial", float(pr.n_fixed), True, **kw)
         if j == 2 and method in ("auto", "sweep"):
-            a0, cnt = _sweep_maxrank(d, pr.pos_rows, pr.active)
-            a_sw = np.array([a0, 1.0 - a0])
-            return finish(a_sw, "sweep", float(pr.n_fixed + cnt), True, **kw)
+            tried, low = _sweep_points(d, pr.pos_rows, pr.active)
+            # the first point whose weights, as returned, score the sweep's bound on the
+            # dissimilarities as given (at a tie, rounding decides)
+            alphas = np.vstack([tried, 1.0 - tried])
+            ws = np.hstack([_as_given(_to_original(prob, a), prob) for a in alphas.T])
+            counts = _objective_many(prob.raw, pos, cand, ws, "maxrank")
+            i = int(np.argmin(counts))
+            return finish(alphas[:, i], "sweep", float(pr.n_fixed + low), True, **kw)
         # the heuristic only needs the undecided candidates
         if method == "auto":
             h_a, h_v = _heuristic(d, pr.pos_rows, pr.active, obj, rng, starts)

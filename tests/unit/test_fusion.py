@@ -323,8 +323,8 @@ def test_line_search_never_worse_and_counts_exactly(seed: int, j: int) -> None:
                                           "maxrank")[0])
             _, w = fu._line_search(d2, pr2.pos_rows, pr2.active, b0, w0,
                                    np.random.default_rng(0), None)
-            _, best = fu._sweep_maxrank(d2, pr2.pos_rows, pr2.active)
-            assert w == best
+            _, best, bound = fu._sweep_maxrank(d2, pr2.pos_rows, pr2.active)
+            assert w == best == bound
 
 
 def test_short_time_limit_returns_valid_weights_with_gap() -> None:
@@ -370,3 +370,91 @@ def test_mrr_is_not_called_optimal_below_its_own_bound() -> None:
     D = np.array([[2, 2], [1, 2], [0, 2], [0, 1], [0, 2], [2, 0], [1, 0], [2, 2]], float)
     r = solve_weights(D, [5, 4, 3], objective="mrr", method="milp", time_limit=None)
     assert not (r.optimal and r.objective < r.bound - 1e-9)
+
+
+# -- duplicates of a positive (thirty-eighth session) ----------------------------------
+def test_a_duplicate_of_a_positive_does_not_shrink_the_sweep() -> None:
+    # items 0 and 2 are the same; weights (0.6, 0.4) rank both positives first, which
+    # the sweep missed (it returned objective 1 and called it optimal)
+    D = [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 2.0]]
+    res = fu.solve_weights(D, [0, 1])
+    assert res.method == "sweep" and res.optimal
+    assert res.objective == 0.0 == fu.objective_value(D, [0, 1], res.weights)
+
+
+@given(seed=st.integers(0, 10_000), j=st.integers(2, 6), n=st.integers(5, 300))
+@settings(max_examples=40, deadline=None)
+def test_a_duplicate_of_the_worst_positive_is_not_ranked_before_it(seed: int, j: int, n: int) -> None:
+    rng = np.random.default_rng(seed)
+    d = rng.random((n, j))
+    pos = [0, 1, 2, 3]
+    w = rng.dirichlet(np.ones(j))
+    worst = int(np.argmax(d[pos] @ w))
+    base = fu.objective_value(d, pos, w)
+    for at in (n, 4):  # after the other items, or first among them
+        twin = np.insert(d, at, d[worst], axis=0)  # equal to it, bit for bit
+        assert fu.objective_value(twin, pos, w) == base
+
+
+def _two_column_optimum(D: np.ndarray, pos: list[int]) -> float:
+    """Brute force: the maxrank objective at every crossing of two items' score lines and
+    between consecutive crossings (it is constant in between)."""
+    b, m = D[:, 1], D[:, 0] - D[:, 1]
+    i, k = np.triu_indices(len(D), 1)
+    dm = m[i] - m[k]
+    x = (b[k] - b[i])[dm != 0] / dm[dm != 0]
+    pts = np.unique(np.concatenate([[0.0, 1.0], x[(x > 0) & (x < 1)]]))
+    grid = np.unique(np.concatenate([pts, (pts[:-1] + pts[1:]) / 2]))
+    return min(fu.objective_value(D, pos, [a, 1.0 - a]) for a in grid)
+
+
+@given(seed=st.integers(0, 10_000), n=st.integers(4, 14))
+@settings(max_examples=60, deadline=None)
+def test_the_sweep_reports_what_its_weights_score_and_is_optimal_when_it_says_so(seed: int, n: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows = rng.random((4, 2))
+    D = rows[rng.integers(0, 4, n)]  # few distinct rows: many exact duplicates
+    D[0], D[1] = rows[0], rows[1]
+    res = fu.solve_weights(D, [0, 1], method="sweep")
+    assert res.objective == fu.objective_value(D, [0, 1], res.weights)
+    assert res.bound <= res.objective
+    if res.optimal:
+        assert res.objective <= _two_column_optimum(D, [0, 1])
+
+
+def test_a_duplicate_row_is_scored_as_its_positive_whatever_its_place() -> None:
+    # a matrix product can round the same row differently by where it stands (the
+    # block it falls in), so a duplicate of the worst positive could outrank it; here a
+    # few of these instances do on OpenBLAS, and none may
+    rng = np.random.default_rng(1)
+    for _ in range(4000):
+        j, n, k = int(rng.integers(2, 12)), int(rng.integers(5, 400)), int(rng.integers(1, 50))
+        d = rng.random((n, j))
+        alphas = rng.dirichlet(np.ones(j), size=k).T
+        pos, cand = np.arange(4), np.arange(4, n)
+        f_pos = d[pos] @ alphas
+        first_worst = np.argmax(f_pos, axis=0) == 0
+        if not first_worst.any():
+            continue
+        without = fu._objective_many(d, pos, cand[:-1], alphas, "maxrank")
+        d[cand[-1]] = d[0]  # the last candidate becomes positive 0's twin
+        with_twin = fu._objective_many(d, pos, cand, alphas, "maxrank")
+        assert np.array_equal(with_twin[first_worst], without[first_worst])
+
+
+@pytest.mark.parametrize("scale", [1e-14, 1e-3, 1.0, 1e9])
+def test_a_column_s_units_do_not_matter(scale: float) -> None:
+    rng = np.random.default_rng(7)
+    d = rng.random((60, 3))
+    pos = [0, 1, 2, 3, 4]
+    base = fu.solve_weights(d, pos, seed=0)
+    scaled = d * np.array([scale, 1.0, 1.0])
+    res = fu.solve_weights(scaled, pos, seed=0)
+    assert res.objective == base.objective
+    # the same ranking: the weight moves inversely to the column's scale
+    assert np.allclose(res.weights * np.array([scale, 1.0, 1.0]) / (res.weights * [scale, 1, 1]).sum(),
+                       base.weights, atol=1e-9)
+    # a column constant up to rounding of its magnitude is still taken for constant
+    flat = d.copy()
+    flat[:, 0] = 1e6 + rng.random(60) * 1e-7
+    assert fu.solve_weights(flat, pos, seed=0).weights[0] == 0.0
