@@ -851,8 +851,19 @@ def _milp_pairs(
     lo = np.zeros(n_var)
     hi = np.ones(n_var)
     integrality = np.concatenate([np.zeros(j), np.ones(n_y + n_w)])
+    milp_time = time_limit
+    if time_limit is not None:
+        # as for maxrank: HiGHS gets what is left minus the work it does not interrupt
+        # (its presolve and root LP, about linear in the non-zeros) and the polish LP
+        # after it; with too little left it is not started at all
+        reserve = (_MILP_OVERHEAD_FIXED + _MILP_OVERHEAD_PER_NNZ * a.nnz
+                   + _POLISH_PER_ROW * n_y)
+        milp_time = _MILP_SHARE * (time_limit - reserve)
+        if milp_time < max(0.5, _MILP_MIN_RATIO * reserve):
+            return (_MilpOut(None, None, -np.inf, False, "time limit: MILP not started"),
+                    int(fixed.sum()), np.asarray(coef, dtype=np.float64))
     out = _run_milp(
-        c, a, np.concatenate(lbs), np.concatenate(ubs), Bounds(lo, hi), integrality, time_limit, j
+        c, a, np.concatenate(lbs), np.concatenate(ubs), Bounds(lo, hi), integrality, milp_time, j
     )
     return out, int(fixed.sum()), np.asarray(coef, dtype=np.float64)
 
