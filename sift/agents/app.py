@@ -49,6 +49,7 @@ from sift.agents import gcwatch
 from sift.agents import review as review_mode
 from sift.agents.metrics import WorkerMetrics
 from sift.agents.service import (
+    MAX_RECORD_BYTES,
     MAX_STATE_BYTES,
     InputMessage,
     RouteResult,
@@ -73,9 +74,6 @@ from sift.topics.records import Decision
 
 log = logging.getLogger("sift.worker")
 
-#: The largest record a new profile may have: the limit less room for the message's key
-#: and framing (a profile spec over it is dead-lettered, ``state_too_large``)
-MAX_RECORD_BYTES = MAX_STATE_BYTES - 64 * 1024
 #: The producer's record batch (aiokafka's ``max_batch_size``; see ``create_app``).
 PRODUCER_BATCH_BYTES = 512 * 1024
 SHARD_TOPIC = "shard-documents"

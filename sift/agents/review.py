@@ -33,17 +33,25 @@ review first and wait for its first status.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import zlib
 from collections import Counter
-from collections.abc import Iterable, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from sift.agents.service import MAX_STATE_BYTES, Forward, InputMessage, dead_letter, shard_of
+from sift.agents.service import (
+    MAX_RECORD_BYTES,
+    MAX_STATE_BYTES,
+    Forward,
+    InputMessage,
+    dead_letter,
+    shard_of,
+)
 from sift.filters.screening import Review
 from sift.filters.screening.errors import ScreeningError
 from sift.topics.codecs import decode_judgment, loads
@@ -81,16 +89,42 @@ class ReviewEntry:
     judged: dict[str, None] = field(default_factory=dict)
 
 
+#: a compressed record starts with this (a plain one, as written before, with ``{``)
+ZLIB_PREFIX = b"sift-zlib:"
+#: the largest record, decompressed, a review may have (a guard against a damaged value)
+MAX_REVIEW_JSON_BYTES = 1 << 30
+
+
 def encode_review_record(entry: ReviewEntry) -> bytes:
-    """Table value: orjson of the spec, the core's versioned state and the judgment keys."""
-    return orjson.dumps({"format": REVIEW_FORMAT, "spec": entry.spec.to_obj(),
-                         "state": entry.review.to_state(), "judged": list(entry.judged)})
+    """Table value: orjson of the spec, the core's versioned state and the judgment keys,
+    zlib-compressed (level 1: the documents' texts are most of a record and shrink about
+    2.6 times, so a 16 MiB changelog record holds that many more documents)."""
+    return ZLIB_PREFIX + zlib.compress(orjson.dumps(
+        {"format": REVIEW_FORMAT, "spec": entry.spec.to_obj(),
+         "state": entry.review.to_state(), "judged": list(entry.judged)}), 1)
+
+
+def review_record_obj(data: bytes) -> Any:
+    """The JSON object of a review record, compressed or not; ScreeningError if the
+    compressed bytes are damaged."""
+    if data.startswith(ZLIB_PREFIX):
+        inflate = zlib.decompressobj()
+        try:
+            raw = inflate.decompress(memoryview(data)[len(ZLIB_PREFIX):], MAX_REVIEW_JSON_BYTES)
+        except zlib.error as exc:
+            raise ScreeningError(f"bad review record: not zlib: {exc}") from None
+        if inflate.unconsumed_tail:
+            raise ScreeningError(f"review record is over {MAX_REVIEW_JSON_BYTES} bytes decompressed")
+        if not inflate.eof:
+            raise ScreeningError("review record is truncated (incomplete zlib stream)")
+        data = raw
+    return orjson.loads(data)
 
 
 def decode_review_record(data: bytes, name: str | None = None) -> ReviewEntry:
     """Inverse of :func:`encode_review_record`; ScreeningError on a bad record."""
     try:
-        obj = orjson.loads(data)
+        obj = review_record_obj(data)
         if obj.get("format") != REVIEW_FORMAT:
             raise ScreeningError(f"review record format {obj.get('format')!r} is not "
                                  f"{REVIEW_FORMAT}")
@@ -105,6 +139,31 @@ def decode_review_record(data: bytes, name: str | None = None) -> ReviewEntry:
     if name is not None and spec.review != name:
         raise ScreeningError(f"record under {name!r} is for review {spec.review!r}")
     return ReviewEntry(spec, review, judged)
+
+
+#: the share of a review's record its documents may fill: the rest is kept for the ranks
+#: each batch records of every document (about 100 KB a batch at 30,000 documents,
+#: compressed), which judgments add until the review stops
+DOCUMENTS_SHARE = 0.75
+
+
+@dataclass(frozen=True)
+class Change:
+    """One message's change to a review, replayable on another copy of the review."""
+
+    msg: InputMessage
+    apply: Callable[[ReviewEntry], None]
+    units: int  # documents or judgments it brings
+    what: str  # how a dead letter names it
+
+
+def _add_documents(entry: ReviewEntry, *, ids: list[str], texts: list[str]) -> None:
+    entry.review.add_documents(ids, texts)
+
+
+def _record_judgment(entry: ReviewEntry, *, doc_id: str, relevant: bool, key: str) -> None:
+    entry.review.record_judgment(doc_id, relevant)
+    entry.judged[key] = None
 
 
 @dataclass
@@ -183,8 +242,10 @@ class ReviewService:
         self._cache[name] = (raw, entry)
         return entry
 
-    def _write(self, name: str, entry: ReviewEntry, table: MutableMapping[str, bytes]) -> None:
-        raw = encode_review_record(entry)
+    def _write(self, name: str, entry: ReviewEntry, table: MutableMapping[str, bytes],
+               raw: bytes | None = None) -> None:
+        """Write the entry back (``raw``: its record, if already encoded)."""
+        raw = encode_review_record(entry) if raw is None else raw
         if len(raw) > MAX_STATE_BYTES:
             # the changelog will refuse it (the worker logs the failed write too): say
             # which review, so that its documents can be split into smaller reviews
@@ -197,20 +258,22 @@ class ReviewService:
         self.stats["review_state_bytes_max"] = max(self.stats["review_state_bytes_max"], len(raw))
 
     def _advance(self, name: str, entry: ReviewEntry, out: ReviewResult, *,
-                 resend: bool = False) -> None:
+                 resend: bool = False, stats: Counter[str] | None = None) -> None:
         """Ask for the next batch when nothing is pending and the rule has not fired.
 
         The status (estimates, stopping rule) is guarded: when it cannot be computed the
         review is not stopped (it goes on asking), no status is published for it this time,
         one line is logged and ``review_status_errors`` counted; the state is still written.
+        ``stats``: the counter to count in (the service's by default).
         """
+        stats = self.stats if stats is None else stats
         review = entry.review
         ready = bool(review.n_documents) and not review.pending_
         failed = False
         try:
             more = ready and not review.should_stop()
         except Exception as exc:  # a bug in an estimator must not stall the review
-            self._status_failed(name, exc)
+            self._status_failed(name, exc, stats)
             more, failed = ready, True
         if more:
             batch = review.next_batch()
@@ -219,18 +282,18 @@ class ReviewService:
             t, now = len(review.batches_), time.time()
             out.requests.extend(JudgmentRequest(name, d, t, i + 1, now)
                                 for i, d in enumerate(review.pending_))
-            self.stats["review_requests"] += len(review.pending_)
+            stats["review_requests"] += len(review.pending_)
         if failed:
             return
         try:
             status = status_of(name, review)
         except Exception as exc:
-            self._status_failed(name, exc)
+            self._status_failed(name, exc, stats)
             return
         out.statuses.append(status)
 
-    def _status_failed(self, name: str, exc: Exception) -> None:
-        self.stats["review_status_errors"] += 1
+    def _status_failed(self, name: str, exc: Exception, stats: Counter[str]) -> None:
+        stats["review_status_errors"] += 1
         log.warning("review %r: status not computed, none published: %s: %s", name,
                     type(exc).__name__, " ".join(str(exc).split()))
 
@@ -349,7 +412,7 @@ class ReviewService:
         sent twice), so this is idempotent.
         """
         out = ReviewResult()
-        changed: dict[str, ReviewEntry] = {}
+        added: dict[str, list[tuple[InputMessage, list[str], list[str]]]] = {}
         for msg in messages:
             try:
                 batch = decode_review_documents(msg.value or b"")
@@ -372,12 +435,62 @@ class ReviewService:
                     texts.append(text)
             if ids:
                 entry.review.add_documents(ids, texts)
-                self.stats["review_documents"] += len(ids)
-                changed[batch.review] = entry
-        for name, entry in changed.items():
-            self._advance(name, entry, out)
-            self._write(name, entry, table)
+                added.setdefault(batch.review, []).append((msg, ids, texts))
+        for name, parts in added.items():
+            changes = [Change(m, functools.partial(_add_documents, ids=ids, texts=texts),
+                              len(ids), f"{len(ids)} more document(s)") for m, ids, texts in parts]
+            n = self._commit(name, changes, table, out, int(DOCUMENTS_SHARE * MAX_RECORD_BYTES))
+            self.stats["review_documents"] += n
         return out
+
+    def _commit(self, name: str, changes: list[Change], table: MutableMapping[str, bytes],
+                out: ReviewResult, limit: int) -> int:
+        """Write back a review its messages have just changed (in the cached entry), with
+        the next batch asked for, if its record stays within ``limit`` bytes. Else keep the
+        longest run of its messages, in order, whose record does, found by bisection from
+        the record in the table, and dead-letter the others (``state_too_large``): the
+        record never outgrows the changelog. Returns the units the kept messages brought."""
+        entry = self._cache[name][1]
+        res, counted = ReviewResult(), Counter[str]()
+        self._advance(name, entry, res, stats=counted)
+        raw = encode_review_record(entry)
+        if len(raw) > limit:
+            before = table[name]
+
+            def with_first(k: int) -> tuple[ReviewEntry, ReviewResult, Counter[str], bytes]:
+                trial = decode_review_record(before, name)
+                for change in changes[:k]:
+                    change.apply(trial)
+                r, c = ReviewResult(), Counter[str]()
+                self._advance(name, trial, r, stats=c)
+                return trial, r, c, encode_review_record(trial)
+
+            lo, hi, size = 0, len(changes), len(raw)  # the first lo fit, the first hi do not
+            kept: tuple[ReviewEntry, ReviewResult, Counter[str], bytes] | None = None
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                trial = with_first(mid)
+                if len(trial[3]) <= limit:
+                    lo, kept = mid, trial
+                else:
+                    hi, size = mid, len(trial[3])
+            for change in changes[lo:]:
+                self.stats["review_state_too_large"] += 1
+                self._dead(out, change.msg, RecordError(
+                    "state_too_large", f"review {name!r} cannot take {change.what}: its state "
+                    f"record would reach {size / 2**20:.1f} MiB, over the {limit / 2**20:.1f} MiB "
+                    f"it may have ({MAX_STATE_BYTES / 2**20:.0f} MiB is what its changelog "
+                    "takes); split the collection into several reviews"))
+            if kept is None:  # nothing fits: the review stays as the table has it
+                self._cache[name] = (before, decode_review_record(before, name))
+                return 0
+            entry, res, counted, raw = kept
+            changes = changes[:lo]
+        out.requests.extend(res.requests)
+        out.statuses.extend(res.statuses)
+        self.stats.update(counted)
+        self._write(name, entry, table, raw)
+        return sum(change.units for change in changes)
 
     # -- judgments ------------------------------------------------------------------------
     def claims(self, msg: InputMessage, table: MutableMapping[str, bytes]) -> bool:
@@ -391,7 +504,7 @@ class ReviewService:
     def apply_judgments(self, messages: Iterable[InputMessage],
                         table: MutableMapping[str, bytes]) -> ReviewResult:
         out = ReviewResult()
-        changed: dict[str, ReviewEntry] = {}
+        changed: dict[str, list[Change]] = {}
         for msg in messages:
             try:
                 j = decode_judgment(msg.value or b"")
@@ -411,13 +524,14 @@ class ReviewService:
                     "unknown_document", f"judgment of document {j.doc_id!r}, which is not in "
                     f"review {j.profile!r}"))
                 continue
-            entry.review.record_judgment(j.doc_id, j.relevant)
-            entry.judged[j.key] = None
-            self.stats["review_judgments"] += 1
-            changed[j.profile] = entry
-        for name, entry in changed.items():
-            self._advance(name, entry, out)
-            self._write(name, entry, table)
+            change = Change(msg, functools.partial(_record_judgment, doc_id=j.doc_id,
+                                                   relevant=j.relevant, key=j.key),
+                            1, f"the judgment of {j.doc_id!r}")
+            change.apply(entry)
+            changed.setdefault(j.profile, []).append(change)
+        for name, changes in changed.items():
+            self.stats["review_judgments"] += self._commit(name, changes, table, out,
+                                                           MAX_RECORD_BYTES)
         return out
 
 
@@ -574,5 +688,6 @@ def gold_reviewer(labels: dict[str, bool]) -> Any:
 
 __all__ = ["REVIEW_DOCUMENTS_TOPIC", "REVIEW_TABLE", "ReviewEntry", "ReviewHooks",
            "ReviewResult", "ReviewService", "attach", "decode_review_record",
-           "encode_review_record", "gold_reviewer", "prepare_review_topics", "status_of"]
+           "encode_review_record", "gold_reviewer", "prepare_review_topics", "review_record_obj",
+           "status_of"]
 

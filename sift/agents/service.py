@@ -87,6 +87,9 @@ MAX_JUDGED_KEYS = 200_000
 #: Upper bound of one state record: the changelog topics' max.message.bytes (profiles'
 #: and reviews' tables).
 MAX_STATE_BYTES = 16 * 1024 * 1024
+#: The largest record a profile or review may have: the limit less room for the
+#: message's key and framing (what would be larger is refused, ``state_too_large``)
+MAX_RECORD_BYTES = MAX_STATE_BYTES - 64 * 1024
 #: Offsets remembered as processed per partition, for skipping re-deliveries (most recent
 #: first kept). Faust re-delivers what was not committed yet (offsets are committed every
 #: second), so this only has to cover a few seconds of messages.

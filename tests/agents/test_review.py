@@ -19,6 +19,7 @@ from sift.agents.review import (
     gold_reviewer,
 )
 from sift.agents.service import InputMessage, TrainingSet, shard_of
+from sift.filters.screening.errors import ScreeningError
 from sift.filters.vectorize import Vectorizer
 from sift.settings import Settings
 from sift.topics.review import ReviewStatus, decode_request, decode_status
@@ -354,3 +355,101 @@ def test_documents_name_their_review_with_or_without_escapes() -> None:
                                       for i, b in enumerate((plain, escaped, all_escaped))])
     assert not routed.dead_letters
     assert [(d.review, d.ids) for d in routed.documents] == [(NAME, ("b", "c"))]
+
+
+# -- a review whose record would outgrow its changelog (thirty-eighth session) ----------
+def test_records_are_compressed_and_older_plain_ones_still_load() -> None:
+    from sift.agents.review import ZLIB_PREFIX, review_record_obj
+
+    service, table = ReviewService(n_shards=P), {}
+    docs, gold = collection(60)
+    run_review(service, table, docs, gold)
+    raw = table[NAME]
+    assert raw.startswith(ZLIB_PREFIX)
+    obj = review_record_obj(raw)
+    plain = orjson.dumps(obj)  # as records were written before
+    assert len(raw) < len(plain) / 2
+    assert decode_review_record(plain, NAME).review.ids_ == decode_review_record(raw, NAME).review.ids_
+    with pytest.raises(ScreeningError, match="truncated"):
+        decode_review_record(raw[: len(raw) // 2], NAME)
+    with pytest.raises(ScreeningError, match="not zlib"):
+        decode_review_record(ZLIB_PREFIX + b"garbage", NAME)
+
+
+def _documents(part: list[dict[str, Any]], offset: int) -> InputMessage:
+    from sift.topics.review import ReviewDocuments, encode_review
+
+    batch = ReviewDocuments(NAME, tuple(d["id"] for d in part), tuple(d["text"] for d in part))
+    return msg(encode_review(batch), REVIEW_DOCUMENTS_TOPIC, offset=offset)
+
+
+def test_documents_a_review_cannot_hold_are_dead_lettered_and_the_rest_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import sift.agents.review as review_mod
+
+    docs, gold = collection(400)
+    parts = [docs[i:i + 50] for i in range(0, 400, 50)]
+    # the record with the first three messages' 150 documents, the first batch asked for
+    scratch, scratch_table = ReviewService(n_shards=P), {}
+    scratch.apply_specs([msg(spec(), "profiles")], scratch_table)
+    scratch.add_documents([_documents(p, i) for i, p in enumerate(parts[:3])], scratch_table)
+    three = len(scratch_table[NAME])
+    monkeypatch.setattr(review_mod, "MAX_RECORD_BYTES", int(three / review_mod.DOCUMENTS_SHARE) + 1)
+
+    service, table = ReviewService(n_shards=P), {}
+    assert not service.apply_specs([msg(spec(), "profiles")], table).dead_letters
+    out = service.add_documents([_documents(p, i) for i, p in enumerate(parts[:6])], table)
+    assert [d.reason for d in out.dead_letters] == ["state_too_large"] * 3
+    assert [d.offset for d in out.dead_letters] == [3, 4, 5]
+    assert f"review {NAME!r} cannot take 50 more document(s)" in out.dead_letters[0].message
+    review = decode_review_record(table[NAME], NAME).review
+    assert list(review.ids_) == [d["id"] for p in parts[:3] for d in p]
+    assert table[NAME] == scratch_table[NAME]  # the same as if only those had come
+    assert service.stats["review_documents"] == 150
+    assert service.stats["review_state_too_large"] == 3
+    assert out.requests and len(out.statuses) == 1  # the first batch, asked once
+    # a full review refuses the next message, and a new worker sees the same review
+    again = service.add_documents([_documents(parts[6], 6)], table)
+    assert [d.reason for d in again.dead_letters] == ["state_too_large"] and not again.requests
+    assert list(decode_review_record(table[NAME], NAME).review.ids_) == list(review.ids_)
+    # the review goes on: its requests are answered as before
+    answer = gold_reviewer(gold)
+    result = ReviewService(n_shards=P).apply_judgments(
+        [msg(orjson.dumps(answer(decode_request(orjson.dumps(r.to_obj())))), "judgments")
+         for r in out.requests], table)
+    assert not result.dead_letters and result.statuses
+
+
+def test_judgments_that_would_outgrow_the_record_are_dead_lettered(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import sift.agents.review as review_mod
+
+    docs, gold = collection(160)
+    service, table = ReviewService(n_shards=P), {}
+    service.apply_specs([msg(spec(), "profiles")], table)
+    out = service.add_documents([_documents(docs, 0)], table)
+    answer = gold_reviewer(gold)
+
+    def answers(requests: list[Any]) -> list[InputMessage]:
+        return [msg(orjson.dumps(answer(decode_request(orjson.dumps(r.to_obj())))), "judgments",
+                    offset=i) for i, r in enumerate(requests)]
+
+    first = service.apply_judgments(answers(out.requests), table)
+    assert first.requests
+    # no room left for another batch's ranks
+    monkeypatch.setattr(review_mod, "MAX_RECORD_BYTES", len(table[NAME]) + 1)
+    judged = len(decode_review_record(table[NAME], NAME).judged)
+    batch = answers(first.requests)
+    refused = service.apply_judgments(batch, table)
+    # the judgments that leave the batch open fit; the one completing it (the next batch's
+    # ranks would be recorded) and any after it are refused, the next batch not asked for
+    assert refused.dead_letters and {d.reason for d in refused.dead_letters} == {"state_too_large"}
+    kept = len(batch) - len(refused.dead_letters)
+    assert [d.offset for d in refused.dead_letters] == list(range(kept, len(batch)))
+    assert "cannot take the judgment of" in refused.dead_letters[0].message
+    assert not refused.requests
+    record = decode_review_record(table[NAME], NAME)
+    assert len(record.judged) == judged + kept and record.review.pending_
+    assert len(table[NAME]) <= review_mod.MAX_RECORD_BYTES
+    assert service.stats["review_state_too_large"] == len(refused.dead_letters)
+    assert service.entry(NAME, table).judged == record.judged  # what the service holds

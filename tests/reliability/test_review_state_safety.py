@@ -32,6 +32,7 @@ from sift.agents.review import (
     ReviewService,
     decode_review_record,
     gold_reviewer,
+    review_record_obj,
     status_of,
 )
 from sift.agents.service import InputMessage
@@ -406,7 +407,7 @@ CORRUPTIONS: dict[str, Callable[[dict[str, Any]], bytes]] = {
 @pytest.mark.parametrize("how", sorted(CORRUPTIONS))
 @pytest.mark.parametrize("name", sorted(REVIEWS))
 def test_corrupt_record_is_refused(world: dict[str, bytes], name: str, how: str) -> None:
-    corrupt = CORRUPTIONS[how](orjson.loads(world[name]))
+    corrupt = CORRUPTIONS[how](review_record_obj(world[name]))
     assert not check_survives(world, name, corrupt), how
 
 
@@ -420,7 +421,7 @@ def test_corrupt_record_is_refused(world: dict[str, bytes], name: str, how: str)
 def test_every_array_is_validated(world: dict[str, bytes], name: str, fill: str) -> None:
     """Each encoded array broken one at a time: never accepted if a float is NaN or
     +infinite, its shape disagrees with its bytes or is not 1-d, or its dtype is unknown."""
-    record = orjson.loads(world[name])
+    record = review_record_obj(world[name])
     n = 0
     for path, a in arrays(record):
         if fill in ("nan", "inf"):
@@ -453,6 +454,6 @@ def test_any_field_replaced_by_anything_is_survived(world: dict[str, bytes],
     """Any one field of a record replaced by any JSON value (or an odd number literal):
     refused with a one-line reason, or accepted and still working (``check_survives``)."""
     name = data.draw(st.sampled_from(sorted(world)))
-    record = orjson.loads(world[name])
+    record = review_record_obj(world[name])
     path = data.draw(st.sampled_from(list(paths(record))[1:]))
     check_survives(world, name, with_literal(record, path, data.draw(ODD_LITERALS)))
