@@ -728,10 +728,21 @@ class Profile:
         if rest:
             X, lab, w = X[:n], lab[:n], w[:n]
         real = np.ones(n, dtype=bool)
+        n_rel = int(np.count_nonzero(lab > 0))
+        every = 1 if self.update == "every" else int(self.update)
+        if self.model_.settles_per_group and n > every:
+            # group by group, as one by one: the model settles where a re-threshold was
+            last = (n - 1) // every * every  # the start of the last group
+            for start in range(0, last, every):
+                part = slice(start, start + every)
+                self.model_.learn(X[part], lab[part], w[part], real[part])
+                self.examples_.add(X[part], lab[part], w[part], real[part])
+                self.model_.settle()
+            X, lab, w, real = X[last:], lab[last:], w[last:], real[last:]
         self.model_.learn(X, lab, w, real)
         self.examples_.add(X, lab, w, real)
         self.n_judged_ += n
-        self.n_relevant_ += int(np.count_nonzero(lab > 0))
+        self.n_relevant_ += n_rel
         self._rethreshold()
 
     def _rethreshold(self) -> None:

@@ -162,3 +162,35 @@ def test_state_round_trip_is_exact(  # type: ignore[no-untyped-def]
         r.learn_one(fvec.transform(["wheat tender"]), relevant=True)
         r.flush()
     assert np.array_equal(p.score(X), q.score(X)) and p.threshold_ == q.threshold_
+
+
+STREAM = [("wheat tender for export", True), ("oil spill at sea", False),
+          ("wheat shipment delayed", True), ("bank rates rise", False),
+          ("wheat crop forecast", True), ("grain and wheat prices", True),
+          ("opec output talks", False), ("wheat harvest record", True)]
+
+
+@pytest.mark.parametrize("update", ["every", "2", "3"])
+@pytest.mark.parametrize("resolve_every", [1, 2, 3])
+def test_a_batch_re_solves_where_judgments_one_by_one_do(vec: Vectorizer, update: str,
+                                                         resolve_every: int) -> None:
+    # the weights are re-solved after the judgment (or group) completing resolve_every
+    # positives, from the examples of that moment: learn_many must do the same, or a
+    # profile rebuilt from its journal (relearn) gets other weights
+    params = {"resolve_every": resolve_every, "time_limit": 60.0}
+    upd = update if update == "every" else int(update)
+    one, many, journal = (_fit(vec, model_params=params, update=upd) for _ in range(3))
+    X = vec.transform([t for t, _ in STREAM])
+    rel = [r for _, r in STREAM]
+    for i in range(len(STREAM)):
+        one.learn_one(X[i], relevant=rel[i])
+    many.learn_many(X, rel)
+    journal.relearn([(X[:3], rel[:3]), (X[3:], rel[3:])])
+    for p in (many, journal):
+        a, b = one.model_, p.model_
+        assert isinstance(a, FusionModel) and isinstance(b, FusionModel)
+        assert (b.n_solves_, b.n_pos_at_solve_, b.n_pos_) == (a.n_solves_, a.n_pos_at_solve_, a.n_pos_)
+        assert np.array_equal(b.alpha_, a.alpha_)
+        assert p.threshold_ == one.threshold_
+        assert np.array_equal(p.score(X), one.score(X))
+    assert one.model_.n_solves_ > 1  # type: ignore[attr-defined]
