@@ -44,8 +44,7 @@ bench: jars
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy sift
-	$(VENV)/bin/mypy --strict sift/filters
+	$(VENV)/bin/mypy --strict sift
 
 clean-demo:
 	rm -rf .cache/demo
