@@ -95,16 +95,12 @@ class ScoringModel(ABC):
     def loo_scores(self) -> NDArray[np.float64]:
         """Leave-one-out scores of the bound examples, in their order."""
 
-    #: Whether the model brings something up to date lazily, at the re-threshold after a
-    #: judgment (or a group of ``update=n`` judgments), from the examples of that moment:
-    #: a profile then learns a batch group by group and calls :meth:`settle` after each
-    #: group but the last, so that a batch leaves the model as judgments one by one do.
+    #: Whether computing :meth:`loo_scores` changes the model (it brings something up to
+    #: date lazily, from the examples of that moment): a profile then learns a batch of
+    #: judgments group by group (a judgment, or a group of ``update=n``), computing the
+    #: leave-one-out scores after each group as its re-threshold would, so that a batch
+    #: leaves the model as judgments one by one do.
     settles_per_group: ClassVar[bool] = False
-
-    def settle(self) -> None:
-        """Do now what the model left for its next re-threshold (see
-        :attr:`settles_per_group`); by default nothing."""
-        return None
 
     @abstractmethod
     def get_params(self) -> dict[str, Any]:

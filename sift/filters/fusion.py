@@ -1783,12 +1783,9 @@ class FusionModel(ScoringModel):
             return np.asarray(-D[:, j], dtype=np.float64)
         return np.asarray(-(((D - self.lo_) / self.scale_) @ self.alpha_), dtype=np.float64)
 
-    #: the weights are re-solved at the re-threshold after the judgment that completes
-    #: ``resolve_every`` positives, from the examples of that moment
+    #: the weights are re-solved at the re-threshold (its leave-one-out scores) after the
+    #: judgment that completes ``resolve_every`` positives, from the examples of then
     settles_per_group = True
-
-    def settle(self) -> None:
-        self._ensure_solved()
 
     def _ensure_solved(self, D_loo: FloatArray | None = None) -> FloatArray | None:
         if self.pending_ and self.examples_ is not None and np.any(self.examples_.labels > 0):

@@ -731,13 +731,15 @@ class Profile:
         n_rel = int(np.count_nonzero(lab > 0))
         every = 1 if self.update == "every" else int(self.update)
         if self.model_.settles_per_group and n > every:
-            # group by group, as one by one: the model settles where a re-threshold was
+            # group by group, as one by one: the model computes its leave-one-out scores
+            # where a re-threshold would (see ScoringModel.settles_per_group)
             last = (n - 1) // every * every  # the start of the last group
             for start in range(0, last, every):
                 part = slice(start, start + every)
                 self.model_.learn(X[part], lab[part], w[part], real[part])
                 self.examples_.add(X[part], lab[part], w[part], real[part])
-                self.model_.settle()
+                if np.any((self.examples_.labels > 0) & self._trot_trusted()):
+                    self.model_.loo_scores()
             X, lab, w, real = X[last:], lab[last:], w[last:], real[last:]
         self.model_.learn(X, lab, w, real)
         self.examples_.add(X, lab, w, real)
@@ -745,10 +747,14 @@ class Profile:
         self.n_relevant_ += n_rel
         self._rethreshold()
 
+    def _trot_trusted(self) -> NDArray[np.bool_]:
+        """TROT's examples: all, or without the pseudo-positives."""
+        ex = self.examples_
+        return np.ones(len(ex), bool) if self.trot_pseudo_positives else ex.real | (ex.labels < 0)
+
     def _rethreshold(self) -> None:
         ex = self.examples_
-        # TROT's examples: all, or without the pseudo-positives
-        trusted = np.ones(len(ex), bool) if self.trot_pseudo_positives else ex.real | (ex.labels < 0)
+        trusted = self._trot_trusted()
         if np.any((ex.labels > 0) & trusted):
             loo = self.model_.loo_scores()
             scores, labels, weights = loo[trusted], ex.labels[trusted], ex.weights[trusted]

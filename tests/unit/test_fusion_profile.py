@@ -172,17 +172,31 @@ STREAM = [("wheat tender for export", True), ("oil spill at sea", False),
 
 @pytest.mark.parametrize("update", ["every", "2", "3"])
 @pytest.mark.parametrize("resolve_every", [1, 2, 3])
+@pytest.mark.parametrize("initial", [True, False])
 def test_a_batch_re_solves_where_judgments_one_by_one_do(vec: Vectorizer, update: str,
-                                                         resolve_every: int) -> None:
+                                                         resolve_every: int, initial: bool) -> None:
     # the weights are re-solved after the judgment (or group) completing resolve_every
     # positives, from the examples of that moment: learn_many must do the same, or a
-    # profile rebuilt from its journal (relearn) gets other weights
+    # profile rebuilt from its journal (relearn) gets other weights. Without initial
+    # positives the re-threshold skips the leave-one-out scores (and so the solve) until
+    # a real positive comes, which a batch must do too.
     params = {"resolve_every": resolve_every, "time_limit": 60.0}
     upd = update if update == "every" else int(update)
-    one, many, journal = (_fit(vec, model_params=params, update=upd) for _ in range(3))
-    X = vec.transform([t for t, _ in STREAM])
-    rel = [r for _, r in STREAM]
-    for i in range(len(STREAM)):
+
+    def fitted() -> Profile:
+        if initial:
+            return _fit(vec, model_params=params, update=upd)
+        p = Profile("wheat", query="wheat", model="fusion", model_params=params, update=upd)
+        p.fit(vec.transform(["wheat"]), vec.transform(TRAIN), positives=[],
+              feature_weights=vec.feature_weights())
+        return p
+
+    one, many, journal = (fitted() for _ in range(3))
+    stream = STREAM if initial else [("oil spill at sea", False), ("bank rates rise", False),
+                                     ("opec output talks", False), *STREAM]
+    X = vec.transform([t for t, _ in stream])
+    rel = [r for _, r in stream]
+    for i in range(len(stream)):
         one.learn_one(X[i], relevant=rel[i])
     many.learn_many(X, rel)
     journal.relearn([(X[:3], rel[:3]), (X[3:], rel[3:])])
@@ -193,4 +207,4 @@ def test_a_batch_re_solves_where_judgments_one_by_one_do(vec: Vectorizer, update
         assert np.array_equal(b.alpha_, a.alpha_)
         assert p.threshold_ == one.threshold_
         assert np.array_equal(p.score(X), one.score(X))
-    assert one.model_.n_solves_ > 1  # type: ignore[attr-defined]
+    assert one.model_.n_solves_ > (1 if initial else 0)  # type: ignore[attr-defined]
