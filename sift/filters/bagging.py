@@ -164,6 +164,21 @@ class BaggedProfile:
         The bag's threshold (see the module); the sum of the members' model versions
         (it changes whenever a member's model or threshold does); the judgments every
         member has learned, and the relevant ones among them.
+
+    Examples
+    --------
+    >>> from sift.filters.vectorize import Vectorizer
+    >>> train = ["wheat exports rose", "wheat harvest delayed", "wheat prices firm",
+    ...          "oil prices fell", "bank rates unchanged", "oil output cut"]
+    >>> vec = Vectorizer(n_features=2**10).fit(train)
+    >>> bag = BaggedProfile.of("wheat", 3, query="wheat",
+    ...                        pseudolabel={"max_pos_rank": 3, "pos_fraction": 0.5, "min_pool": 0})
+    >>> bag.fit(vec.transform(["wheat"]), vec.transform(train), positives=[0],
+    ...         feature_weights=vec.feature_weights())
+    >>> len(bag.member_thresholds), bag.threshold_  # the mean margin is compared with 0
+    (3, 0.0)
+    >>> bag.decide(vec.transform(["wheat harvest", "oil prices"])).tolist()
+    [True, False]
     """
 
     def __init__(self, members: Sequence[Profile], rule: str = "margin") -> None:

@@ -57,7 +57,25 @@ class Hit(NamedTuple):
 
 
 class ProfileBank:
-    """An ordered set of profiles with stacked scoring."""
+    """An ordered set of profiles with stacked scoring.
+
+    Examples
+    --------
+    >>> from sift.filters.profile import Profile
+    >>> from sift.filters.vectorize import Vectorizer
+    >>> train = ["wheat exports rose", "wheat harvest delayed", "wheat prices firm",
+    ...          "oil prices fell", "bank rates unchanged", "oil output cut"]
+    >>> vec = Vectorizer(n_features=2**10).fit(train)
+    >>> bank = ProfileBank()
+    >>> for name, positives in (("wheat", [0, 1]), ("oil", [3, 5])):
+    ...     p = Profile(name, query=name, pseudolabel={})
+    ...     p.fit(vec.transform([name]), vec.transform(train), positives=positives,
+    ...           feature_weights=vec.feature_weights())
+    ...     bank.add(p)
+    >>> hits = bank.decide(vec.transform(["wheat harvest", "oil prices", "bank rates"]))
+    >>> [(h.row, h.profile) for h in hits]  # one sparse product for all profiles
+    [(0, 'wheat'), (1, 'oil')]
+    """
 
     def __init__(self) -> None:
         self._profiles: dict[str, AnyProfile] = {}

@@ -61,7 +61,16 @@ def t11u(a: Num, b: Num, c: Num, d: Num) -> Num:
 
 
 def t11su(a: Num, b: Num, c: Num, d: Num, min_nu: float = -0.5) -> Num:
-    """TREC 2002 scaled utility (T11SU), in [0, 1]."""
+    """TREC 2002 scaled utility (T11SU), in [0, 1].
+
+    ``a`` relevant delivered, ``b`` non-relevant delivered, ``c`` relevant missed,
+    ``d`` the rest; ``T11U = 2a - b`` over its maximum ``2(a + c)``, floored at -0.5.
+
+    >>> round(t11su(2, 1, 1, 10), 4)  # T11U 3 of 6
+    0.6667
+    >>> t11su(0, 0, 5, 10)  # answering No to everything
+    0.3333333333333333
+    """
     max_u = 2.0 * (np.asarray(a, dtype=np.float64) + np.asarray(c, dtype=np.float64))
     nu = _div(t11u(a, b, c, d), max_u)
     out = (np.maximum(nu, min_nu) - min_nu) / (1.0 - min_nu)
@@ -76,7 +85,11 @@ def f_beta(a: Num, b: Num, c: Num, d: Num, beta: float = 1.0) -> Num:
 
 
 def t11f(a: Num, b: Num, c: Num, d: Num) -> Num:
-    """TREC 2002 F-beta with beta = 0.5."""
+    """TREC 2002 F-beta with beta = 0.5.
+
+    >>> round(t11f(2, 1, 1, 10), 4)  # precision and recall 2/3
+    0.6667
+    """
     return f_beta(a, b, c, d, beta=0.5)
 
 
@@ -125,7 +138,12 @@ def get_measure(name: str | Measure) -> Measure:
 def contingency(
     delivered: NDArray[np.bool_], relevant: NDArray[np.bool_]
 ) -> tuple[float, float, float, float]:
-    """Count ``(a, b, c, d)`` from boolean arrays of decisions and gold labels."""
+    """Count ``(a, b, c, d)`` from boolean arrays of decisions and gold labels.
+
+    >>> import numpy as np
+    >>> contingency(np.array([True, True, False, False]), np.array([True, False, True, False]))
+    (1.0, 1.0, 1.0, 1.0)
+    """
     dl = np.asarray(delivered, dtype=bool)
     rl = np.asarray(relevant, dtype=bool)
     return (float(np.sum(dl & rl)), float(np.sum(dl & ~rl)), float(np.sum(~dl & rl)),

@@ -286,6 +286,21 @@ class Profile:
     n_judged_ : int
         Real judgments applied. ``n_pending_`` wait in the buffer; ``n_ignored_`` were
         dropped by ``update="never"``.
+
+    Examples
+    --------
+    >>> from sift.filters.vectorize import Vectorizer
+    >>> train = ["wheat exports rose", "wheat harvest delayed", "wheat prices firm",
+    ...          "oil prices fell", "bank rates unchanged", "oil output cut"]
+    >>> vec = Vectorizer(n_features=2**10).fit(train)
+    >>> p = Profile("wheat", query="wheat", pseudolabel={})
+    >>> p.fit(vec.transform(["wheat"]), vec.transform(train), positives=[0, 1],
+    ...       feature_weights=vec.feature_weights())
+    >>> (p.score(vec.transform(["wheat harvest", "oil prices"])) >= p.threshold_).tolist()
+    [True, False]
+    >>> p.learn_one(vec.transform(["wheat crop"]), relevant=True)  # model and threshold
+    >>> p.n_judged_, p.version_
+    (1, 2)
     """
 
     def __init__(

@@ -55,6 +55,25 @@ class Rocchio(ScoringModel):
         Zero the negative coefficients.
     top_k
         Keep only the ``top_k`` largest coefficients (``None``: all).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sift.filters.examples import ExampleSet
+    >>> from sift.filters.vectorize import Vectorizer
+    >>> docs = ["wheat exports rose", "wheat harvest delayed", "oil prices fell",
+    ...         "bank rates unchanged"]
+    >>> vec = Vectorizer(n_features=2**10).fit(docs)
+    >>> X, ex, m = vec.transform(docs), ExampleSet(None, 2**10), Rocchio()
+    >>> m.bind(2**10, vec.feature_weights(), ex)
+    >>> m.start(vec.transform(["wheat"]))
+    >>> labels, w, real = np.array([1, 1, -1, -1], dtype=np.int8), np.ones(4), np.ones(4, bool)
+    >>> m.learn(X, labels, w, real)
+    >>> _ = ex.add(X, labels, w, real)  # the profile keeps its examples beside the model
+    >>> m.score(vec.transform(["wheat prices", "oil prices"])).round(3).tolist()
+    [0.844, 0.0]
+    >>> m.loo_scores().round(3).tolist()  # each example scored by the model without it
+    [0.636, 0.636, 0.0, 0.0]
     """
 
     name = "rocchio"

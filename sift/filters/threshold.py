@@ -59,6 +59,15 @@ def trot(
     -------
     float
         The threshold (``math.inf`` when answering No to everything is best).
+
+    Examples
+    --------
+    >>> trot([0.9, 0.8, 0.4, 0.3], [1, 1, -1, -1])  # on the lowest accepted score
+    0.8
+    >>> round(trot([0.9, 0.8, 0.4, 0.3], [1, 1, -1, -1], placement=0.5), 6)  # midway
+    0.6
+    >>> trot([0.9, 0.8], [-1, -1])  # answering No to everything is best
+    inf
     """
     return trot_with_value(scores, labels, weights, measure=measure, placement=placement)[0]
 

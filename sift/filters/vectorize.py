@@ -448,6 +448,17 @@ class Vectorizer:
         Number of training documents seen by :meth:`fit`/:meth:`partial_fit`.
     df_ : ndarray of shape (n_features,)
         Document frequency per hashed column.
+
+    Examples
+    --------
+    >>> vec = Vectorizer(n_features=2**10).fit(["wheat exports rose", "oil prices fell"])
+    >>> X = vec.transform(["wheat exports", "oil", "barley harvest"])
+    >>> X.shape
+    (3, 1024)
+    >>> [int(n) for n in X.getnnz(axis=1)]  # terms first seen now count too (hashed)
+    [2, 1, 2]
+    >>> round(float(X[0].multiply(X[0]).sum()), 6)  # unit length
+    1.0
     """
 
     def __init__(
