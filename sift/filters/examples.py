@@ -270,6 +270,21 @@ class ExampleSet:
     weights : ndarray of float64
     real : ndarray of bool, ``True`` for real judgments, ``False`` for pseudolabels
     seq : ndarray of int64, insertion order (for eviction)
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> ex, X = ExampleSet(3, 4), sp.csr_matrix(np.eye(4))
+    >>> ex.add(X[:2], np.array([1, -1], dtype=np.int8), np.ones(2), np.ones(2, bool))
+    0
+    >>> ex.add(X[2:], np.array([-1, -1], dtype=np.int8), np.full(2, 0.1), np.zeros(2, bool))
+    1
+    >>> ex.labels.tolist(), ex.real.tolist()  # over capacity: a pseudolabel went first
+    ([1, -1, -1], [True, True, False])
+    >>> ex.add(X[3:], np.array([1], dtype=np.int8), np.ones(1), np.ones(1, bool))
+    1
+    >>> ex.labels.tolist(), ex.real.tolist()
+    ([1, -1, 1], [True, True, True])
     """
 
     def __init__(self, capacity: int | None, n_features: int) -> None:

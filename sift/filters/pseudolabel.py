@@ -47,7 +47,18 @@ from sift.filters.errors import ParameterError
 
 @dataclass(frozen=True)
 class Pseudolabeler:
-    """Parameters of pseudolabeling (the design's MaxPosRank ... NegWeight)."""
+    """Parameters of pseudolabeling (the design's MaxPosRank ... NegWeight).
+
+    Examples
+    --------
+    >>> pl = Pseudolabeler(max_pos_rank=2, pos_fraction=0.5, pos_weight=0.5,
+    ...                    min_neg_rank=3, neg_fraction=0.5, neg_weight=0.1, min_pool=0)
+    >>> scores = np.array([0.9, 0.8, 0.7, 0.3, 0.2, 0.1])
+    >>> labels = np.array([1, 0, 0, 0, 0, 0])  # the first is a real positive: kept as it is
+    >>> idx, lab, w = pl.select(scores, labels, np.random.default_rng(0))
+    >>> idx.tolist(), lab.tolist(), w.tolist()  # one of the top 2, half of ranks >= 3
+    ([1, 3, 2], [1, -1, -1], [0.5, 0.1, 0.1])
+    """
 
     max_pos_rank: int = 0
     pos_fraction: float = 0.0
