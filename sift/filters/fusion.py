@@ -940,7 +940,8 @@ class FusionResult:
         Proven bound on the optimum (lower for ``maxrank``/``meanrank``; for
         ``mrr`` an upper bound on the truncated MRR), or nan if unknown.
     gap
-        Relative gap between ``objective`` and ``bound`` (0 when proven optimal).
+        Relative gap between ``objective`` and ``bound``, ``|objective - bound|`` over
+        the larger of the two in magnitude, in [0, 1] (0 when proven optimal).
     optimal
         Whether optimality is proven.
     method
@@ -977,6 +978,21 @@ def _to_original(prob: _Problem, alpha_n: FloatArray) -> FloatArray:
     w[prob.cols] = alpha_n / prob.scale
     total = w.sum()
     return w / total if total > 0 else np.full(prob.n_cols, 1.0 / prob.n_cols)
+
+
+def _relative_gap(value: float, bound: float) -> float:
+    """``|value - bound|`` over the larger of the two in magnitude: in [0, 1] for every
+    objective (MRR is stored negated; relative to the objective alone its gap could
+    exceed 1). NaN without a finite bound.
+
+    >>> _relative_gap(3.0, 1.0), _relative_gap(-0.25, -1.0)  # maxrank 3 >= 1; MRR 0.25 <= 1
+    (0.6666666666666666, 0.75)
+    """
+    if not np.isfinite(bound):
+        return float("nan")
+    if value == bound:
+        return 0.0
+    return abs(value - bound) / max(abs(value), abs(bound), 1e-12)
 
 
 def _as_given(w: FloatArray, prob: _Problem) -> FloatArray:
@@ -1099,12 +1115,7 @@ def solve_weights(
         # optimal only if these weights reach the bound (a tie the solver counted on can
         # be decided the other way by rounding, in its units or in these)
         optimal = optimal and (not np.isfinite(bound) or val <= bound + 1e-9)
-        if optimal:
-            gap = 0.0
-        elif not np.isfinite(bound):
-            gap = float("nan")
-        else:
-            gap = abs(val - bound) / max(abs(val), 1e-12) if val != bound else 0.0
+        gap = 0.0 if optimal else _relative_gap(val, bound)
         return FusionResult(
             weights=w,
             objective=val_r,
