@@ -222,6 +222,10 @@ class ReviewService:
         out.dead_letters.append(dead_letter(msg, err, original))
 
     # -- state ----------------------------------------------------------------------------
+    def forget(self) -> None:
+        """Drop the reviews held in memory: the next use decodes them from the table."""
+        self._cache.clear()
+
     def entry(self, name: str, table: MutableMapping[str, bytes]) -> ReviewEntry | None:
         raw = table.get(name)
         if raw is None:
@@ -605,18 +609,25 @@ def guarded(fn: Any, messages: list[InputMessage], table: Any) -> ReviewResult:
     Retrying is safe: specs of existing reviews re-publish, documents and judgments
     already applied are skipped.
     """
+    owner = getattr(fn, "__self__", None)
     try:
         return fn(messages, table)  # type: ignore[no-any-return]
     except Exception:
         log.exception("review batch of %d messages failed; retrying one by one", len(messages))
     out = ReviewResult()
     for msg in messages:
+        # what the failure left in memory is dropped: the retry starts from the table (a
+        # judgment applied in memory but never written would be skipped as a duplicate)
+        if isinstance(owner, ReviewService):
+            owner.forget()
         try:
             out.extend(fn([msg], table))
         except Exception as exc:
             log.exception("review message %s[%d]@%d failed", msg.topic, msg.partition, msg.offset)
             out.dead_letters.append(dead_letter(msg, RecordError(
                 "internal_error", f"{type(exc).__name__}: {exc}")))
+    if isinstance(owner, ReviewService):
+        owner.forget()
     return out
 
 

@@ -453,3 +453,37 @@ def test_judgments_that_would_outgrow_the_record_are_dead_lettered(
     assert len(table[NAME]) <= review_mod.MAX_RECORD_BYTES
     assert service.stats["review_state_too_large"] == len(refused.dead_letters)
     assert service.entry(NAME, table).judged == record.judged  # what the service holds
+
+
+def test_a_failed_batch_is_retried_from_the_table_not_from_what_it_left_in_memory(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a bug on one judgment fails the batch after the judgments before it were applied to
+    # the review held in memory; the retry, message by message, must apply them again
+    # (before, it found their keys in memory, skipped them as duplicates, and they were
+    # never written: lost)
+    from sift.agents.review import guarded
+    from sift.filters.screening import Review
+
+    docs, gold = collection(160)
+    service, table = ReviewService(n_shards=P), {}
+    service.apply_specs([msg(spec(), "profiles")], table)
+    out = service.add_documents([_documents(docs, 0)], table)
+    answer = gold_reviewer(gold)
+    batch = [msg(orjson.dumps(answer(decode_request(orjson.dumps(r.to_obj())))), "judgments",
+                 offset=i) for i, r in enumerate(out.requests)]
+    bad = orjson.loads(batch[2].value)["doc_id"]
+    real = Review.record_judgment
+
+    def flaky(self: Review, doc_id: str, relevant: bool) -> None:
+        if doc_id == bad:
+            raise RuntimeError("a bug")
+        real(self, doc_id, relevant)
+
+    monkeypatch.setattr(Review, "record_judgment", flaky)
+    result = guarded(service.apply_judgments, batch, table)
+    assert [d.reason for d in result.dead_letters] == ["internal_error"]
+    assert result.dead_letters[0].offset == 2
+    record = decode_review_record(table[NAME], NAME)
+    assert len(record.judged) == len(batch) - 1  # every other judgment written
+    assert service.stats["review_judgments"] == len(batch) - 1
+    assert service.stats["review_judgments_duplicate"] == 0
