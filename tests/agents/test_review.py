@@ -420,10 +420,9 @@ def test_documents_a_review_cannot_hold_are_dead_lettered_and_the_rest_kept(
     assert not result.dead_letters and result.statuses
 
 
-def test_judgments_that_would_outgrow_the_record_are_dead_lettered(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    import sift.agents.review as review_mod
-
+def _screening() -> tuple[ReviewService, dict[str, bytes], ReviewResult, Any]:
+    """A review of 160 documents with its first batch asked for, and ``answers(requests)``:
+    the gold-label judgments of requests, as judgments-topic messages."""
     docs, gold = collection(160)
     service, table = ReviewService(n_shards=P), {}
     service.apply_specs([msg(spec(), "profiles")], table)
@@ -433,6 +432,15 @@ def test_judgments_that_would_outgrow_the_record_are_dead_lettered(
     def answers(requests: list[Any]) -> list[InputMessage]:
         return [msg(orjson.dumps(answer(decode_request(orjson.dumps(r.to_obj())))), "judgments",
                     offset=i) for i, r in enumerate(requests)]
+
+    return service, table, out, answers
+
+
+def test_judgments_that_would_outgrow_the_record_are_dead_lettered(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import sift.agents.review as review_mod
+
+    service, table, out, answers = _screening()
 
     first = service.apply_judgments(answers(out.requests), table)
     assert first.requests
@@ -464,13 +472,8 @@ def test_a_failed_batch_is_retried_from_the_table_not_from_what_it_left_in_memor
     from sift.agents.review import guarded
     from sift.filters.screening import Review
 
-    docs, gold = collection(160)
-    service, table = ReviewService(n_shards=P), {}
-    service.apply_specs([msg(spec(), "profiles")], table)
-    out = service.add_documents([_documents(docs, 0)], table)
-    answer = gold_reviewer(gold)
-    batch = [msg(orjson.dumps(answer(decode_request(orjson.dumps(r.to_obj())))), "judgments",
-                 offset=i) for i, r in enumerate(out.requests)]
+    service, table, out, answers = _screening()
+    batch = answers(out.requests)
     bad = orjson.loads(batch[2].value)["doc_id"]
     real = Review.record_judgment
 
