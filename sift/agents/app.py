@@ -628,7 +628,10 @@ class ShardedTable(faust.Table):  # type: ignore[type-arg]
 
     def partition_for_key(self, key: Any) -> int:
         name = key.decode() if isinstance(key, bytes) else str(key)
-        return shard_of(name, int(self.partitions or 1))
+        n = self.partitions
+        if n is None:  # always given (the shards' count): a default would not match them
+            raise RuntimeError(f"table {self.name!r} was made without a partition count")
+        return shard_of(name, int(n))
 
     def send_changelog(self, *args: Any, **kwargs: Any) -> Any:
         fut = super().send_changelog(*args, **kwargs)
