@@ -9,18 +9,17 @@ every member is a bank of plain profiles built by :func:`sift.replay.build_bank`
 that vectorizer and seed (so a member is exactly the profile ``sift replay --seed S
 --truncate T`` starts from).
 
-The protocol runs in lockstep, as :func:`sift.replay.run_protocol` does for a bank
-(TREC 2002 adaptive filtering, feedback only for delivered documents, exactly one
-document at a time): every stream document is scored by every member with its own
+The protocol is :func:`sift.replay.run_protocol`'s (TREC 2002 adaptive filtering,
+feedback only for delivered documents, exactly one document at a time), over the bags
+as one filterer (:class:`ViewBags`): every stream document is scored by every member with its own
 view's vector; the members' scores and thresholds are combined by
 :func:`sift.filters.bagging.bag_scores` (``--rule``, default ``margin``: mean ``score -
 threshold``, a silenced member counting -1) and delivered when that reaches
 :func:`~sift.filters.bagging.bag_threshold`; a delivered document is judged from the
 gold labels and every member learns it from its own view's vector. Documents are
-scored in batches (``--batch-size``, as the replay's 256): after a delivery whose
-feedback changed a profile's members, that profile's column is re-scored for the rest
-of the batch (the replay's ``_run_with_rescoring``), which is the same as one
-document at a time. Macro T11SU / T11F come from :func:`sift.replay.evaluate`.
+scored in batches (``--batch-size``, as the replay's 256), the rest of a batch scored
+again after a delivery whose feedback changed a member. Macro T11SU / T11F come from
+:func:`sift.replay.evaluate`.
 
 A configuration is ``name=T:o,T:o,...``: one member per item, ``T`` a truncation
 (``none`` for whole tokens) and ``o`` the seed offset inside the group; a group ``g``
@@ -57,6 +56,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_variants import validation_corpus
@@ -64,7 +64,7 @@ from engine_variants import validation_corpus
 from sift.filters.bagging import RULES, bag_scores, bag_threshold
 from sift.filters.bank import Hit, ProfileBank
 from sift.filters.vectorize import Vectorizer
-from sift.replay import Corpus, ReplayConfig, build_bank, default_specs, evaluate, load_corpus
+from sift.replay import Corpus, ReplayConfig, build_bank, default_specs, evaluate, load_corpus, run_protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 METRICS = ("macro_t11su", "macro_t11f")
@@ -96,51 +96,34 @@ class View:
         self.X_test = self.vec.transform([d.text for d in corpus.test])
 
 
-def run_lockstep(banks: list[ProfileBank], views: list[View], corpus: Corpus, names: list[str],
-                 rule: str, batch_size: int) -> list[Hit]:
-    """The adaptive protocol over bags whose member ``b`` is ``banks[b]`` scoring
-    ``views[b]``'s vectors (see the module)."""
-    test = corpus.test
-    n = views[0].X_test.shape[0]
-    hits: list[Hit] = []
-    for start in range(0, n, batch_size):
-        stop = min(start + batch_size, n)
-        Xb = [v.X_test[start:stop] for v in views]
-        S = np.stack([bank.score(X) for bank, X in zip(banks, Xb, strict=True)])  # (B, n, P)
-        T = np.stack([bank.thresholds() for bank in banks])  # (B, P)
-        combined = bag_scores(S, T, rule)  # (n, P)
-        thr = np.asarray(bag_threshold(T, rule), dtype=np.float64)  # (P,)
-        r = 0
-        while r < combined.shape[0]:
-            rows = np.flatnonzero((combined[r:] >= thr[None, :]).any(axis=1))
-            if rows.size == 0:
-                break
-            row = r + int(rows[0])
-            doc = test[start + row]
-            changed = []
-            for j in np.flatnonzero(combined[row] >= thr).tolist():
-                name = names[j]
-                hits.append(Hit(start + row, name, float(combined[row, j]), float(thr[j]), 0))
-                relevant = name in doc.topics
-                moved = False
-                for bank, v in zip(banks, views, strict=True):
-                    p = bank[name]
-                    before = p.version_
-                    p.learn_one(v.X_test[start + row], relevant)
-                    moved |= p.version_ != before
-                if moved:
-                    changed.append(j)
-            if row + 1 < combined.shape[0]:
-                for j in changed:
-                    rest = [bank[names[j]] for bank in banks]
-                    Sj = np.stack([p.score(X[row + 1:]) for p, X in zip(rest, Xb, strict=True)])
-                    Tj = np.array([p.threshold_ for p in rest], dtype=np.float64)
-                    S[:, row + 1:, j] = Sj
-                    T[:, j] = Tj
-                    combined[row + 1:, j] = bag_scores(Sj, Tj, rule)
-                    thr[j] = float(bag_threshold(Tj, rule))
-            r = row + 1
-    return hits
+class ViewBags:
+    """Every category's bag as a :class:`sift.replay.Filterer`: member ``b`` is
+    ``banks[b]`` scoring ``views[b]``'s vectors. :func:`sift.replay.run_protocol` streams
+    the row numbers of the test documents (``np.arange``) in place of one matrix, and
+    each member takes its own view's rows."""
+
+    def __init__(self, banks: list[ProfileBank], views: list[View], names: list[str],
+                 rule: str) -> None:
+        self.banks, self.views, self.names, self.rule = banks, views, names, rule
+
+    def decide(self, rows: NDArray[np.int64]) -> list[Hit]:
+        part = slice(int(rows[0]), int(rows[-1]) + 1)  # the protocol's rows are contiguous
+        S = np.stack([bank.score(v.X_test[part]) for bank, v in zip(self.banks, self.views, strict=True)])
+        T = np.stack([bank.thresholds() for bank in self.banks])  # (B, P)
+        combined = bag_scores(S, T, self.rule)  # (n, P)
+        thr = np.asarray(bag_threshold(T, self.rule), dtype=np.float64)  # (P,)
+        at, j = np.nonzero(combined >= thr[None, :])
+        return [Hit(int(r), self.names[c], float(combined[r, c]), float(thr[c]), 0)
+                for r, c in zip(at.tolist(), j.tolist(), strict=True)]
+
+    def learn(self, profile: str, row: int, relevant: bool) -> bool:
+        moved = False
+        for bank, v in zip(self.banks, self.views, strict=True):
+            p = bank[profile]
+            before = p.version_
+            p.learn_one(v.X_test[int(row)], relevant)
+            moved |= p.version_ != before
+        return moved
 
 
 def run_config(corpus: Corpus, views: dict[int | None, View], members: list[Member], seed0: int,
@@ -156,7 +139,9 @@ def run_config(corpus: Corpus, views: dict[int | None, View], members: list[Memb
         bank, n_initial = build_bank(corpus, specs, cfg, view.vec, view.X_train)
         banks.append(bank)
         member_views.append(view)
-    hits = run_lockstep(banks, member_views, corpus, names, rule, batch_size)
+    bags = ViewBags(banks, member_views, names, rule)
+    rows = np.arange(len(corpus.test))
+    hits = run_protocol(bags, rows, corpus.test, feedback=True, batch_size=batch_size)  # type: ignore[arg-type]
     m = evaluate(hits, corpus.test, names, n_initial=n_initial)
     return {"members": [{"truncate": t, "seed": seed0 + o} for t, o in members],
             **{k: m[k] for k in METRICS},
