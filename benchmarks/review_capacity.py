@@ -1,15 +1,18 @@
-"""How many documents a review holds in the streaming service, and what its record costs.
+"""How many documents a review holds in the streaming service, and what its records cost.
 
-A review's state (every document's text, and the ranks each batch records) is one record
-of the review table, whose changelog takes at most ``MAX_STATE_BYTES`` (16 MiB). The
-service compresses the record and lets documents fill ``DOCUMENTS_SHARE`` of it, keeping
-the rest for batches. This feeds a screening collection, repeated with fresh ids, to the
-service without a broker, 100 documents a message and 64 messages a call (the review
-agent's batch), until documents are refused; then screens with a gold-label reviewer for
-``--batches`` batches and records the record's size as it grows.
+A review's state is one record of the review table (ids, labels, the ranks each batch
+records), whose changelog takes at most ``MAX_STATE_BYTES`` (16 MiB), beside chunk records
+of its documents' texts (since the thirty-ninth session; before, the texts were in the
+record too). The service compresses both and lets documents fill ``DOCUMENTS_SHARE`` of
+the record, keeping the rest for batches. This feeds a screening collection, repeated
+with fresh ids, to the service without a broker, 100 documents a message and 64 messages
+a call (the review agent's batch), until documents are refused or ``--max-documents`` are
+in; then screens with a gold-label reviewer for ``--batches`` batches and records the
+record's size as it grows and the bytes each call writes to the table (its changelog
+traffic).
 
 Usage: .venv/bin/python benchmarks/review_capacity.py [--data data/screening/Radjenovic_2013.jsonl.gz]
-       [--batches 40] [--out benchmarks/results/review_capacity.json]
+       [--max-documents 100000] [--batches 40] [--out benchmarks/results/review_capacity.json]
 """
 
 from __future__ import annotations
@@ -42,6 +45,16 @@ NAME = "capacity"
 SHARDS = 4
 
 
+class CountingTable(dict[str, bytes]):
+    """A review table that counts the bytes written to it (what its changelog carries)."""
+
+    written = 0
+
+    def __setitem__(self, key: str, value: bytes) -> None:
+        self.written += len(value)
+        super().__setitem__(key, value)
+
+
 def _msg(value: bytes, topic: str, offset: int) -> InputMessage:
     return InputMessage(value, topic, shard_of(NAME, SHARDS), offset, NAME.encode())
 
@@ -50,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(ROOT / "data/screening/Radjenovic_2013.jsonl.gz"))
     ap.add_argument("--batches", type=int, default=40)
+    ap.add_argument("--max-documents", type=int, default=100_000)
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/review_capacity.json"))
     args = ap.parse_args(argv)
 
@@ -57,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [orjson.loads(line) for line in fh]
     texts = [f"{r.get('title') or ''} {r.get('abstract') or ''}".strip() for r in rows]
     labels = [bool(r.get("label")) for r in rows]
-    service, table = ReviewService(n_shards=SHARDS), {}
+    service, table = ReviewService(n_shards=SHARDS), CountingTable()
     spec = {"profile": NAME, "mode": "review", "query": "software fault prediction metrics",
             "params": {"random_state": 0}}
     service.apply_specs([_msg(orjson.dumps(spec), "profiles", 0)], table)
@@ -65,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     gold: dict[str, bool] = {}
     offset, refused, calls, requests = 0, 0, [], []
     t_add = 0.0
-    while not refused:
+    while not refused and offset < args.max_documents:
         msgs = []
         for _ in range(64):
             ids, part = [], []
@@ -78,13 +92,14 @@ def main(argv: list[str] | None = None) -> int:
                 offset += 1
             msgs.append(_msg(encode_review(ReviewDocuments(NAME, tuple(ids), tuple(part))),
                              REVIEW_DOCUMENTS_TOPIC, offset))
-        t0 = time.process_time()
+        t0, w0 = time.process_time(), table.written
         out = service.add_documents(msgs, table)
         t_add += time.process_time() - t0
         refused = sum(d.reason == "state_too_large" for d in out.dead_letters)
         requests.extend(out.requests)
-        calls.append({"documents": len(decode_review_record(table[NAME], NAME).review.ids_),
-                      "record_bytes": len(table[NAME]), "seconds": round(time.process_time() - t0, 3)})
+        calls.append({"documents": len(decode_review_record(table[NAME], NAME, table).review.ids_),
+                      "record_bytes": len(table[NAME]), "bytes_written": table.written - w0,
+                      "seconds": round(time.process_time() - t0, 3)})
         print(calls[-1], flush=True)
     held = calls[-1]["documents"]
     plain = len(orjson.dumps(review_record_obj(table[NAME])))
@@ -96,11 +111,12 @@ def main(argv: list[str] | None = None) -> int:
             break
         msgs = [_msg(orjson.dumps(answer(decode_request(orjson.dumps(r.to_obj())))), "judgments", i)
                 for i, r in enumerate(requests)]
-        t0 = time.process_time()
+        t0, w0 = time.process_time(), table.written
         out = service.apply_judgments(msgs, table)
         spent = time.process_time() - t0
         requests = list(out.requests)
-        growth.append({"batch": b + 1, "record_bytes": len(table[NAME]), "seconds": round(spent, 3),
+        growth.append({"batch": b + 1, "judgments": len(msgs), "record_bytes": len(table[NAME]),
+                       "bytes_written": table.written - w0, "seconds": round(spent, 3),
                        "dead_letters": len(out.dead_letters)})
         if b % 5 == 0:
             print(growth[-1], flush=True)
@@ -110,7 +126,14 @@ def main(argv: list[str] | None = None) -> int:
         "max_record_bytes": review_mod.MAX_RECORD_BYTES,
         "documents_share": review_mod.DOCUMENTS_SHARE,
         "documents_held": held,
-        "record_bytes_at_capacity": calls[-1]["record_bytes"],
+        "documents_refused": refused,
+        "max_documents": args.max_documents,
+        "text_chunks": len(texts_keys := [k for k in table if k.startswith(NAME + "\x00")
+                                          and not k.rpartition("\x00")[2].startswith("r")]),
+        "text_chunk_bytes": sum(len(table[k]) for k in texts_keys),
+        "ranks_chunks": len(ranks_keys := [k for k in table if k.startswith(NAME + "\x00r")]),
+        "ranks_chunk_bytes": sum(len(table[k]) for k in ranks_keys),
+        "record_bytes_after_documents": calls[-1]["record_bytes"],
         "record_bytes_uncompressed": plain,
         "compression_ratio": round(plain / calls[-1]["record_bytes"], 2),
         "documents_cpu_seconds": round(t_add, 2),
@@ -118,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         "judgment_batches": growth,
     }
     write_json(Path(args.out), result)
-    print(f"held {held} documents; record {calls[-1]['record_bytes'] / 2**20:.2f} MiB "
+    print(f"held {held} documents ({refused} refused); record {calls[-1]['record_bytes'] / 2**20:.2f} MiB "
           f"({plain / 2**20:.2f} MiB uncompressed); after {len(growth)} batches "
           f"{growth[-1]['record_bytes'] / 2**20 if growth else 0:.2f} MiB")
     return 0

@@ -626,8 +626,15 @@ class ShardedTable(faust.Table):  # type: ignore[type-arg]
     have yet (a ``TypeError`` on the first write). The shard is known, so say it.
     """
 
+    #: with a separator, a key ``<name><separator><rest>`` goes to the shard of ``name``
+    #: (a review's text chunks beside its record, sift.agents.review.chunk_key)
+    name_separator: str | None = None
+
     def partition_for_key(self, key: Any) -> int:
         name = key.decode() if isinstance(key, bytes) else str(key)
+        sep = self.name_separator
+        if sep is not None and sep in name:
+            name = name.rpartition(sep)[0]
         n = self.partitions
         if n is None:  # always given (the shards' count): a default would not match them
             raise RuntimeError(f"table {self.name!r} was made without a partition count")

@@ -34,11 +34,12 @@ review first and wait for its first status.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,20 +74,66 @@ from sift.topics.review import (
 
 log = logging.getLogger("sift.worker")
 
-REVIEW_FORMAT = 1
+#: Version of the review record. 2 (since the thirty-ninth session): the documents' texts
+#: and each batch's ranks are in chunk records of their own (see :func:`chunk_key`);
+#: 1: everything inside the record, still read.
+REVIEW_FORMAT = 2
 REVIEW_TABLE = "review_to_state"
 REVIEW_DOCUMENTS_TOPIC = "review-documents"
 #: Topics the worker must create before it subscribes (see ``prepare_topics``).
 REVIEW_WIRE_TOPICS = (REQUESTS_TOPIC, STATUS_TOPIC)
+#: A chunk of a review's texts holds at most this many bytes of UTF-8 text (a longer
+#: text has one of its own): about 1.6 MB compressed for English abstracts.
+CHUNK_TEXT_BYTES = 4 * 1024 * 1024
+#: Separates a review's name from the rest of a chunk's key (review names may not contain
+#: it, see :class:`~sift.topics.review.ReviewSpec`).
+CHUNK_SEPARATOR = "\x00"
+
+
+def chunk_key(name: str, k: int) -> str:
+    """The review table's key of chunk ``k`` of review ``name``'s texts.
+
+    A review's state record holds its documents' ids and labels and what each batch drew;
+    the texts and each batch's ranks of every document (most of the bytes, and the parts
+    that never change once written) are in chunks under these keys and those of
+    :func:`ranks_key`, in the same table and so in the same changelog partition as the
+    record (:class:`~sift.agents.app.ShardedTable` places a key by the name before the
+    separator). Chunks are written before the record that counts them, and a record only
+    ever reads the first ``count`` texts and the ranks of its own batches, so a worker
+    that dies between the two leaves a state that loads (what the new chunks hold beyond
+    the record is written again, the same, when the unacknowledged messages come again).
+    Only the last text chunk grows: adding documents rewrites at most one chunk of
+    ``CHUNK_TEXT_BYTES`` plus the new ones, and a batch of judgments writes the record and
+    the ranks of the batch it asks for, if any.
+    """
+    return f"{name}{CHUNK_SEPARATOR}{k}"
+
+
+def ranks_key(name: str, t: int) -> str:
+    """The review table's key of the ranks of review ``name``'s batch ``t`` (see
+    :func:`chunk_key`)."""
+    return f"{name}{CHUNK_SEPARATOR}r{t}"
+
+
+def is_chunk_key(key: str) -> bool:
+    """Whether a review table key is a chunk's (and not a review's name)."""
+    return CHUNK_SEPARATOR in key
 
 
 @dataclass
 class ReviewEntry:
-    """A review as the service keeps it: spec, the core's review, judgment keys seen."""
+    """A review as the service keeps it: spec, the core's review, judgment keys seen,
+    and where its parts are stored: the first text of each stored chunk (``starts``), the
+    texts stored (``stored``), the UTF-8 bytes of the last chunk (``open_bytes``), and the
+    batches whose ranks are stored (``ranks_stored``)."""
 
     spec: ReviewSpec
     review: Review
     judged: dict[str, None] = field(default_factory=dict)
+    starts: list[int] = field(default_factory=list)
+    stored: int = 0
+    open_bytes: int = 0
+    ranks_stored: int = 0
 
 
 #: a compressed record starts with this (a plain one, as written before, with ``{``)
@@ -95,13 +142,73 @@ ZLIB_PREFIX = b"sift-zlib:"
 MAX_REVIEW_JSON_BYTES = 1 << 30
 
 
+def _utf8_bytes(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _layout(entry: ReviewEntry) -> tuple[list[int], int, int]:
+    """``(starts, open_bytes, first)``: the chunks of the entry's texts once its new ones
+    are stored, and the first chunk that has to be (re)written."""
+    texts = entry.review.texts_
+    if not texts:
+        return [], 0, 0
+    starts = list(entry.starts) or [0]
+    open_bytes = entry.open_bytes if entry.starts else 0
+    first = len(starts) - 1 if entry.stored < len(texts) else len(starts)
+    for i in range(entry.stored, len(texts)):
+        size = _utf8_bytes(texts[i])
+        if open_bytes and open_bytes + size > CHUNK_TEXT_BYTES:
+            starts.append(i)
+            open_bytes = 0
+        open_bytes += size
+    return starts, open_bytes, first
+
+
+def _epoch(entry: ReviewEntry) -> str:
+    """What a review's chunks are marked with, so that a chunk left by an earlier review of
+    the same name (another spec, or another first document) is never read as this one's:
+    a hash of the spec and the first document's id (the same for the same input, so that
+    records are reproducible)."""
+    ids = entry.review.ids_
+    h = hashlib.blake2b(orjson.dumps(entry.spec.to_obj()), digest_size=8)
+    h.update(b"\x00" + (ids[0] if ids else "").encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def _compress(obj: Any) -> bytes:
+    return ZLIB_PREFIX + zlib.compress(orjson.dumps(obj), 1)
+
+
 def encode_review_record(entry: ReviewEntry) -> bytes:
-    """Table value: orjson of the spec, the core's versioned state and the judgment keys,
-    zlib-compressed (level 1: the documents' texts are most of a record and shrink about
-    2.6 times, so a 16 MiB changelog record holds that many more documents)."""
-    return ZLIB_PREFIX + zlib.compress(orjson.dumps(
-        {"format": REVIEW_FORMAT, "spec": entry.spec.to_obj(),
-         "state": entry.review.to_state(), "judged": list(entry.judged)}), 1)
+    """Table value: orjson of the spec, the core's versioned state without the texts and
+    the batches' ranks, the judgment keys and where the texts are (the chunks
+    :func:`encode_chunks` gives), zlib-compressed (level 1)."""
+    starts, _, _ = _layout(entry)
+    state = entry.review.to_state(without=("texts", "ranks"))
+    return _compress({"format": REVIEW_FORMAT, "spec": entry.spec.to_obj(), "state": state,
+                      "judged": list(entry.judged),
+                      "texts": {"epoch": _epoch(entry), "starts": starts,
+                                "count": len(entry.review.texts_)}})
+
+
+def encode_chunks(entry: ReviewEntry) -> tuple[list[tuple[str, bytes]], list[int], int]:
+    """The chunk records to write before the entry's record (``(key, value)`` each: the
+    last stored text chunk if it takes new texts, the new ones, and the ranks of the
+    batches not stored yet), with the texts' layout they make (``starts``, ``open_bytes``)."""
+    starts, open_bytes, first = _layout(entry)
+    review, name, epoch = entry.review, entry.spec.review, _epoch(entry)
+    texts = review.texts_
+    out = []
+    for k in range(first, len(starts)):
+        end = starts[k + 1] if k + 1 < len(starts) else len(texts)
+        out.append((chunk_key(name, k), _compress(
+            {"format": REVIEW_FORMAT, "review": name, "epoch": epoch, "start": starts[k],
+             "texts": texts[starts[k] : end]})))
+    for t in range(entry.ranks_stored, len(review.batches_)):
+        out.append((ranks_key(name, t), _compress(
+            {"format": REVIEW_FORMAT, "review": name, "epoch": epoch, "batch": t,
+             "ranks": Review.encode_ranks(review.batches_[t])})))
+    return out, starts, open_bytes
 
 
 def review_record_obj(data: bytes) -> Any:
@@ -121,15 +228,105 @@ def review_record_obj(data: bytes) -> Any:
     return orjson.loads(data)
 
 
-def decode_review_record(data: bytes, name: str | None = None) -> ReviewEntry:
-    """Inverse of :func:`encode_review_record`; ScreeningError on a bad record."""
+def _count(value: Any, what: str) -> int:
+    if type(value) is not int or value < 0:
+        raise ScreeningError(f"bad review record: {what} must be an integer >= 0, got {value!r:.40}")
+    return value
+
+
+def _chunk(name: str, key: str, what: str, chunks: Mapping[str, bytes] | None) -> Any:
+    """The JSON object of one chunk record; ScreeningError if it is missing or unreadable."""
+    raw = chunks.get(key) if chunks is not None else None
+    if raw is None:
+        raise ScreeningError(f"review {name!r}: {what} is missing")
+    try:
+        return review_record_obj(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ScreeningError(f"review {name!r}: {what} is not JSON: {exc}") from None
+
+
+def _read_ranks(name: str, epoch: Any, batches: Any, chunks: Mapping[str, bytes] | None
+                ) -> list[Any]:
+    """The state's batches with each one's ranks read from its chunk."""
+    if not isinstance(batches, list) or not all(isinstance(b, dict) and "ranks" not in b
+                                                for b in batches):
+        raise ScreeningError("bad review record: batches must be a list of objects "
+                             "without their ranks")
+    out = []
+    for t, batch in enumerate(batches):
+        what = f"the ranks of batch {t}"
+        obj = _chunk(name, ranks_key(name, t), what, chunks)
+        if (not isinstance(obj, dict) or obj.get("format") != REVIEW_FORMAT
+                or obj.get("review") != name or obj.get("epoch") != epoch
+                or obj.get("batch") != t or "ranks" not in obj):
+            raise ScreeningError(f"review {name!r}: {what} are not the ones its record names "
+                                 f"(epoch {epoch})")
+        out.append({**batch, "ranks": obj["ranks"]})
+    return out
+
+
+def _read_texts(name: str, where: Any, chunks: Mapping[str, bytes] | None
+                ) -> tuple[list[str], list[int], int]:
+    """The texts a format-2 record names, read from its chunks: ``(texts, starts,
+    open_bytes)``; ScreeningError when the record's pointer or a chunk is unusable (the
+    epoch is checked against the review's once it is rebuilt)."""
+    if not isinstance(where, dict):
+        raise ScreeningError("bad review record: 'texts' must be an object")
+    epoch, starts, count = where.get("epoch"), where.get("starts"), where.get("count")
+    if not isinstance(epoch, str) or not 0 < len(epoch) <= 64:
+        raise ScreeningError(f"bad review record: texts epoch must be a short string, got {epoch!r:.40}")
+    count = _count(count, "texts count")
+    if not isinstance(starts, list) or len(starts) > count:
+        raise ScreeningError("bad review record: texts starts must be a list of at most "
+                             "count integers")
+    for k, s in enumerate(starts):
+        _count(s, "a chunk's first text")
+        if s >= count or (s != 0 if k == 0 else s <= starts[k - 1]):
+            raise ScreeningError("bad review record: texts starts must increase from 0, "
+                                 f"below the count {count}, got {s!r} at {k}")
+    if count and not starts:
+        raise ScreeningError(f"bad review record: {count} texts in no chunk")
+    texts: list[str] = []
+    last: list[str] = []
+    for k, start in enumerate(starts):
+        need = (starts[k + 1] if k + 1 < len(starts) else count) - start
+        obj = _chunk(name, chunk_key(name, k), f"text chunk {k}", chunks)
+        got = obj.get("texts") if isinstance(obj, dict) else None
+        if (not isinstance(obj, dict) or obj.get("format") != REVIEW_FORMAT
+                or obj.get("review") != name or obj.get("epoch") != epoch
+                or obj.get("start") != start or not isinstance(got, list)):
+            raise ScreeningError(f"review {name!r}: text chunk {k} is not the one its record "
+                                 f"names (epoch {epoch}, first text {start})")
+        if len(got) < need or not all(isinstance(t, str) for t in got[:need]):
+            raise ScreeningError(f"review {name!r}: text chunk {k} has {len(got)} texts, "
+                                 f"{need} needed, or one is not a string")
+        last = got[:need]
+        texts.extend(last)
+    return texts, list(starts), sum(map(_utf8_bytes, last))
+
+
+def decode_review_record(data: bytes, name: str | None = None,
+                         chunks: Mapping[str, bytes] | None = None) -> ReviewEntry:
+    """Inverse of :func:`encode_review_record`, the texts read from ``chunks`` (the review
+    table; a record written before format 2 has its texts inside); ScreeningError on a bad
+    record or chunk."""
     try:
         obj = review_record_obj(data)
-        if obj.get("format") != REVIEW_FORMAT:
-            raise ScreeningError(f"review record format {obj.get('format')!r} is not "
-                                 f"{REVIEW_FORMAT}")
+        fmt = obj.get("format")
+        if fmt not in (1, REVIEW_FORMAT):
+            raise ScreeningError(f"review record format {fmt!r} is not 1 or {REVIEW_FORMAT}")
         spec = ReviewSpec.from_obj(obj["spec"])
-        review = Review.from_state(obj["state"])
+        state = obj["state"]
+        layout: tuple[Any, list[int], int] | None = None
+        if fmt == REVIEW_FORMAT:
+            if not isinstance(state, dict) or "texts" in state:
+                raise ScreeningError("bad review record: its state must be an object without texts")
+            texts, starts, open_bytes = _read_texts(spec.review, obj.get("texts"), chunks)
+            epoch = obj["texts"]["epoch"]
+            batches = _read_ranks(spec.review, epoch, state.get("batches"), chunks)
+            state = {**state, "texts": texts, "batches": batches}
+            layout = (epoch, starts, open_bytes)
+        review = Review.from_state(state)
         judged = dict.fromkeys(str(k) for k in obj.get("judged", ()))
     except ScreeningError:
         raise
@@ -138,7 +335,14 @@ def decode_review_record(data: bytes, name: str | None = None) -> ReviewEntry:
         raise ScreeningError(f"bad review record: {' '.join(str(exc).split())}") from None
     if name is not None and spec.review != name:
         raise ScreeningError(f"record under {name!r} is for review {spec.review!r}")
-    return ReviewEntry(spec, review, judged)
+    entry = ReviewEntry(spec, review, judged)
+    if layout is not None:  # (format 1: the next write stores every text in chunks)
+        if layout[0] != _epoch(entry):
+            raise ScreeningError(f"review {spec.review!r}: its record's texts epoch is not "
+                                 "its own (a record of another review?)")
+        entry.starts, entry.open_bytes = layout[1], layout[2]
+        entry.stored, entry.ranks_stored = len(review.texts_), len(review.batches_)
+    return entry
 
 
 #: the share of a review's record its documents may fill: the rest is kept for the ranks
@@ -227,7 +431,7 @@ class ReviewService:
         self._cache.clear()
 
     def entry(self, name: str, table: MutableMapping[str, bytes]) -> ReviewEntry | None:
-        raw = table.get(name)
+        raw = None if is_chunk_key(name) else table.get(name)
         if raw is None:
             return None
         hit = self._cache.get(name)
@@ -236,7 +440,7 @@ class ReviewService:
         if self._bad.get(name) is raw:
             return None
         try:
-            entry = decode_review_record(raw, name)
+            entry = decode_review_record(raw, name, table)
         except ScreeningError as exc:
             self._bad[name] = raw
             self.stats["review_bad_state"] += 1
@@ -248,7 +452,9 @@ class ReviewService:
 
     def _write(self, name: str, entry: ReviewEntry, table: MutableMapping[str, bytes],
                raw: bytes | None = None) -> None:
-        """Write the entry back (``raw``: its record, if already encoded)."""
+        """Write the entry back (``raw``: its record, if already encoded): its new chunks
+        first, then the record that counts them (see :func:`chunk_key`)."""
+        chunks, starts, open_bytes = encode_chunks(entry)
         raw = encode_review_record(entry) if raw is None else raw
         if len(raw) > MAX_STATE_BYTES:
             # the changelog will refuse it (the worker logs the failed write too): say
@@ -257,7 +463,12 @@ class ReviewService:
             log.error("review %r: its state record is %.1f MiB, over the %.0f MiB the changelog "
                       "takes; it will not survive a restart", name, len(raw) / 2**20,
                       MAX_STATE_BYTES / 2**20)
+        for key, value in chunks:
+            table[key] = value
+            self.stats["review_chunks_written"] += 1
         table[name] = raw
+        entry.starts, entry.stored, entry.open_bytes = starts, len(entry.review.texts_), open_bytes
+        entry.ranks_stored = len(entry.review.batches_)
         self._cache[name] = (raw, entry)
         self.stats["review_state_bytes_max"] = max(self.stats["review_state_bytes_max"], len(raw))
 
@@ -331,6 +542,11 @@ class ReviewService:
                         "unknown_review", f"cannot delete review {name!r}: no such review"))
                     continue
                 del table[name]
+                for key_of in (chunk_key, ranks_key):  # its chunks (and one a write that
+                    k = 0                               # did not finish may have left)
+                    while key_of(name, k) in table:
+                        del table[key_of(name, k)]
+                        k += 1
                 self._cache.pop(name, None)
                 self.stats["reviews_deleted"] += 1
                 continue
@@ -462,7 +678,7 @@ class ReviewService:
             before = table[name]
 
             def with_first(k: int) -> tuple[ReviewEntry, ReviewResult, Counter[str], bytes]:
-                trial = decode_review_record(before, name)
+                trial = decode_review_record(before, name, table)
                 for change in changes[:k]:
                     change.apply(trial)
                 r, c = ReviewResult(), Counter[str]()
@@ -486,7 +702,7 @@ class ReviewService:
                     f"it may have ({MAX_STATE_BYTES / 2**20:.0f} MiB is what its changelog "
                     "takes); split the collection into several reviews"))
             if kept is None:  # nothing fits: the review stays as the table has it
-                self._cache[name] = (before, decode_review_record(before, name))
+                self._cache[name] = (before, decode_review_record(before, name, table))
                 return 0
             entry, res, counted, raw = kept
             changes = changes[:lo]
@@ -503,7 +719,7 @@ class ReviewService:
             j = decode_judgment(msg.value or b"")
         except RecordError:
             return False
-        return j.profile in table
+        return not is_chunk_key(j.profile) and j.profile in table
 
     def apply_judgments(self, messages: Iterable[InputMessage],
                         table: MutableMapping[str, bytes]) -> ReviewResult:
@@ -648,7 +864,10 @@ def attach(app: Any, settings: Any, topic: Any, documents_topic: Any, profiles_t
 
     P = settings.partitions
     service = ReviewService(n_shards=P, standing=standing)
-    raw_table = app.tables.add(ShardedTable(
+    class ReviewTable(ShardedTable):
+        name_separator = CHUNK_SEPARATOR  # a review's chunks go with its record
+
+    raw_table = app.tables.add(ReviewTable(
         app, name=REVIEW_TABLE, beacon=app.tables.beacon, partitions=P, key_type=bytes,
         value_type=bytes, extra_topic_configs={"max.message.bytes": str(MAX_STATE_BYTES),
                                                # compaction needs closed segments (see app.py)
@@ -698,7 +917,7 @@ def gold_reviewer(labels: dict[str, bool]) -> Any:
 
 
 __all__ = ["REVIEW_DOCUMENTS_TOPIC", "REVIEW_TABLE", "ReviewEntry", "ReviewHooks",
-           "ReviewResult", "ReviewService", "attach", "decode_review_record",
-           "encode_review_record", "gold_reviewer", "prepare_review_topics", "review_record_obj",
-           "status_of"]
+           "ReviewResult", "ReviewService", "attach", "chunk_key", "decode_review_record",
+           "encode_chunks", "encode_review_record", "gold_reviewer", "is_chunk_key",
+           "prepare_review_topics", "ranks_key", "review_record_obj", "status_of"]
 

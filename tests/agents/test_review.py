@@ -90,7 +90,7 @@ def test_review_service_reaches_the_stop_signal_from_gold_labels() -> None:
     assert last.stop and last.pending == 0 and rounds >= PARAMS["min_batches"]
     assert last.documents == len(docs) and last.screened < len(docs)
     assert last.found == sum(1 for d in docs if gold[d["id"]] and d["id"] in
-                             decode_review_record(table[NAME]).review.order_)
+                             decode_review_record(table[NAME], NAME, table).review.order_)
     # the stop signal follows the rule: bound rule at the target recall
     assert last.recall_lower >= last.target_recall
     assert all(not s.stop for s in statuses[:-1])
@@ -106,8 +106,8 @@ def test_review_state_survives_a_new_worker_exactly() -> None:
     s2, _ = run_review(ReviewService(n_shards=P), t2, docs, gold, restart_every=2)
     strip = [(s.screened, s.found, s.r_hat, s.stop) for s in s1]
     assert strip == [(s.screened, s.found, s.r_hat, s.stop) for s in s2]
-    assert decode_review_record(t1[NAME]).review.order_ == \
-        decode_review_record(t2[NAME]).review.order_
+    assert decode_review_record(t1[NAME], NAME, t1).review.order_ == \
+        decode_review_record(t2[NAME], NAME, t2).review.order_
 
 
 def test_documents_joining_a_running_review_are_requested_later() -> None:
@@ -295,12 +295,12 @@ def test_an_unrequested_judgment_drawn_again_keeps_the_ht_status() -> None:
     first = service.add_documents([msg(encode_review(d), REVIEW_DOCUMENTS_TOPIC)
                                    for d in routed.documents], table)
     asked = [r.doc_id for r in first.requests]
-    assert decode_review_record(table[NAME]).review.batches_[-1]["b"] == 0  # warm-up
+    assert decode_review_record(table[NAME], NAME, table).review.batches_[-1]["b"] == 0  # warm-up
     x = next(d for d in gold if gold[d] and d not in asked)
     out = service.apply_judgments([judgment(x, True)]
                                   + [judgment(d, i == 0) for i, d in enumerate(asked)], table)
     assert not out.dead_letters and out.requests and out.statuses
-    review = decode_review_record(table[NAME]).review
+    review = decode_review_record(table[NAME], NAME, table).review
     assert review.pending_ and review.index_[x] in review.batches_[-1]["draws"]
     last = out.statuses[-1]
     assert last.found == 2 and last.r_hat == 2.0 and last.r_hat_var == 0.0
@@ -331,7 +331,7 @@ def test_a_status_that_cannot_be_computed_does_not_stop_the_review(
             assert out.requests and not out.statuses and not out.dead_letters
             out = service.apply_judgments([msg(orjson.dumps(answer(r)), "judgments")
                                            for r in out.requests], table)
-    review = decode_review_record(table[NAME]).review
+    review = decode_review_record(table[NAME], NAME, table).review
     assert review.screened == len(review.order_) > 0  # judgments applied and written
     assert service.stats["review_status_errors"] == 5  # one per review and call
     lines = [r.getMessage() for r in caplog.records if "status not computed" in r.getMessage()]
@@ -369,7 +369,8 @@ def test_records_are_compressed_and_older_plain_ones_still_load() -> None:
     obj = review_record_obj(raw)
     plain = orjson.dumps(obj)  # as records were written before
     assert len(raw) < len(plain) / 2
-    assert decode_review_record(plain, NAME).review.ids_ == decode_review_record(raw, NAME).review.ids_
+    assert (decode_review_record(plain, NAME, table).review.ids_
+            == decode_review_record(raw, NAME, table).review.ids_)
     with pytest.raises(ScreeningError, match="truncated"):
         decode_review_record(raw[: len(raw) // 2], NAME)
     with pytest.raises(ScreeningError, match="not zlib"):
@@ -402,7 +403,7 @@ def test_documents_a_review_cannot_hold_are_dead_lettered_and_the_rest_kept(
     assert [d.reason for d in out.dead_letters] == ["state_too_large"] * 3
     assert [d.offset for d in out.dead_letters] == [3, 4, 5]
     assert f"review {NAME!r} cannot take 50 more document(s)" in out.dead_letters[0].message
-    review = decode_review_record(table[NAME], NAME).review
+    review = decode_review_record(table[NAME], NAME, table).review
     assert list(review.ids_) == [d["id"] for p in parts[:3] for d in p]
     assert table[NAME] == scratch_table[NAME]  # the same as if only those had come
     assert service.stats["review_documents"] == 150
@@ -411,7 +412,7 @@ def test_documents_a_review_cannot_hold_are_dead_lettered_and_the_rest_kept(
     # a full review refuses the next message, and a new worker sees the same review
     again = service.add_documents([_documents(parts[6], 6)], table)
     assert [d.reason for d in again.dead_letters] == ["state_too_large"] and not again.requests
-    assert list(decode_review_record(table[NAME], NAME).review.ids_) == list(review.ids_)
+    assert list(decode_review_record(table[NAME], NAME, table).review.ids_) == list(review.ids_)
     # the review goes on: its requests are answered as before
     answer = gold_reviewer(gold)
     result = ReviewService(n_shards=P).apply_judgments(
@@ -446,7 +447,7 @@ def test_judgments_that_would_outgrow_the_record_are_dead_lettered(
     assert first.requests
     # no room left for another batch's ranks
     monkeypatch.setattr(review_mod, "MAX_RECORD_BYTES", len(table[NAME]) + 1)
-    judged = len(decode_review_record(table[NAME], NAME).judged)
+    judged = len(decode_review_record(table[NAME], NAME, table).judged)
     batch = answers(first.requests)
     refused = service.apply_judgments(batch, table)
     # the judgments that leave the batch open fit; the one completing it (the next batch's
@@ -456,7 +457,7 @@ def test_judgments_that_would_outgrow_the_record_are_dead_lettered(
     assert [d.offset for d in refused.dead_letters] == list(range(kept, len(batch)))
     assert "cannot take the judgment of" in refused.dead_letters[0].message
     assert not refused.requests
-    record = decode_review_record(table[NAME], NAME)
+    record = decode_review_record(table[NAME], NAME, table)
     assert len(record.judged) == judged + kept and record.review.pending_
     assert len(table[NAME]) <= review_mod.MAX_RECORD_BYTES
     assert service.stats["review_state_too_large"] == len(refused.dead_letters)
@@ -486,7 +487,140 @@ def test_a_failed_batch_is_retried_from_the_table_not_from_what_it_left_in_memor
     result = guarded(service.apply_judgments, batch, table)
     assert [d.reason for d in result.dead_letters] == ["internal_error"]
     assert result.dead_letters[0].offset == 2
-    record = decode_review_record(table[NAME], NAME)
+    record = decode_review_record(table[NAME], NAME, table)
     assert len(record.judged) == len(batch) - 1  # every other judgment written
     assert service.stats["review_judgments"] == len(batch) - 1
     assert service.stats["review_judgments_duplicate"] == 0
+
+
+# -- the texts in chunk records of their own (thirty-ninth session) ----------------------
+def test_texts_live_in_chunks_and_judgments_rewrite_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sift.agents.review as review_mod
+    from sift.agents.review import chunk_key, ranks_key, review_record_obj
+
+    monkeypatch.setattr(review_mod, "CHUNK_TEXT_BYTES", 2_000)  # about 25 texts a chunk
+    docs, gold = collection(160)
+    service, table = ReviewService(n_shards=P), {}
+    service.apply_specs([msg(spec(), "profiles")], table)
+    out = service.add_documents([_documents(docs[:100], 0)], table)
+    added = service.add_documents([_documents(docs[100:], 1)], table)
+    assert not out.dead_letters and not added.dead_letters
+    record = review_record_obj(table[NAME])
+    assert record["format"] == 2 and "texts" not in record["state"]
+    starts = record["texts"]["starts"]
+    assert len(starts) >= 5 and record["texts"]["count"] == 160
+    keys = [chunk_key(NAME, k) for k in range(len(starts))]
+    n_batches = len(record["state"]["batches"])
+    assert n_batches == 1 and "ranks" not in record["state"]["batches"][0]
+    assert sorted(table) == sorted([NAME, *keys, ranks_key(NAME, 0)])
+    chunks = [review_record_obj(table[k]) for k in keys]
+    assert [c["start"] for c in chunks] == starts
+    assert all(sum(len(t) for t in c["texts"]) <= 2_000 for c in chunks)
+    assert [t for c in chunks for t in c["texts"]] == [d["text"] for d in docs]
+    # the record holds no text: it is smaller than the texts alone
+    assert len(table[NAME]) < sum(len(d["text"]) for d in docs) / 2
+    # a judgment batch rewrites the record and writes the ranks of the batch it asks for
+    written = service.stats["review_chunks_written"]
+    before = dict(table)
+    answer = gold_reviewer(gold)
+    result = service.apply_judgments([msg(orjson.dumps(answer(r)), "judgments")
+                                      for r in out.requests], table)
+    assert not result.dead_letters and result.statuses and result.requests
+    assert service.stats["review_chunks_written"] == written + 1
+    assert sorted(table) == sorted([*before, ranks_key(NAME, 1)])
+    assert all(table[k] is before[k] for k in before if k != NAME)
+    # a new worker reads the texts back from the chunks: the same review
+    fresh = ReviewService(n_shards=P).entry(NAME, table)
+    assert fresh is not None and list(fresh.review.texts_) == [d["text"] for d in docs]
+    assert fresh.starts == starts and fresh.stored == 160 and fresh.ranks_stored == 2
+    assert [list(b["ranks"]) for b in fresh.review.batches_] == [
+        list(b["ranks"]) for b in service.entry(NAME, table).review.batches_]
+    # deleting the review deletes its chunks too
+    gone = service.apply_specs([msg(orjson.dumps({"profile": NAME, "mode": "review",
+                                                  "delete": True}), "profiles")], table)
+    assert not gone.dead_letters and table == {}
+
+
+def test_adding_documents_rewrites_only_the_last_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sift.agents.review as review_mod
+    from sift.agents.review import review_record_obj
+
+    monkeypatch.setattr(review_mod, "CHUNK_TEXT_BYTES", 2_000)
+    docs, _ = collection(200)
+    service, table = ReviewService(n_shards=P), {}
+    service.apply_specs([msg(spec(), "profiles")], table)
+    service.add_documents([_documents(docs[:90], 0)], table)
+    n_chunks = len(review_record_obj(table[NAME])["texts"]["starts"])
+    kept = {k: v for k, v in table.items() if k != NAME}
+    written = service.stats["review_chunks_written"]
+    service.add_documents([_documents(docs[90:92], 1)], table)  # two more: the last chunk
+    assert service.stats["review_chunks_written"] == written + 1
+    changed = [k for k in kept if table[k] is not kept[k]]
+    assert changed == [f"{NAME}\x00{n_chunks - 1}"]
+
+
+def again_batches(table: dict[str, bytes]) -> list[Any]:
+    from sift.agents.review import review_record_obj
+
+    return list(review_record_obj(table[NAME])["state"]["batches"])
+
+
+def test_a_record_written_before_chunks_loads_and_is_moved_to_chunks() -> None:
+    from sift.agents.review import ReviewEntry, review_record_obj
+
+    service, table, out, answers = _screening()
+    entry = service.entry(NAME, table)
+    assert entry is not None
+    # the record as the thirty-eighth session wrote it: format 1, texts in the state
+    legacy = {"format": 1, "spec": entry.spec.to_obj(), "state": entry.review.to_state(),
+              "judged": list(entry.judged)}
+    old_table = {NAME: orjson.dumps(legacy)}
+    old = decode_review_record(old_table[NAME], NAME, old_table)
+    assert isinstance(old, ReviewEntry) and old.stored == 0
+    assert list(old.review.texts_) == list(entry.review.texts_)
+    worker = ReviewService(n_shards=P)
+    result = worker.apply_judgments(answers(out.requests), old_table)
+    assert not result.dead_letters and result.statuses
+    assert review_record_obj(old_table[NAME])["format"] == 2
+    # the record, one chunk of all its texts, the ranks of every batch
+    assert sorted(old_table) == sorted([NAME, f"{NAME}\x000", *(
+        f"{NAME}\x00r{t}" for t in range(len(again_batches(old_table))))])
+    again = decode_review_record(old_table[NAME], NAME, old_table)
+    assert list(again.review.texts_) == list(entry.review.texts_)
+
+
+def test_a_review_name_with_a_nul_is_refused() -> None:
+    service, table = ReviewService(n_shards=P), {}
+    bad = orjson.dumps({"profile": "a\x00b", "mode": "review", "query": "q"})
+    out = service.apply_specs([msg(bad, "profiles")], table)
+    assert [d.reason for d in out.dead_letters] == ["bad_profile"]
+    assert "NUL" in out.dead_letters[0].message and table == {}
+
+
+def test_a_judgment_naming_a_chunk_key_is_not_a_reviews() -> None:
+    from sift.agents.review import chunk_key
+
+    service, table, _, _ = _screening()
+    key = chunk_key(NAME, 0)
+    assert key in table
+    stray = msg(orjson.dumps({"doc_id": "d1", "profile": key, "relevant": True}), "judgments")
+    assert not service.claims(stray, table)
+    assert service.entry(key, table) is None and service.stats["review_bad_state"] == 0
+
+
+def test_the_review_table_puts_a_chunk_beside_its_review(worker: Any) -> None:
+    """The worker's review table places ``name\\x00k`` in the partition of ``name``: the
+    record and its chunks share one changelog partition, in the order written (the
+    standing profiles' table keeps placing a whole key)."""
+    from sift.agents.review import chunk_key
+
+    table = worker.reviews.table.table
+    assert table.partitions == P
+    names = [f"review {i}" for i in range(20)] + ["ü", "a"]
+    assert len({shard_of(n, P) for n in names}) == P
+    for name in names:
+        for k in (0, 1, 17):
+            assert table.partition_for_key(chunk_key(name, k).encode()) == shard_of(name, P)
+        assert table.partition_for_key(name.encode()) == shard_of(name, P)
+    key = chunk_key("review 0", 3)
+    assert worker.table.table.partition_for_key(key.encode()) == shard_of(key, P)

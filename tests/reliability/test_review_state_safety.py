@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sift.agents.review import (
+    CHUNK_SEPARATOR,
     REVIEW_DOCUMENTS_TOPIC,
     ReviewService,
     decode_review_record,
@@ -120,7 +121,7 @@ def world() -> dict[str, bytes]:
         assert statuses
         for s in statuses:
             finite_status(s)
-        review = decode_review_record(table[name], name).review
+        review = decode_review_record(table[name], name, table).review
         assert review.pending_ and len(review.batches_) >= 3 and review.epoch_start_ > 0
         assert review.screened > 0 and review._scores is not None
         assert any(b["b"] > 0 for b in review.batches_)
@@ -129,8 +130,15 @@ def world() -> dict[str, bytes]:
     return table
 
 
-def check_survives(world: dict[str, bytes], name: str, corrupt: bytes) -> bool:
-    """Put ``corrupt`` in place of review ``name`` and drive a fresh service over it.
+def chunks_of(world: dict[str, bytes], name: str) -> dict[str, bytes]:
+    """The chunk records of review ``name``'s texts in ``world``."""
+    return {k: v for k, v in world.items() if k.startswith(name + CHUNK_SEPARATOR)}
+
+
+def check_survives(world: dict[str, bytes], name: str, corrupt: bytes,
+                   chunks: dict[str, bytes] | None = None) -> bool:
+    """Put ``corrupt`` in place of review ``name`` (and ``chunks`` in place of its text
+    chunks, if given) and drive a fresh service over it.
 
     Returns whether the record was accepted. Refused: a one-line reason, counted once,
     the review's documents and judgments dead-lettered as for an unknown review.
@@ -138,13 +146,13 @@ def check_survives(world: dict[str, bytes], name: str, corrupt: bytes) -> bool:
     the state written back loads again.
     """
     try:
-        decode_review_record(corrupt, name)
+        decode_review_record(corrupt, name, world if chunks is None else chunks)
         accepted = True
     except ScreeningError as exc:
         assert str(exc) and "\n" not in str(exc), str(exc)
         accepted = False
     svc = ReviewService(n_shards=1)
-    table = {name: corrupt}
+    table = {**(chunks_of(world, name) if chunks is None else chunks), name: corrupt}
     out = svc.add_documents([documents(name, ["new-doc"], [f"{TOPIC} new"])], table)
     if not accepted:
         assert [d.reason for d in out.dead_letters] == ["unknown_review"]
@@ -172,7 +180,7 @@ def check_survives(world: dict[str, bytes], name: str, corrupt: bytes) -> bool:
     for est in (entry.review.estimate_ht(), entry.review.estimate_hh()):
         assert math.isfinite(est.r_hat) and math.isfinite(est.var)
     entry.review.should_stop()
-    decode_review_record(table[name], name)  # what was written back loads again
+    decode_review_record(table[name], name, table)  # what was written back loads again
     return True
 
 
@@ -189,6 +197,7 @@ def test_a_bad_record_is_reported_once_per_value(world: dict[str, bytes],
     table["rev"] = b"\x00other garbage"  # another bad value: reported again
     assert svc.entry("rev", table) is None
     assert svc.stats["review_bad_state"] == 2
+    table.update(chunks_of(world, "rev"))
     table["rev"] = world["rev"]  # a good one: taken
     assert svc.entry("rev", table) is not None
 
@@ -211,6 +220,10 @@ def unarr(obj: dict[str, Any]) -> np.ndarray[Any, Any]:
 
 def with_state(r: dict[str, Any], **fields: Any) -> bytes:
     return orjson.dumps({**r, "state": {**r["state"], **fields}})
+
+
+def with_texts(r: dict[str, Any], **fields: Any) -> bytes:
+    return orjson.dumps({**r, "texts": {**r["texts"], **fields}})
 
 
 def with_batch(r: dict[str, Any], i: int, **fields: Any) -> bytes:
@@ -247,7 +260,7 @@ CORRUPTIONS: dict[str, Callable[[dict[str, Any]], bytes]] = {
     "empty": lambda r: b"",
     "truncated": lambda r: orjson.dumps(r)[: len(orjson.dumps(r)) // 2],
     "not an object": lambda r: b"[1, 2, 3]",
-    "record format 2": lambda r: orjson.dumps({**r, "format": 2}),
+    "record format 3": lambda r: orjson.dumps({**r, "format": 3}),
     "state version 2": lambda r: with_state(r, version=2),
     "state version string": lambda r: with_state(r, version="1"),
     "no state": lambda r: orjson.dumps({k: v for k, v in r.items() if k != "state"}),
@@ -274,8 +287,22 @@ CORRUPTIONS: dict[str, Callable[[dict[str, Any]], bytes]] = {
     "ids duplicated": lambda r: with_state(r, ids=[r["state"]["ids"][1], *r["state"]["ids"][1:]]),
     "id not a string": lambda r: with_state(r, ids=[7, *r["state"]["ids"][1:]]),
     "id empty": lambda r: with_state(r, ids=["", *r["state"]["ids"][1:]]),
-    "texts short": lambda r: with_state(r, texts=r["state"]["texts"][1:]),
-    "text not a string": lambda r: with_state(r, texts=[None, *r["state"]["texts"][1:]]),
+    # where the texts are (the chunks themselves: test_corrupt_chunk_is_refused)
+    "texts in the state too": lambda r: with_state(r, texts=["x"] * len(r["state"]["ids"])),
+    "texts not an object": lambda r: orjson.dumps({**r, "texts": 5}),
+    "texts missing": lambda r: orjson.dumps({k: v for k, v in r.items() if k != "texts"}),
+    "texts count short": lambda r: with_texts(r, count=r["texts"]["count"] - 1),
+    "texts count long": lambda r: with_texts(r, count=r["texts"]["count"] + 1),
+    "texts count a float": lambda r: with_texts(r, count=float(r["texts"]["count"])),
+    "texts epoch another's": lambda r: with_texts(r, epoch="0" * 16),
+    "texts epoch not a string": lambda r: with_texts(r, epoch=7),
+    "texts in no chunk": lambda r: with_texts(r, starts=[]),
+    "texts chunk not from 0": lambda r: with_texts(r, starts=[1]),
+    "texts chunk past the count": lambda r: with_texts(r, starts=[0, r["texts"]["count"]]),
+    "texts chunk not stored": lambda r: with_texts(r, starts=[0, 1]),
+    "texts starts not a list": lambda r: with_texts(r, starts={"0": 0}),
+    "texts of a format-1 record": lambda r: orjson.dumps(
+        {**r, "format": 1, "state": {**r["state"], "texts": None}}),
     # labels
     "label 2": lambda r: with_state(r, labels=changed(r["state"]["labels"], set_at(0, 2))),
     "label -5": lambda r: with_state(r, labels=changed(r["state"]["labels"], set_at(0, -5))),
@@ -337,24 +364,12 @@ CORRUPTIONS: dict[str, Callable[[dict[str, Any]], bytes]] = {
     # batches
     "batches not a list": lambda r: with_state(r, batches={"a": 1}),
     "batch not an object": lambda r: with_state(r, batches=[1, *r["state"]["batches"][1:]]),
-    "ranks out of range": lambda r: with_batch(
-        r, 0, ranks=changed(r["state"]["batches"][0]["ranks"], set_at(0, 10**6))),
-    "ranks negative": lambda r: with_batch(
-        r, 0, ranks=changed(r["state"]["batches"][0]["ranks"], set_at(0, -3))),
-    "ranks repeated": lambda r: with_batch(
-        r, 0, ranks=changed(r["state"]["batches"][0]["ranks"], lambda a: np.ones_like(a))),
-    "ranks too long": lambda r: with_batch(
-        r, 0, ranks=arr(np.arange(1, len(r["state"]["ids"]) + 3), "<i8")),
-    "ranks float": lambda r: with_batch(
-        r, 0, ranks=arr(unarr(r["state"]["batches"][0]["ranks"]), "<f8")),
+    "ranks in the record too": lambda r: with_batch(
+        r, 0, ranks=arr(np.arange(len(r["state"]["ids"])), "<i8")),
     "certain out of range": lambda r: with_batch(
         r, 0, certain=changed(r["state"]["batches"][0]["certain"], set_at(0, 10**6))),
     "certain negative": lambda r: with_batch(
         r, 0, certain=changed(r["state"]["batches"][0]["certain"], set_at(0, -1))),
-    "certain ranked": lambda r: with_batch(
-        r, 0, certain=changed(r["state"]["batches"][0]["certain"],
-                              lambda a: np.flatnonzero(
-                                  unarr(r["state"]["batches"][0]["ranks"]))[: len(a)])),
     "draws out of range": lambda r: with_batch(
         r, first_sampling_batch(r),
         draws=changed(r["state"]["batches"][first_sampling_batch(r)]["draws"],
@@ -411,6 +426,99 @@ def test_corrupt_record_is_refused(world: dict[str, bytes], name: str, how: str)
     assert not check_survives(world, name, corrupt), how
 
 
+def _chunk(obj: dict[str, Any]) -> bytes:
+    return orjson.dumps(obj)
+
+
+#: a text chunk's or a batch's ranks' record replaced (``None``: missing)
+CHUNK_CORRUPTIONS: dict[str, Callable[[dict[str, Any]], bytes | None]] = {
+    "missing": lambda c: None,
+    "random bytes": lambda c: b"\x00\xffgarbage",
+    "not zlib": lambda c: b"sift-zlib:garbage",
+    "not an object": lambda c: b"[1]",
+    "format 1": lambda c: _chunk({**c, "format": 1}),
+    "another review's": lambda c: _chunk({**c, "review": "other"}),
+    "another epoch": lambda c: _chunk({**c, "epoch": "0" * 16}),
+}
+TEXT_CORRUPTIONS: dict[str, Callable[[dict[str, Any]], bytes | None]] = {
+    "another start": lambda c: _chunk({**c, "start": 1}),
+    "one text short": lambda c: _chunk({**c, "texts": c["texts"][:-1]}),
+    "a text not a string": lambda c: _chunk({**c, "texts": [None, *c["texts"][1:]]}),
+    "texts not a list": lambda c: _chunk({**c, "texts": "abc"}),
+}
+RANKS_CORRUPTIONS: dict[str, Callable[[dict[str, Any]], bytes | None]] = {
+    "another batch": lambda c: _chunk({**c, "batch": c["batch"] + 1}),
+    "no ranks": lambda c: _chunk({k: v for k, v in c.items() if k != "ranks"}),
+    "ranks not an array": lambda c: _chunk({**c, "ranks": [1, 2, 3]}),
+    "ranks short": lambda c: _chunk({**c, "ranks": changed(c["ranks"], lambda a: a[1:])}),
+    "ranks float": lambda c: _chunk({**c, "ranks": arr(unarr(c["ranks"]), "<f8")}),
+    "ranks out of range": lambda c: _chunk({**c, "ranks": changed(c["ranks"], set_at(0, 10**6))}),
+    "ranks negative": lambda c: _chunk({**c, "ranks": changed(c["ranks"], set_at(0, -3))}),
+    "ranks repeated": lambda c: _chunk({**c, "ranks": changed(c["ranks"], lambda a: np.ones_like(a))}),
+    "ranks too long": lambda c: _chunk({**c, "ranks": changed(
+        c["ranks"], lambda a: np.arange(1, a.size + 3))}),
+    # the batch's certain documents (rank 0) ranked too
+    "certain ranked": lambda c: _chunk({**c, "ranks": changed(
+        c["ranks"], lambda a: np.where(a == 0, a.max() + np.cumsum(a == 0), a))}),
+}
+
+
+def _refused_with(world: dict[str, bytes], name: str, key: str,
+                  how: Callable[[dict[str, Any]], bytes | None]) -> bool:
+    chunks = chunks_of(world, name)
+    value = how(review_record_obj(chunks[key]))
+    if value is None:
+        del chunks[key]
+    else:
+        chunks[key] = value
+    return not check_survives(world, name, world[name], chunks)
+
+
+@pytest.mark.parametrize("how", sorted({**CHUNK_CORRUPTIONS, **TEXT_CORRUPTIONS}))
+@pytest.mark.parametrize("name", sorted(REVIEWS))
+def test_corrupt_text_chunk_is_refused(world: dict[str, bytes], name: str, how: str) -> None:
+    """A review's record is good but the chunk holding its texts is not (or is gone):
+    refused with a one-line reason, like a corrupt record."""
+    texts = [k for k in chunks_of(world, name) if k.endswith(f"{CHUNK_SEPARATOR}0")]
+    assert texts == [f"{name}{CHUNK_SEPARATOR}0"]
+    assert _refused_with(world, name, texts[0], {**CHUNK_CORRUPTIONS, **TEXT_CORRUPTIONS}[how]), how
+
+
+@pytest.mark.parametrize("how", sorted({**CHUNK_CORRUPTIONS, **RANKS_CORRUPTIONS}))
+@pytest.mark.parametrize("name", sorted(REVIEWS))
+def test_corrupt_ranks_chunk_is_refused(world: dict[str, bytes], name: str, how: str) -> None:
+    """The same for the record of one batch's ranks (the first and the last batch)."""
+    ranks = [k for k in chunks_of(world, name) if k.rpartition(CHUNK_SEPARATOR)[2].startswith("r")]
+    n = len(review_record_obj(world[name])["state"]["batches"])
+    assert n >= 3 and sorted(ranks) == sorted(f"{name}{CHUNK_SEPARATOR}r{t}" for t in range(n))
+    for t in (0, n - 1):
+        key = f"{name}{CHUNK_SEPARATOR}r{t}"
+        assert _refused_with(world, name, key, {**CHUNK_CORRUPTIONS, **RANKS_CORRUPTIONS}[how]), (how, t)
+
+
+def test_a_chunk_with_texts_past_its_record_is_read_up_to_the_record() -> None:
+    """A worker that died after writing a chunk and before the record that counts its new
+    texts leaves a chunk longer than the record says: the record's texts load, and the
+    documents that come again are added once."""
+    service, table = ReviewService(n_shards=1), {}
+    spec = {"profile": "rev", "mode": "review", "query": TOPIC, "params": REVIEWS["rev"]}
+    service.apply_specs([msg(orjson.dumps(spec), "profiles")], table)
+    ids, texts, _ = collection(30)
+    service.add_documents([documents("rev", ids[:20], texts[:20])], table)
+    before = dict(table)
+    service.add_documents([documents("rev", ids[20:], texts[20:])], table)
+    after = table
+    torn = {**before, **chunks_of(after, "rev")}  # the new chunk written, not the record
+    review = decode_review_record(torn["rev"], "rev", torn).review
+    assert list(review.ids_) == ids[:20] and list(review.texts_) == texts[:20]
+    fresh = ReviewService(n_shards=1)
+    out = fresh.add_documents([documents("rev", ids[20:], texts[20:])], torn)
+    assert not out.dead_letters
+    again = decode_review_record(torn["rev"], "rev", torn).review
+    assert list(again.ids_) == ids and list(again.texts_) == texts
+    assert torn == after  # the same records as the worker that did not die
+
+
 # --------------------------------------------------------------- every encoded array
 
 
@@ -453,7 +561,7 @@ def test_any_field_replaced_by_anything_is_survived(world: dict[str, bytes],
                                                     data: st.DataObject) -> None:
     """Any one field of a record replaced by any JSON value (or an odd number literal):
     refused with a one-line reason, or accepted and still working (``check_survives``)."""
-    name = data.draw(st.sampled_from(sorted(world)))
+    name = data.draw(st.sampled_from(sorted(REVIEWS)))
     record = review_record_obj(world[name])
     path = data.draw(st.sampled_from(list(paths(record))[1:]))
     check_survives(world, name, with_literal(record, path, data.draw(ODD_LITERALS)))

@@ -234,6 +234,28 @@ def test_state_round_trip_is_exact_and_continues_identically() -> None:
     assert np.array_equal(copy.inclusion_probabilities(), review.inclusion_probabilities())
 
 
+def test_state_without_texts_and_ranks_is_whole_once_they_are_put_back() -> None:
+    """``to_state(without=...)`` leaves out the parts a caller stores apart (the streaming
+    service keeps texts and each batch's ranks in records of their own); put back, the
+    state is the full one."""
+    ids, texts, labels = _corpus()
+    review = Review("wilson disease", draws=6, n_top=4, random_state=3)
+    review.add_documents(ids, texts)
+    _run_batches(review, dict(zip(ids, labels, strict=True)), 3)
+    full = review.to_state()
+    part = review.to_state(without=("texts", "ranks"))
+    assert "texts" not in part and all("ranks" not in b for b in part["batches"])
+    assert review.to_state(without=["texts"])["batches"] == full["batches"]
+    back = {**part, "texts": list(texts),
+            "batches": [{**b, "ranks": Review.encode_ranks(batch)}
+                        for b, batch in zip(part["batches"], review.batches_, strict=True)]}
+    assert back == full
+    assert Review.from_state(back).to_state() == full
+    for bad in (("text",), "texts", ("texts", "scores")):
+        with pytest.raises(ScreeningError, match="without must name"):
+            review.to_state(without=bad)
+
+
 def test_state_errors() -> None:
     with pytest.raises(ScreeningError, match="version"):
         Review.from_state({"version": 99})

@@ -787,10 +787,19 @@ class Review:
             "random_state": self.random_state,
         }
 
-    def to_state(self) -> dict[str, Any]:
-        """A JSON-safe dict (orjson-serialisable) holding the whole review exactly."""
+    def to_state(self, *, without: Sequence[str] = ()) -> dict[str, Any]:
+        """A JSON-safe dict (orjson-serialisable) holding the whole review exactly.
+
+        ``without``: parts left out, for a caller that stores them apart and puts them back
+        before :meth:`from_state`: ``"texts"`` (the documents' texts, key ``texts``) and
+        ``"ranks"`` (each batch's ranks of every document, key ``ranks`` of each batch).
+        """
+        unknown = set(without) - {"texts", "ranks"}
+        if unknown or isinstance(without, str):
+            raise ScreeningError(f"without must name 'texts' and/or 'ranks', got {without!r}")
+        ranks = "ranks" not in without
         rng = self.rng_.bit_generator.state
-        return {
+        state = {
             "version": STATE_VERSION,
             "params": self.get_params(),
             "ids": list(self.ids_),
@@ -811,7 +820,8 @@ class Review:
             },
             "batches": [
                 {
-                    "ranks": _enc(b["ranks"]), "certain": _enc(b["certain"]),
+                    **({"ranks": _enc(b["ranks"])} if ranks else {}),
+                    "certain": _enc(b["certain"]),
                     "draws": _enc(b["draws"]), "draw_p": _enc(b["draw_p"]),
                     "draw_new": _enc(b["draw_new"]), "found_before": b["found_before"],
                     "b": b["b"],
@@ -820,6 +830,15 @@ class Review:
             ],
             "scores": None if self._scores is None else _enc(self._scores),
         }
+        if "texts" in without:
+            del state["texts"]
+        return state
+
+    @staticmethod
+    def encode_ranks(batch: dict[str, Any]) -> dict[str, Any]:
+        """One batch's ranks as :meth:`to_state` writes them (for a caller storing them
+        apart, see ``without``)."""
+        return _enc(batch["ranks"])
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Review:
