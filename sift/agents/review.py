@@ -33,13 +33,14 @@ review first and wait for its first status.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import logging
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -521,8 +522,12 @@ class ReviewService:
         except RecordError:
             return False
 
-    def apply_specs(self, messages: Iterable[InputMessage],
-                    table: MutableMapping[str, bytes]) -> ReviewResult:
+    def apply_specs(self, messages: Iterable[InputMessage], table: MutableMapping[str, bytes],
+                    *, standing: Container[str] | None = None) -> ReviewResult:
+        """Create, re-announce or delete reviews. ``standing``: the standing profiles'
+        names to check new reviews against, in place of the table given at construction
+        (a caller off the event loop passes the names it looked up there)."""
+        standing = self.standing if standing is None else standing
         out = ReviewResult()
         for msg in messages:
             try:
@@ -558,7 +563,7 @@ class ReviewService:
                     continue
                 self._advance(name, current, out, resend=True)
                 continue
-            if self.standing is not None and name in self.standing:
+            if standing is not None and name in standing:
                 self._dead(out, msg, RecordError(
                     "profile_exists", f"{name!r} is a standing profile; a review needs "
                     "another name"))
@@ -756,14 +761,102 @@ class ReviewService:
 
 
 # --------------------------------------------------------------------------- Faust wiring
+class TableCopy(MutableMapping[str, bytes]):
+    """The records of a few reviews, copied out of the review table, with the changes
+    made to them kept in order (:attr:`changes`: ``(key, value)``, ``None`` for a
+    deletion), so that a review's work can run off the event loop on this plain dict and
+    its writes be made to the table afterwards, by the loop, in the order made (a
+    review's chunks before its record)."""
+
+    def __init__(self, table: Mapping[str, bytes], names: Iterable[str]) -> None:
+        self.data: dict[str, bytes] = {}
+        self.changes: list[tuple[str, bytes | None]] = []
+        for name in dict.fromkeys(names):
+            raw = None if is_chunk_key(name) else table.get(name)
+            if raw is None:
+                continue
+            self.data[name] = raw
+            for key_of in (chunk_key, ranks_key):
+                k = 0
+                while (chunk := table.get(key_of(name, k))) is not None:
+                    self.data[key_of(name, k)] = chunk
+                    k += 1
+
+    def __getitem__(self, key: str) -> bytes:
+        return self.data[key]
+
+    def __setitem__(self, key: str, value: bytes) -> None:
+        self.data[key] = value
+        self.changes.append((key, value))
+
+    def __delitem__(self, key: str) -> None:
+        del self.data[key]
+        self.changes.append((key, None))
+
+    def __iter__(self) -> Any:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def apply_to(self, table: MutableMapping[str, bytes]) -> None:
+        """Make the changes to ``table``, in order."""
+        for key, value in self.changes:
+            if value is not None:
+                table[key] = value
+            elif key in table:
+                del table[key]
+
+
+def _names(messages: Sequence[InputMessage], kind: str) -> list[str]:
+    """The reviews that messages of ``kind`` (``specs``, ``documents`` or ``judgments``)
+    name; messages that do not decode name none (the service dead-letters them)."""
+    names = []
+    for msg in messages:
+        try:
+            if kind == "judgments":
+                names.append(decode_judgment(msg.value or b"").profile)
+            elif kind == "documents":
+                names.append(decode_review_documents(msg.value or b"").review)
+            else:
+                obj = loads(msg.value or b"")
+                if isinstance(obj, dict) and isinstance(obj.get("profile"), str):
+                    names.append(obj["profile"])
+        except RecordError:
+            continue
+    return names
+
+
 @dataclass
 class ReviewHooks:
-    """The review agents of one worker, and the hooks the standing agents call."""
+    """The review agents of one worker, and the hooks the standing agents call.
+
+    A review's work (a new model over all its documents with each batch, the status)
+    runs in a thread, one call at a time: a review of 100,000 documents spends about 20 s
+    on its first model, which on the event loop would stall every other agent and the
+    consumer's heartbeats that long. The thread works on the named reviews' records,
+    copied out of the table (:class:`TableCopy`); the loop then makes its writes.
+    """
 
     service: ReviewService
     table: MutableMapping[str, bytes]
     topics: dict[str, Any]
     emit_dead: Any
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def run(self, fn: Callable[..., ReviewResult], messages: list[InputMessage],
+                  kind: str) -> ReviewResult:
+        """``guarded(fn, messages, ...)`` in a thread, on a copy of the reviews the messages
+        name; the writes made to the table afterwards. Returns what to emit."""
+        async with self.lock:
+            names = _names(messages, kind)
+            copy = TableCopy(self.table, names)
+            standing = self.service.standing
+            if kind == "specs" and standing is not None:  # the standing table read here
+                fn = functools.partial(fn, standing=frozenset(n for n in names if n in standing))
+            result = await asyncio.to_thread(guarded, fn, messages, copy)
+            copy.apply_to(self.table)
+            return result
 
     async def emit(self, result: ReviewResult) -> None:
         settle = getattr(self.table, "settle", None)
@@ -807,7 +900,7 @@ class ReviewHooks:
         mine = [m for m in messages if self.service.is_review_spec(m)]
         if not mine:
             return list(messages)
-        await self.emit(guarded(self.service.apply_specs, mine, self.table))
+        await self.emit(await self.run(self.service.apply_specs, mine, "specs"))
         return [m for m in messages if not any(m is x for x in mine)]
 
     async def take_judgments(self, messages: Sequence[InputMessage]) -> list[InputMessage]:
@@ -815,7 +908,7 @@ class ReviewHooks:
         mine = [m for m in messages if self.service.claims(m, self.table)]
         if not mine:
             return list(messages)
-        await self.emit(guarded(self.service.apply_judgments, mine, self.table))
+        await self.emit(await self.run(self.service.apply_judgments, mine, "judgments"))
         return [m for m in messages if not any(m is x for x in mine)]
 
 
@@ -825,7 +918,7 @@ def guarded(fn: Any, messages: list[InputMessage], table: Any) -> ReviewResult:
     Retrying is safe: specs of existing reviews re-publish, documents and judgments
     already applied are skipped.
     """
-    owner = getattr(fn, "__self__", None)
+    owner = getattr(getattr(fn, "func", fn), "__self__", None)  # (fn may be a partial)
     try:
         return fn(messages, table)  # type: ignore[no-any-return]
     except Exception:
@@ -890,8 +983,8 @@ def attach(app: Any, settings: Any, topic: Any, documents_topic: Any, profiles_t
                name="apply_review_documents")
     async def apply_review_documents(stream: Any) -> None:
         async for events in stream.take_events(64, within=settings.batch_timeout):
-            await hooks.emit(guarded(service.add_documents, [to_msg(e) for e in events],
-                                     hooks.table))
+            await hooks.emit(await hooks.run(service.add_documents, [to_msg(e) for e in events],
+                                             "documents"))
 
     return hooks
 

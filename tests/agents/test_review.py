@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 from unittest.mock import AsyncMock, Mock
 
@@ -624,3 +625,105 @@ def test_the_review_table_puts_a_chunk_beside_its_review(worker: Any) -> None:
         assert table.partition_for_key(name.encode()) == shard_of(name, P)
     key = chunk_key("review 0", 3)
     assert worker.table.table.partition_for_key(key.encode()) == shard_of(key, P)
+
+
+# -- a review's work off the event loop (thirty-ninth session) ---------------------------
+class _Recording(dict[str, bytes]):
+    """A table that records which thread wrote or read each key."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[tuple[int, str]] = []
+        self.reads: list[int] = []
+
+    def __setitem__(self, key: str, value: bytes) -> None:
+        self.writes.append((threading.get_ident(), key))
+        super().__setitem__(key, value)
+
+    def __contains__(self, key: object) -> bool:
+        self.reads.append(threading.get_ident())
+        return super().__contains__(key)
+
+
+def _hooks(table: dict[str, bytes], standing: Any = None) -> Any:
+    from sift.agents.review import ReviewHooks
+
+    return ReviewHooks(ReviewService(n_shards=P, standing=standing), table, {}, AsyncMock())
+
+
+def test_review_work_runs_off_the_event_loop_and_the_loop_writes_the_table() -> None:
+    """The review's work (here held until a coroutine on the loop releases it: on the
+    loop itself it would wait forever) runs in a thread; the table is written by the
+    loop, after it, chunks before the record."""
+    docs, gold = collection(160)
+    table = _Recording()
+    hooks = _hooks(table)
+    service = hooks.service
+    loop_thread = threading.get_ident()
+    released = threading.Event()
+    seen: dict[str, Any] = {}
+
+    def held(messages: list[InputMessage], tbl: Any) -> ReviewResult:
+        seen["thread"] = threading.get_ident()
+        seen["released"] = released.wait(20)
+        seen["writes_before"] = len(table.writes)
+        return service.apply_judgments(messages, tbl)
+
+    async def main() -> ReviewResult:
+        await hooks.run(service.apply_specs, [msg(spec(), "profiles")], "specs")
+        out = await hooks.run(service.add_documents, [_documents(docs, 0)], "documents")
+        answer = gold_reviewer(gold)
+        judgments = [msg(orjson.dumps(answer(r)), "judgments", offset=i)
+                     for i, r in enumerate(out.requests)]
+        n = len(table.writes)
+
+        asyncio.get_running_loop().call_soon(released.set)  # runs only if the loop is free
+        result = await hooks.run(held, judgments, "judgments")
+        seen["new_writes"] = table.writes[n:]
+        return result
+
+    result = asyncio.run(main())
+    assert seen["released"] and seen["thread"] != loop_thread
+    assert not result.dead_letters and result.statuses and result.requests
+    assert seen["writes_before"] == len(table.writes) - len(seen["new_writes"])  # none yet
+    assert seen["new_writes"] and all(t == loop_thread for t, _ in table.writes)
+    assert [k for _, k in seen["new_writes"]] == [f"{NAME}\x00r1", NAME]  # the ranks first
+    review = decode_review_record(table[NAME], NAME, table).review
+    assert review.screened > 0 and len(review.batches_) == 2
+
+
+def test_the_standing_profiles_are_looked_up_on_the_loop() -> None:
+    standing = _Recording()
+    dict.__setitem__(standing, "wheat", b"x")
+    hooks = _hooks({}, standing)
+    loop_thread = threading.get_ident()
+    taken = orjson.dumps({"profile": "wheat", "mode": "review", "query": "q"})
+    out = asyncio.run(hooks.run(hooks.service.apply_specs,
+                                [msg(taken, "profiles", partition=shard_of("wheat", P))], "specs"))
+    assert [d.reason for d in out.dead_letters] == ["profile_exists"]
+    assert standing.reads and set(standing.reads) == {loop_thread}
+    fresh = asyncio.run(hooks.run(hooks.service.apply_specs, [msg(spec(), "profiles")], "specs"))
+    assert not fresh.dead_letters and hooks.table[NAME]
+
+
+def test_a_failed_call_off_the_loop_is_retried_message_by_message() -> None:
+    """``guarded`` still retries a failed batch one message at a time in the thread (the
+    bound method inside a partial is still recognised, so the review held in memory is
+    dropped before the retry)."""
+    hooks = _hooks({})
+    calls: list[int] = []
+    real = hooks.service.apply_specs
+
+    def flaky(messages: list[InputMessage], table: Any, **kw: Any) -> ReviewResult:
+        calls.append(len(messages))
+        if len(messages) > 1:
+            raise RuntimeError("a bug")
+        return real(messages, table, **kw)
+
+    flaky.__self__ = hooks.service  # type: ignore[attr-defined]
+    other = orjson.dumps({"profile": "other", "mode": "review", "query": "q"})
+    out = asyncio.run(hooks.run(flaky, [msg(spec(), "profiles"),
+                                        msg(other, "profiles", partition=shard_of("other", P))],
+                                "specs"))
+    assert calls == [2, 1, 1] and not out.dead_letters
+    assert NAME in hooks.table and "other" in hooks.table
