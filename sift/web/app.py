@@ -130,6 +130,11 @@ async def dashboard(request: web.Request) -> web.Response:
 async def judge(request: web.Request) -> web.Response:
     state = request.app[STATE]
     name = request.match_info["profile"]
+    if state.is_review(name):
+        summary = state.review_summary(name) if name in state.reviews else None
+        return web.Response(text=pages.judge_page(name, state.pending(name, 100), None,
+                                                  review=summary or {"review": name}),
+                            content_type="text/html")
     view = state.profiles.get(name)
     if view is None:
         return web.Response(text=pages.not_found(f"no profile {name!r}"), status=404,
@@ -225,8 +230,8 @@ async def post_judgment(request: web.Request) -> web.Response:
     except RecordError as exc:
         return error(400, str(exc))
     state = request.app[STATE]
-    if not state.known(j.profile):
-        return error(404, f"no profile {j.profile!r}")
+    if not (state.known(j.profile) or state.is_review(j.profile)):
+        return error(404, f"no profile or review {j.profile!r}")
     refused = state.claim(j)  # held across the publish: a second POST of it waits out
     if refused is not None:
         return error(409, refused)

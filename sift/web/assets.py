@@ -167,11 +167,16 @@ JS = r"""
       for (const r of s.reviews) {
         const tr = el('tr');
         tr.dataset.review = r.review;
-        tr.appendChild(el('td', null, r.review));
+        const name = el('td');
+        const a = el('a', null, r.review);
+        a.href = '/judge/' + encodeURIComponent(r.review);
+        name.appendChild(a);
+        tr.appendChild(name);
         tr.appendChild(el('td', null, fmt(r.screened)));
         tr.appendChild(el('td', null, fmt(r.found)));
         tr.appendChild(el('td', null, fmt(r.r_hat, 1)));
         tr.appendChild(el('td', null, fmt(r.recall, 3)));
+        tr.appendChild(el('td', null, fmt(r.pending)));
         tr.appendChild(el('td', r.stop ? 'stop-yes' : 'muted', r.stop ? 'STOP' : 'continue'));
         rbody.appendChild(tr);
       }
@@ -238,8 +243,10 @@ JS = r"""
       li.dataset.docId = it.doc_id;
       li.appendChild(el('h3', 'title', it.title || it.doc_id));
       li.appendChild(el('p', 'snippet', it.snippet));
-      li.appendChild(el('p', 'meta', 'score ' + fmt(it.score, 4) + ' · threshold ' +
-                        fmt(it.threshold, 4) + ' · model v' + it.model_version + ' · ' + it.doc_id));
+      li.appendChild(el('p', 'meta', it.review
+        ? 'batch ' + fmt(it.batch) + ' · rank ' + fmt(it.rank) + ' · ' + it.doc_id
+        : 'score ' + fmt(it.score, 4) + ' · threshold ' + fmt(it.threshold, 4) +
+          ' · model v' + it.model_version + ' · ' + it.doc_id));
       const r = el('button', 'rel', 'Relevant'); r.type = 'button'; r.dataset.verdict = '1';
       const n = el('button', 'nrel', 'Not relevant'); n.type = 'button'; n.dataset.verdict = '0';
       li.appendChild(r); li.appendChild(n);

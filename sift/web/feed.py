@@ -1,7 +1,7 @@
 """The web process's Kafka side: one consumer feeding :class:`WebState`, one producer.
 
 The consumer belongs to no group (it commits nothing and disturbs no worker):
-it reads documents, decisions, judgments, profiles, dead letters, review status
+it reads documents, decisions, judgments, profiles, dead letters, review status and requests
 and the profile table's and journal table's changelogs from the start (or only new messages), and
 the consumer group of the workers (``SIFT_APP_ID``) is polled for its lag.
 """
@@ -22,7 +22,8 @@ from sift.web.state import WebState
 log = logging.getLogger("sift.web.feed")
 
 #: Logical topics the web reads, and the worker topics whose lag it reports.
-READ_TOPICS = ("documents", "decisions", "judgments", "profiles", "dead-letters", "review-status")
+READ_TOPICS = ("documents", "decisions", "judgments", "profiles", "dead-letters", "review-status",
+               "requests")
 LAG_TOPICS = ("documents", "judgments", "profiles", "shard-documents")
 MAX_RECORD = 17 * 1024 * 1024
 LAG_INTERVAL = 3.0
@@ -140,6 +141,8 @@ class KafkaFeed:
             st.on_dead_letter(value, ts)
         elif kind == "review-status":
             st.on_review_status(value, ts)
+        elif kind == "requests":
+            st.on_request(value, ts)
         elif kind == "changelog" and key:
             st.on_profile_state(key.decode("utf-8", "replace"), value, ts)
         elif kind == "journal" and key:

@@ -80,16 +80,23 @@ def openapi() -> dict[str, Any]:
                            "learned_judgments": _INT, "last_update": _NUM}},
         "PendingItem": {
             "type": "object",
-            "required": ["doc_id", "profile", "title", "snippet", "score", "threshold"],
+            "description": "A document awaiting judgment: a profile's delivery (score, "
+                           "threshold, model_version) or a review's request (review: true, "
+                           "batch, rank).",
+            "required": ["doc_id", "profile", "title", "snippet"],
             "properties": {"doc_id": {"type": "string"}, "profile": {"type": "string"},
                            "title": {"type": "string"}, "snippet": {"type": "string"},
                            "score": {"type": "number"}, "threshold": {"type": "number"},
-                           "model_version": {"type": "integer"}, "ts": {"type": "number"}}},
+                           "model_version": {"type": "integer"}, "ts": {"type": "number"},
+                           "review": {"type": "boolean"}, "batch": {"type": "integer"},
+                           "rank": {"type": "integer"}}},
         "Review": {
             "type": "object", "required": ["review", "stop"],
             "properties": {"review": {"type": "string"}, "screened": _NUM, "found": _NUM,
                            "r_hat": _NUM, "recall": _NUM, "target_recall": _NUM,
-                           "stop": {"type": "boolean"}, "ts": {"type": "number"}}},
+                           "stop": {"type": "boolean"}, "ts": {"type": "number"},
+                           "pending": {"type": "integer",
+                                       "description": "Requests awaiting judgment."}}},
         "Stats": {
             "type": "object", "required": ["ts", "rates", "totals", "profiles", "reviews"],
             "properties": {

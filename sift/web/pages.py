@@ -102,9 +102,11 @@ def profile_row(p: dict[str, Any], now: float) -> str:
 
 def review_row(r: dict[str, Any]) -> str:
     stop = '<td class="stop-yes">STOP</td>' if r.get("stop") else '<td class="muted">continue</td>'
-    return (f'<tr data-review="{esc(r["review"])}"><td>{esc(r["review"])}</td>'
-            f'<td>{fmt(r.get("screened"))}</td><td>{fmt(r.get("found"))}</td>'
-            f'<td>{fmt(r.get("r_hat"), 1)}</td><td>{fmt(r.get("recall"), 3)}</td>{stop}</tr>')
+    link = f'<a href="/judge/{esc(quote(r["review"], safe=""))}">{esc(r["review"])}</a>'
+    return (f'<tr data-review="{esc(r["review"])}"><td>{link}</td>'
+            f'<td>{fmt(r.get("screened"), 0)}</td><td>{fmt(r.get("found"), 0)}</td>'
+            f'<td>{fmt(r.get("r_hat"), 1)}</td><td>{fmt(r.get("recall"), 3)}</td>'
+            f'<td>{fmt(r.get("pending"))}</td>{stop}</tr>')
 
 
 def dashboard(s: dict[str, Any]) -> str:
@@ -148,7 +150,7 @@ Consumer lag of the workers' group by topic: <span id="lag-topics">{lag or 'unkn
 <h2>Reviews</h2>
 <table id="reviews">
 <thead><tr><th>Review</th><th>Screened</th><th>Found</th><th>R-hat</th><th>Recall so far</th>
-<th>Stop signal</th></tr></thead>
+<th>Awaiting judgment</th><th>Stop signal</th></tr></thead>
 <tbody>
 {reviews}
 </tbody>
@@ -160,8 +162,11 @@ Consumer lag of the workers' group by topic: <span id="lag-topics">{lag or 'unkn
 
 def item_card(it: dict[str, Any]) -> str:
     """One document awaiting judgment (the script builds the same structure)."""
-    meta = (f"score {fmt(it['score'], 4)} · threshold {fmt(it['threshold'], 4)} · "
-            f"model v{fmt(it['model_version'])} · {esc(it['doc_id'])}")
+    if it.get("review"):
+        meta = f"batch {fmt(it['batch'])} · rank {fmt(it['rank'])} · {esc(it['doc_id'])}"
+    else:
+        meta = (f"score {fmt(it['score'], 4)} · threshold {fmt(it['threshold'], 4)} · "
+                f"model v{fmt(it['model_version'])} · {esc(it['doc_id'])}")
     return (f'<li class="item" data-doc-id="{esc(it["doc_id"])}">'
             f'<h3 class="title">{esc(it["title"] or it["doc_id"])}</h3>'
             f'<p class="snippet">{esc(it["snippet"])}</p>'
@@ -170,11 +175,18 @@ def item_card(it: dict[str, Any]) -> str:
             '<button type="button" class="nrel" data-verdict="0">Not relevant</button></li>')
 
 
-def judge_page(profile: str, items: list[dict[str, Any]], summary: dict[str, Any] | None) -> str:
-    """The judging page of one profile: its delivered documents awaiting judgment."""
+def judge_page(profile: str, items: list[dict[str, Any]], summary: dict[str, Any] | None,
+               *, review: dict[str, Any] | None = None) -> str:
+    """The judging page of one profile (its delivered documents awaiting judgment) or,
+    with ``review`` (its last status), of a review (the documents it asked to judge)."""
     cards = "\n".join(item_card(it) for it in items)
     stats = ""
-    if summary is not None:
+    if review is not None:
+        stop = " · <strong>stop signal</strong>" if review.get("stop") else ""
+        stats = (f'<p class="help">Review: screened {fmt(review.get("screened"), 0)} · found '
+                 f'{fmt(review.get("found"), 0)} · R-hat {fmt(review.get("r_hat"), 1)} · recall '
+                 f'so far {fmt(review.get("recall"), 3)}{stop}</p>')
+    elif summary is not None:
         stats = (f'<p class="help">Delivered {fmt(summary["delivered"])} · judged '
                  f'{fmt(summary["judged"])} · precision {fmt(summary["precision"], 3)} · '
                  f'threshold {fmt(summary["threshold"], 4)} · model v'

@@ -13,6 +13,7 @@ Bounded: the last ``doc_capacity`` documents (title and text), at most
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import time
@@ -27,6 +28,7 @@ from sift.observability import RateMeter, Registry
 from sift.topics.codecs import decode_document_batch, loads
 from sift.topics.errors import RecordError
 from sift.topics.records import Decision, Judgment, ProfileSpec
+from sift.topics.review import JudgmentRequest, ReviewSpec, is_review_obj
 
 SNIPPET_CHARS = 320
 #: Latency buckets (seconds from a document's Kafka timestamp to its decision).
@@ -71,6 +73,29 @@ class PendingItem:
     model_version: int
     ts: float
     doc: DocInfo | None = None
+
+
+@dataclass
+class ReviewItem:
+    """A document a review asked to be judged (:class:`~sift.topics.review.JudgmentRequest`)."""
+
+    doc_id: str
+    review: str
+    batch: int
+    rank: int
+    ts: float
+    doc: DocInfo | None = None
+
+
+@dataclass
+class ReviewQueue:
+    """A review's requests awaiting judgment, and the documents judged for it."""
+
+    name: str
+    pending: OrderedDict[str, ReviewItem] = field(default_factory=OrderedDict)
+    #: doc_id -> verdict, the first seen
+    judged: OrderedDict[str, bool] = field(default_factory=OrderedDict)
+    query: str = ""
 
 
 @dataclass
@@ -176,6 +201,8 @@ class WebState:
         self.docs: OrderedDict[str, DocInfo] = OrderedDict()
         self.profiles: dict[str, ProfileView] = {}
         self.reviews: dict[str, dict[str, Any]] = {}
+        #: reviews' requests awaiting judgment (sift.requests) and their judged documents
+        self.review_queues: dict[str, ReviewQueue] = {}
         self.dead_by_reason: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         #: profiles deleted (most recent last), the ids of judgments seen (for the
@@ -254,6 +281,28 @@ class WebState:
         record), not only a name in decisions or judgments."""
         view = self.profiles.get(name)
         return view is not None and (bool(view.spec) or view.raw_state is not None)
+
+    def is_review(self, name: str) -> bool:
+        """Whether ``name`` is a review (a review spec, status or request was read) and
+        not a standing profile."""
+        return name in self.review_queues and not self.known(name)
+
+    def review_queue(self, name: str) -> ReviewQueue:
+        queue = self.review_queues.get(name)
+        if queue is None:
+            queue = self.review_queues[name] = ReviewQueue(name)
+            view = self.profiles.get(name)
+            if view is not None and not self.known(name):
+                # judgments read before the review was known made it look like a profile:
+                # their verdicts are the review's
+                del self.profiles[name]
+                queue.judged.update((d, bool(m[1])) for d, m in view.marks.items()
+                                    if m[1] is not None)
+        return queue
+
+    def _review_deleted(self, name: str) -> None:
+        self.review_queues.pop(name, None)
+        self.reviews.pop(name, None)
 
     def claim(self, j: Judgment) -> str | None:
         """Reserve a judgment posted here while it is published: why it must be refused
@@ -343,6 +392,16 @@ class WebState:
             self.judgment_ids.move_to_end(j.id)
             while len(self.judgment_ids) > self.outcome_capacity:
                 self.judgment_ids.popitem(last=False)
+        if self.is_review(j.profile):
+            queue = self.review_queues[j.profile]
+            if j.doc_id not in queue.judged:
+                queue.judged[j.doc_id] = j.relevant
+                while len(queue.judged) > self.outcome_capacity:
+                    queue.judged.popitem(last=False)
+                queue.pending.pop(j.doc_id, None)
+                self.c_judgments.inc(labels={"relevant": "true" if j.relevant else "false"})
+                self.rates["judgments"].add(j.ts or ts)
+            return j
         if j.profile in self.deleted:
             self._skip("deleted-profile")
             return j
@@ -361,14 +420,25 @@ class WebState:
         return j
 
     def is_judged(self, profile: str, doc_id: str) -> bool:
+        if self.is_review(profile):
+            return doc_id in self.review_queues[profile].judged
         view = self.profiles.get(profile)
         mark = None if view is None else view.marks.get(doc_id)
         return mark is not None and mark[1] is not None
 
     def on_profile_spec(self, value: bytes | None) -> None:
-        """A profile spec: the profile exists (soon) or, for a deletion, no more."""
+        """A profile spec: the profile exists (soon) or, for a deletion, no more. A review
+        spec (``"mode": "review"``) makes or ends a review instead."""
         try:
-            spec = ProfileSpec.from_obj(loads(value or b""))
+            obj = loads(value or b"")
+            if is_review_obj(obj):
+                review = ReviewSpec.from_obj(obj)
+                if review.delete:
+                    self._review_deleted(review.review)
+                else:
+                    self.review_queue(review.review).query = review.query
+                return
+            spec = ProfileSpec.from_obj(obj)
         except RecordError:
             self._skip("profiles")
             return
@@ -436,6 +506,26 @@ class WebState:
         out["stop"] = obj.get("stop") is True
         out["ts"] = _finite(obj.get("ts")) or ts
         self.reviews[name] = out
+        self.review_queue(name)
+
+    def on_request(self, value: bytes | None, ts: float) -> None:
+        """A review's request to judge a document (``sift.requests``): it waits in the
+        review's queue until a judgment of it is read."""
+        try:
+            req = JudgmentRequest.from_obj(loads(value or b""))
+        except RecordError:
+            self._skip("requests")
+            return
+        if self.known(req.review):
+            self._skip("requests")  # a standing profile's name: not a review
+            return
+        queue = self.review_queue(req.review)
+        if req.doc_id in queue.judged or req.doc_id in queue.pending:
+            return  # judged already, or asked again (a re-sent spec re-publishes them)
+        queue.pending[req.doc_id] = ReviewItem(req.doc_id, req.review, req.batch, req.rank,
+                                               req.ts or ts, self.docs.get(req.doc_id))
+        while len(queue.pending) > self.pending_capacity:
+            queue.pending.popitem(last=False)
 
     def set_lag(self, lag: dict[str, int], ts: float | None = None) -> None:
         self.lag = dict(lag)
@@ -498,12 +588,29 @@ class WebState:
             "lag": dict(self.lag), "lag_total": sum(self.lag.values()) if self.lag else None,
             "lag_ts": self.lag_ts,
             "profiles": [self.profile_summary(self.profiles[n]) for n in sorted(self.profiles)],
-            "reviews": [self.reviews[n] for n in sorted(self.reviews)],
+            "reviews": [self.review_summary(n) for n in sorted(self.reviews)],
             "skipped": dict(self.skipped),
         }
 
+    def review_summary(self, name: str) -> dict[str, Any]:
+        """A review's last status, with its requests awaiting judgment here."""
+        queue = self.review_queues.get(name)
+        return {**self.reviews[name], "pending": len(queue.pending) if queue else 0}
+
     def pending(self, profile: str, limit: int = 50) -> list[dict[str, Any]]:
-        """The oldest ``limit`` documents awaiting judgment for ``profile``."""
+        """The oldest ``limit`` documents awaiting judgment for ``profile`` (a review: its
+        requests, in the order asked)."""
+        if self.is_review(profile):
+            asked: list[dict[str, Any]] = []
+            for it in itertools.islice(self.review_queues[profile].pending.values(), limit):
+                if it.doc is None:
+                    it.doc = self.docs.get(it.doc_id)
+                doc = it.doc
+                asked.append({"doc_id": it.doc_id, "profile": it.review, "review": True,
+                              "title": doc.title if doc else "",
+                              "snippet": snippet(doc.text) if doc else "",
+                              "batch": it.batch, "rank": it.rank, "ts": it.ts})
+            return asked
         view = self.profiles.get(profile)
         if view is None:
             return []
@@ -525,8 +632,10 @@ class WebState:
         """The full text of a kept document (None when unknown or cut)."""
         doc = self.docs.get(doc_id)
         if doc is None:
-            for view in self.profiles.values():
-                item = view.pending.get(doc_id)
+            queues: list[OrderedDict[str, Any]] = [v.pending for v in self.profiles.values()]
+            queues += [q.pending for q in self.review_queues.values()]
+            for pending in queues:
+                item = pending.get(doc_id)
                 if item is not None and item.doc is not None:
                     doc = item.doc
                     break

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -227,7 +228,7 @@ def test_judge_in_the_browser_reaches_kafka_and_the_dashboard(
         # the review's estimates and the workers' consumer lag are shown too
         row = 'tr[data-review="appenzeller"] td'
         wait.until(lambda d: [td.text for td in d.find_elements(By.CSS_SELECTOR, row)] ==
-                   ["appenzeller", "1200", "38", "40.3", "0.943", "continue"])
+                   ["appenzeller", "1200", "38", "40.3", "0.943", "0", "continue"])
         wait.until(lambda d: d.find_element(By.ID, "lag-total").text.isdigit())
         save(driver, tmp_path, "dashboard.png")
 
@@ -245,6 +246,41 @@ def test_judge_in_the_browser_reaches_kafka_and_the_dashboard(
         (by_key,) = wait_for(lambda: [j for j in judged_on_topic() if not j["relevant"]], 30,
                              "the keyboard judgment on the topic")
         assert by_key["doc_id"] == second_id != doc_id
+
+        # a review in the stream: its requests are judged on its page like deliveries
+        name = "grain review"
+        rspec = {"profile": name, "mode": "review", "query": "grain wheat corn harvest",
+                 "params": {"n_top": 3, "draws": 2, "n_negatives": 20, "random_state": 0}}
+        send_all(settings, settings.topic("profiles"), [(name.encode(), orjson.dumps(rspec))])
+        wait_for(lambda: any(r["review"] == name for r in web.get("/api/stats")["reviews"]), 60,
+                 "the review's first status")
+        tagged = [{**d, "metadata": {"review": name}} for d in plain[:60]]
+        send_all(settings, settings.topic("documents"), [(None, orjson.dumps({"documents": tagged}))])
+        quoted = urllib.parse.quote(name, safe="")
+        asked = wait_for(lambda: web.get(f"/api/pending?profile={quoted}")["items"], 90,
+                         "the review's requests on its judging page")
+        assert all(it["review"] and it["batch"] == 1 for it in asked)
+        driver.find_element(By.LINK_TEXT, "Dashboard").click()
+        wait.until(lambda d: d.find_elements(By.LINK_TEXT, name))
+        driver.find_element(By.LINK_TEXT, name).click()
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#queue li.item")))
+        request = driver.find_element(By.CSS_SELECTOR, "#queue li.item")
+        asked_id = request.get_attribute("data-doc-id")
+        assert asked_id == asked[0]["doc_id"]
+        assert "batch 1 · rank 1" in request.find_element(By.CSS_SELECTOR, "p.meta").text
+        save(driver, tmp_path, "review.png")
+        request.find_element(By.CSS_SELECTOR, "button.rel").click()
+        wait.until(ec.staleness_of(request))
+
+        def review_judged() -> list[dict[str, Any]]:
+            rows = read_all(settings, settings.topic("judgments"), idle=1.0)
+            return [orjson.loads(v) for k, v, _, _ in rows if k == name.encode()]
+
+        (answer,) = wait_for(review_judged, 30, "the review's judgment on the topic")
+        assert (answer["doc_id"], answer["profile"], answer["relevant"]) == (asked_id, name, True)
+        wait_for(lambda: next(r for r in web.get("/api/stats")["reviews"]
+                              if r["review"] == name)["screened"] == 1, 60,
+                 "the worker's review status counting the judgment")
         assert (tmp_path / "judge.png").stat().st_size > 10_000
         assert (tmp_path / "dashboard.png").stat().st_size > 10_000
     finally:

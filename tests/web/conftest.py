@@ -53,6 +53,21 @@ def fill(state: WebState, profile: str = "earn", n: int = 3, title: str = "Title
     return ids
 
 
+def review_fill(state: WebState, name: str = "wilson", n: int = 3) -> list[str]:
+    """A review with ``n`` documents requested (their texts read first); their ids."""
+    now = time.time()
+    ids = [f"r{i}" for i in range(n)]
+    state.on_profile_spec(orjson.dumps({"profile": name, "mode": "review",
+                                        "query": "wilson disease"}))
+    state.on_documents(orjson.dumps({"documents": [
+        {"id": i, "title": f"Abstract {i}", "text": f"copper chelation {i}",
+         "metadata": {"review": name}} for i in ids]}), now - 1)
+    for rank, i in enumerate(ids, 1):
+        state.on_request(orjson.dumps({"review": name, "doc_id": i, "batch": 1, "rank": rank,
+                                       "ts": now}), now)
+    return ids
+
+
 @pytest.fixture
 def settings() -> Settings:
     return Settings(topic_prefix="t.", api_token=TOKEN)

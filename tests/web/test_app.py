@@ -18,7 +18,7 @@ from sift.topics.records import ProfileSpec
 from sift.web.app import ROUTES, create_web_app
 from sift.web.openapi import openapi
 from sift.web.state import WebState
-from tests.web.conftest import HOSTILE, TOKEN, Recorder, auth, fill
+from tests.web.conftest import HOSTILE, TOKEN, Recorder, auth, fill, review_fill
 
 
 def with_client(state: WebState, settings: Settings, recorder: Recorder,
@@ -440,3 +440,41 @@ def test_a_method_the_path_does_not_take_names_the_ones_it_does(settings: Settin
 
     status, allow = with_client(WebState(), settings, recorder, go)
     assert status == 405 and "POST" in allow
+
+
+def test_a_review_is_judged_on_its_own_page_and_the_judgment_keyed_by_review(
+        settings: Settings, recorder: Recorder) -> None:
+    """A review's requests (``sift.requests``) are a judging queue like a profile's
+    deliveries: its page lists them with batch and rank, a judgment is published keyed by
+    the review, and the dashboard links the review to its page."""
+    state = WebState()
+    ids = review_fill(state, "wil son/x")
+    state.on_review_status(orjson.dumps({"review": "wil son/x", "screened": 0, "found": 0,
+                                         "r_hat": 0.0, "recall_estimate": 0.0, "stop": False,
+                                         "ts": 1.0}), 1.0)
+
+    async def go(client: TestClient) -> None:
+        page = await client.get("/judge/wil%20son%2Fx")
+        assert page.status == 200
+        html = await page.text()
+        assert "batch 1 · rank 1 · r0" in html and "Abstract r2" in html and "R-hat" in html
+        dash = await (await client.get("/")).text()
+        assert 'href="/judge/wil%20son%2Fx"' in dash
+        resp = await client.post("/api/judgments", headers=auth(),
+                                 json={"doc_id": "r0", "profile": "wil son/x", "relevant": True})
+        assert resp.status == 202, await resp.text()
+        again = await client.post("/api/judgments", headers=auth(),
+                                  json={"doc_id": "r0", "profile": "wil son/x", "relevant": True})
+        assert again.status == 409
+        pend = await (await client.get("/api/pending", params={"profile": "wil son/x"})).json()
+        assert [it["doc_id"] for it in pend["items"]] == ids[1:]
+        assert all(it["review"] and it["batch"] == 1 for it in pend["items"])
+        stats = await (await client.get("/api/stats")).json()
+        assert stats["profiles"] == [] and stats["reviews"][0]["pending"] == 2
+
+    with_client(state, settings, recorder, go)
+    assert len(recorder.sent) == 1
+    topic, key, value = recorder.sent[0]
+    j = orjson.loads(value)
+    assert topic == "t.judgments" and key == b"wil son/x"
+    assert (j["doc_id"], j["profile"], j["relevant"]) == ("r0", "wil son/x", True)

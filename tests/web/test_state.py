@@ -11,7 +11,7 @@ import pytest
 from sift.cli import main
 from sift.observability import JsonFormatter, RateMeter
 from sift.web.state import WebState
-from tests.web.conftest import fill, state_record
+from tests.web.conftest import fill, review_fill, state_record
 
 
 def decision(doc: str, profile: str = "earn", ts: float = 100.0) -> bytes:
@@ -182,3 +182,48 @@ def test_review_status_as_the_service_publishes_it() -> None:
     st.on_review_status(orjson.dumps(status.to_obj()), 8.0)
     (r,) = st.snapshot()["reviews"]
     assert (r["review"], r["found"], r["r_hat"], r["recall"], r["stop"]) == ("wilson", 27, 30.0, 0.9, False)
+
+
+# -- reviews: requests to judge, and reviews kept apart from the profiles -------------------
+def test_a_review_is_not_shown_as_a_profile_and_its_requests_await_judgment() -> None:
+    state = WebState()
+    # a judgment read before anything told the web about the review
+    state.on_judgment(orjson.dumps({"doc_id": "r9", "profile": "wilson", "relevant": False}), 1.0)
+    ids = review_fill(state)
+    state.on_review_status(orjson.dumps({"review": "wilson", "screened": 1, "found": 0,
+                                         "r_hat": 1.0, "recall_estimate": 0.0, "stop": False,
+                                         "ts": 1.0}), 1.0)
+    snap = state.snapshot()
+    assert snap["profiles"] == []  # a review, not a standing profile
+    assert [r["review"] for r in snap["reviews"]] == ["wilson"]
+    assert snap["reviews"][0]["pending"] == 3
+    assert state.is_review("wilson") and not state.known("wilson")
+    items = state.pending("wilson")
+    assert [it["doc_id"] for it in items] == ids
+    assert items[0]["review"] is True and (items[0]["batch"], items[0]["rank"]) == (1, 1)
+    assert items[0]["title"] == "Abstract r0" and items[0]["snippet"] == "copper chelation r0"
+    # a judgment read from the topic takes a request out of the queue, once
+    state.on_judgment(orjson.dumps({"doc_id": "r1", "profile": "wilson", "relevant": True}), 2.0)
+    state.on_judgment(orjson.dumps({"doc_id": "r1", "profile": "wilson", "relevant": False}), 2.0)
+    assert [it["doc_id"] for it in state.pending("wilson")] == ["r0", "r2"]
+    assert state.is_judged("wilson", "r1") and state.is_judged("wilson", "r9")
+    # a request asked again (a re-sent spec) or already judged does not come back
+    for doc_id in ("r1", "r0"):
+        state.on_request(orjson.dumps({"review": "wilson", "doc_id": doc_id, "batch": 1,
+                                       "rank": 1}), 3.0)
+    assert [it["doc_id"] for it in state.pending("wilson")] == ["r0", "r2"]
+    assert state.snapshot()["reviews"][0]["pending"] == 2
+    # deleting the review forgets it
+    state.on_profile_spec(orjson.dumps({"profile": "wilson", "mode": "review", "delete": True}))
+    assert not state.is_review("wilson") and state.snapshot()["reviews"] == []
+    assert state.pending("wilson") == []
+
+
+def test_requests_for_a_standing_profiles_name_and_bad_requests_are_skipped() -> None:
+    state = WebState()
+    fill(state, "earn")
+    state.on_request(orjson.dumps({"review": "earn", "doc_id": "x", "batch": 1, "rank": 1}), 1.0)
+    state.on_request(b"{not json", 1.0)
+    state.on_request(orjson.dumps({"review": "w", "doc_id": "x", "batch": "1", "rank": 1}), 1.0)
+    assert state.skipped["requests"] == 3 and not state.is_review("earn")
+    assert [p["profile"] for p in state.snapshot()["profiles"]] == ["earn"]
