@@ -83,6 +83,17 @@ nonnegative_int = int_at_least(0)
 positive_int = int_at_least(1)
 
 
+def nonnegative_seconds(value: str) -> float:
+    """An argparse type: a finite number of seconds >= 0."""
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {value!r}") from None
+    if not (math.isfinite(x) and x >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {value!r}")
+    return x
+
+
 def positive_seconds(value: str) -> float:
     """An argparse type: a finite number of seconds > 0."""
     try:

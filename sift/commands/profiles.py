@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from sift.commands._common import nonnegative_seconds
 from sift.errors import SiftError
 from sift.settings import Settings
 from sift.topics.codecs import dumps, loads
@@ -63,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                           epilog="example:\n  sift profiles rm wheat --wait 10")
     rm.add_argument("name")
     for verb in (add, rm):
-        verb.add_argument("--wait", type=_seconds, default=0.0, metavar="S",
+        verb.add_argument("--wait", type=nonnegative_seconds, default=0.0, metavar="S",
                           help="wait up to S seconds for the worker's answer (default 0: "
                                "send and return)")
     p.set_defaults(func=run)
@@ -80,16 +81,6 @@ def parse_params(items: list[str]) -> dict[str, Any]:
         except RecordError:
             out[key] = raw
     return out
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}")
-    return value
 
 
 def send_spec(settings: Settings, obj: dict[str, Any]) -> ProfileSpec:

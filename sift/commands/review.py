@@ -1,0 +1,331 @@
+"""``sift review``: run a review in the streaming service (review mode) from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sift.commands._common import nonnegative_seconds, positive_int, positive_seconds
+from sift.commands.produce import lines
+from sift.commands.profiles import parse_params
+from sift.errors import SiftError
+from sift.settings import Settings
+from sift.topics.codecs import dumps, loads
+from sift.topics.errors import RecordError
+from sift.topics.records import Document
+from sift.topics.review import (
+    REQUESTS_TOPIC,
+    STATUS_TOPIC,
+    JudgmentRequest,
+    ReviewSpec,
+    ReviewStatus,
+)
+
+EPILOG = """\
+examples:
+  sift review start donners --query "Pharmacokinetics of emicizumab" --wait 30
+  sift review load donners data/screening/Donners_2021.jsonl.gz
+  sift review answer donners --gold data/screening/Donners_2021.jsonl.gz --until-stop 300
+  sift review status donners
+  sift review rm donners
+
+A review screens a fixed collection with continuous active learning and estimates how
+many relevant records it holds (docs/screening.md). 'start' sends the review spec to
+the profiles topic; 'load' sends a file's records as documents naming the review
+(screening files: id, title, abstract; or documents: id, text, title; labels are never
+sent); the worker then asks for judgments on the requests topic. People answer them on
+the review's page in 'sift web' (/judge/<review>); 'answer --gold' is a simulated
+reviewer that answers from the file's labels. 'status' prints the review's last status:
+screened, found, the estimate of the relevant records (R-hat), recall and the stop signal.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("review", help="run a review (review mode) in the streaming service",
+                       description="Start, feed, answer and watch a review in the streaming "
+                                   "service.", epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--broker", help="broker URL (SIFT_BROKER)")
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+    start = verbs.add_parser("start", help="create a review")
+    start.add_argument("name")
+    start.add_argument("--query", required=True, help="the review's topic text")
+    start.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                       help="a review parameter (docs/screening.md; value parsed as JSON)")
+    start.add_argument("--wait", type=nonnegative_seconds, default=0.0, metavar="S",
+                       help="wait up to S seconds for the review's first status")
+    load = verbs.add_parser("load", help="send a file's records to a review")
+    load.add_argument("name")
+    load.add_argument("file", type=Path)
+    load.add_argument("--batch", type=positive_int, default=100, help="records per message")
+    load.add_argument("--limit", type=positive_int, default=None, help="send at most N records")
+    answer = verbs.add_parser("answer", help="a simulated reviewer answering from gold labels")
+    answer.add_argument("name")
+    answer.add_argument("--gold", type=Path, required=True,
+                        help="JSONL with id and label (1 relevant, 0 not), e.g. the loaded file")
+    answer.add_argument("--until-stop", type=positive_seconds, default=60.0, metavar="S",
+                        help="answer until the stop signal, at most S seconds (default 60)")
+    status = verbs.add_parser("status", help="the last status of a review (or of every review)")
+    status.add_argument("name", nargs="?")
+    status.add_argument("--json", action="store_true", help="one JSON object per review")
+    rm = verbs.add_parser("rm", help="delete a review")
+    rm.add_argument("name")
+    p.set_defaults(func=run)
+
+
+# ----------------------------------------------------------------------------- records
+def review_spec(name: str, query: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The spec object (validated: a bad name, query or parameter is a one-line error)."""
+    obj = {"profile": name, "mode": "review", "query": query, "params": params}
+    try:
+        ReviewSpec.from_obj(obj)
+    except RecordError as exc:
+        raise SiftError(str(exc)) from None
+    return obj
+
+
+def collection(path: Path, name: str, limit: int | None = None) -> Iterator[Document]:
+    """The records of a screening file (``id``, ``title``, ``abstract``) or a documents
+    file (``id``, ``text``, ``title``) as documents naming review ``name``; a record with
+    neither text nor title and abstract is an error naming the file and line."""
+    for count, (n, line) in enumerate(lines(path)):
+        if limit is not None and count >= limit:
+            return
+        try:
+            obj = loads(line)
+            if not isinstance(obj, dict):
+                raise RecordError("not_an_object", "a record must be a JSON object")
+            if "text" not in obj:
+                parts = [obj.get(k) for k in ("title", "abstract")]
+                text = " ".join(p.strip() for p in parts if isinstance(p, str) and p.strip())
+                obj = {"id": obj.get("id"), "text": text,
+                       "title": obj["title"] if isinstance(obj.get("title"), str) else ""}
+            doc = Document.from_obj({k: obj[k] for k in ("id", "text", "title") if k in obj})
+        except RecordError as exc:
+            raise SiftError(f"{path}:{n}: {exc}") from None
+        yield Document(doc.id, doc.text, doc.title, None, {"review": name})
+
+
+def gold_labels(path: Path) -> dict[str, bool]:
+    """``id -> relevant`` from a JSONL file with ``label`` (1/0 or true/false)."""
+    out: dict[str, bool] = {}
+    for n, line in lines(path):
+        try:
+            obj = loads(line)
+        except RecordError as exc:
+            raise SiftError(f"{path}:{n}: {exc}") from None
+        label = obj.get("label") if isinstance(obj, dict) else None
+        doc_id = obj.get("id") if isinstance(obj, dict) else None
+        if not isinstance(doc_id, str | int) or isinstance(doc_id, bool) or label not in (0, 1):
+            raise SiftError(f"{path}:{n}: a gold record needs an id and a label of 0 or 1")
+        out[str(doc_id)] = bool(label)
+    if not out:
+        raise SiftError(f"{path}: no gold labels")
+    return out
+
+
+# ----------------------------------------------------------------------------- Kafka
+def _send(settings: Settings, topic: str, messages: Iterator[tuple[bytes | None, bytes]]) -> int:
+    from sift.kafkaclient import ensure_topics, producer
+
+    ensure_topics(settings, [topic])
+    prod = producer(settings)
+    n = 0
+    try:
+        for key, value in messages:
+            prod.send(topic, key=key, value=value)
+            n += 1
+        prod.flush(timeout=60)
+    finally:
+        prod.close(timeout=10)
+    return n
+
+
+def statuses(settings: Settings, *, idle: float = 1.0) -> dict[str, ReviewStatus]:
+    """The last status of every review on the review-status topic."""
+    from sift.agents.harness import read_all
+    from sift.kafkaclient import ensure_topics
+
+    topic = settings.topic(STATUS_TOPIC)
+    ensure_topics(settings, [topic])
+    out: dict[str, ReviewStatus] = {}
+    for _, value, _, _ in read_all(settings, topic, idle=idle):
+        try:
+            st = ReviewStatus.from_obj(loads(value))
+        except RecordError:
+            continue
+        if st.review not in out or st.ts >= out[st.review].ts:
+            out[st.review] = st
+    return out
+
+
+def describe(st: ReviewStatus) -> str:
+    stop = "STOP" if st.stop else ("complete" if st.complete else "continue")
+    return (f"{st.review}: {st.documents} documents, screened {st.screened}, found {st.found}, "
+            f"R-hat {st.r_hat:.1f}, recall {st.recall_estimate:.3f} (lower bound "
+            f"{st.recall_lower:.3f} for target {st.target_recall:g}), {st.pending} pending, "
+            f"batch {st.batches}: {stop}")
+
+
+def _follow(settings: Settings, topics: list[str], seek_end: bool) -> Any:
+    """A consumer of ``topics`` (every partition), at their ends or their starts."""
+    from kafka.structs import TopicPartition
+
+    from sift.kafkaclient import consumer, ensure_topics
+
+    ensure_topics(settings, topics)
+    cons = consumer(settings, check_crcs=False, max_partition_fetch_bytes=16 * 1024 * 1024)
+    tps = [TopicPartition(t, p) for t in topics for p in sorted(cons.partitions_for_topic(t) or ())]
+    cons.assign(tps)
+    if seek_end:
+        for tp, end in cons.end_offsets(tps).items():
+            cons.seek(tp, end)
+    else:
+        cons.seek_to_beginning(*tps)
+    return cons
+
+
+def start(settings: Settings, obj: dict[str, Any], wait: float) -> int:
+    name = obj["profile"]
+    value = dumps(obj)
+    cons = _follow(settings, [settings.topic(STATUS_TOPIC), settings.topic("dead-letters")],
+                   seek_end=True) if wait else None
+    try:
+        _send(settings, settings.topic("profiles"), iter([(name.encode(), value)]))
+        print(f"sent review {name!r} to {settings.topic('profiles')}")
+        if cons is None:
+            return 0
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            for tp, records in cons.poll(timeout_ms=200).items():
+                for r in records:
+                    if tp.topic == settings.topic("dead-letters"):
+                        refused = _refusal(r.value, value)
+                        if refused:
+                            print(f"sift review: review {name!r} rejected: {refused}",
+                                  file=sys.stderr)
+                            return 1
+                        continue
+                    try:
+                        st = ReviewStatus.from_obj(loads(r.value))
+                    except RecordError:
+                        continue
+                    if st.review == name:
+                        print(describe(st))
+                        return 0
+    finally:
+        if cons is not None:
+            cons.close()
+    raise SiftError(f"no status for review {name!r} within {wait:g} s: is a worker running "
+                    f"with SIFT_TOPIC_PREFIX={settings.topic_prefix!r}?")
+
+
+def _refusal(letter: bytes | None, sent: bytes) -> str | None:
+    import base64
+
+    try:
+        obj = orjson.loads(letter or b"")
+        if base64.b64decode(obj.get("original_b64", "")) != sent:
+            return None
+        return f"{obj['reason']}: {obj.get('message', '')}"
+    except (orjson.JSONDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float) -> int:
+    """Answer the review's requests from ``gold`` until its stop signal (or every record
+    screened), at most ``timeout`` seconds; returns the judgments sent. Requests published
+    before are answered too (a judgment sent twice is skipped by the worker)."""
+    from sift.kafkaclient import producer
+
+    cons = _follow(settings, [settings.topic(REQUESTS_TOPIC), settings.topic(STATUS_TOPIC)],
+                   seek_end=False)
+    prod = producer(settings)
+    answered: set[str] = set()
+    last: ReviewStatus | None = None
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            sent = 0
+            for tp, records in cons.poll(timeout_ms=200).items():
+                for r in records:
+                    if tp.topic == settings.topic(STATUS_TOPIC):
+                        try:
+                            st = ReviewStatus.from_obj(loads(r.value))
+                        except RecordError:
+                            continue
+                        if st.review == name and (last is None or st.ts >= last.ts):
+                            last = st
+                        continue
+                    try:
+                        req = JudgmentRequest.from_obj(loads(r.value))
+                    except RecordError:
+                        continue
+                    if req.review != name or req.doc_id in answered:
+                        continue
+                    if req.doc_id not in gold:
+                        raise SiftError(f"review {name!r} asks for {req.doc_id!r}, which the "
+                                        "gold file does not label")
+                    j = {"id": f"{name}/{req.doc_id}", "doc_id": req.doc_id, "profile": name,
+                         "relevant": gold[req.doc_id], "judge": f"gold-{uuid.uuid4().hex[:6]}",
+                         "ts": time.time()}
+                    prod.send(settings.topic("judgments"), key=name.encode(), value=dumps(j))
+                    answered.add(req.doc_id)
+                    sent += 1
+            if sent:
+                prod.flush(timeout=30)
+            if last is not None and (last.stop or last.complete) and last.screened >= len(answered):
+                print(describe(last))
+                print(f"answered {len(answered)} requests")
+                return len(answered)
+    finally:
+        prod.close(timeout=10)
+        cons.close()
+    if last is not None:
+        print(describe(last))
+    raise SiftError(f"review {name!r}: no stop signal within {timeout:g} s "
+                    f"({len(answered)} requests answered)")
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = Settings.from_env(broker=args.broker)
+    if args.verb == "start":
+        return start(settings, review_spec(args.name, args.query, parse_params(args.param)),
+                     args.wait)
+    if args.verb == "load":
+        if not args.file.is_file():
+            raise SiftError(f"{args.file}: no such file")
+        if args.batch > settings.max_batch_documents:
+            raise SiftError(f"--batch must be at most {settings.max_batch_documents}")
+        docs = list(collection(args.file, args.name, args.limit))  # every line checked first
+        batches = (docs[i : i + args.batch] for i in range(0, len(docs), args.batch))
+        _send(settings, settings.topic("documents"),
+              ((b[0].id.encode(), dumps({"documents": [d.to_obj() for d in b]})) for b in batches))
+        print(f"sent {len(docs)} documents of review {args.name!r} to {settings.topic('documents')}")
+        return 0
+    if args.verb == "answer":
+        answer(settings, args.name, gold_labels(args.gold), args.until_stop)
+        return 0
+    if args.verb == "rm":
+        obj = {"profile": args.name, "mode": "review", "delete": True}
+        try:
+            ReviewSpec.from_obj(obj)
+        except RecordError as exc:
+            raise SiftError(str(exc)) from None
+        _send(settings, settings.topic("profiles"), iter([(args.name.encode(), dumps(obj))]))
+        print(f"sent deletion of review {args.name!r} to {settings.topic('profiles')}")
+        return 0
+    found = statuses(settings)
+    rows = [found[args.name]] if args.name in found else [] if args.name else list(found.values())
+    if args.name and not rows:
+        raise SiftError(f"no status for review {args.name!r} on {settings.topic(STATUS_TOPIC)}")
+    for st in sorted(rows, key=lambda s: s.review):
+        print(orjson.dumps(st.to_obj()).decode() if args.json else describe(st))
+    return 0

@@ -1,0 +1,82 @@
+"""``sift review`` against a real broker and worker: start, load, answer, status, rm.
+
+The command line plays the whole client side of review mode: the review is created
+(waiting for its first status), a screening file is loaded as documents naming it, a
+simulated reviewer answers its requests from the file's labels until the stop signal,
+and the status is read back; then the review is deleted.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sift.agents.harness import WorkerProcess, read_all, settings_env
+from sift.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "data" / "screening" / "Donners_2021.jsonl.gz"
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def settings(broker_url: str, topic_prefix: str, tmp_path: Path) -> Settings:
+    corpus = tmp_path / "idf.jsonl.gz"  # a tiny IDF corpus: the worker starts fast
+    with gzip.open(corpus, "wb") as fh:
+        for i in range(20):
+            fh.write(orjson.dumps({"id": f"c{i}", "text": f"word{i} text{i % 3}"}) + b"\n")
+    return Settings(broker=broker_url, topic_prefix=topic_prefix,
+                    app_id=f"sift-{uuid.uuid4().hex[:8]}", partitions=2,
+                    data_dir=str(tmp_path / "w1"), idf_corpus=str(corpus), batch_timeout=0.05)
+
+
+def sift(settings: Settings, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **settings_env(settings)}
+    return subprocess.run([sys.executable, "-m", "sift.cli", "review", *args], env=env,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def test_a_review_run_from_the_command_line_reaches_its_stop_signal(settings: Settings) -> None:
+    name = "donners cli"
+    title = orjson.loads((DATA.parent / "reviews.json").read_bytes())["Donners_2021"]
+    w = WorkerProcess(settings, "w1").start()
+    try:
+        w.wait_ready()
+        bad = sift(settings, "start", "x", "--query", "q", "--param", "draws=-1", "--wait", "30")
+        assert bad.returncode == 1 and "bad_params" in bad.stderr, bad
+        assert len(bad.stderr.strip().splitlines()) == 1
+        started = sift(settings, "start", name, "--query", title, "--param", "n_top=10",
+                       "--param", "draws=20", "--param", "min_batches=5",
+                       "--param", "target_recall=0.9", "--param", "random_state=0",
+                       "--wait", "60")
+        assert started.returncode == 0, started.stderr
+        assert f"{name}: 0 documents" in started.stdout
+        loaded = sift(settings, "load", name, str(DATA))
+        assert loaded.returncode == 0, loaded.stderr
+        assert "sent 258 documents" in loaded.stdout
+        answered = sift(settings, "answer", name, "--gold", str(DATA), "--until-stop", "240")
+        assert answered.returncode == 0, answered.stderr
+        assert ": STOP" in answered.stdout or ": complete" in answered.stdout
+        status = sift(settings, "status", name, "--json")
+        assert status.returncode == 0, status.stderr
+        st = orjson.loads(status.stdout)
+        assert st["review"] == name and st["documents"] == 258
+        assert st["stop"] or st["complete"]
+        assert st["found"] >= 0.9 * 15 * 0.8 and st["screened"] < 258  # found most, not all read
+        # every judgment was sent keyed by the review, with the gold label
+        with gzip.open(DATA) as fh:
+            gold = {str(r["id"]): bool(r["label"]) for r in map(orjson.loads, fh)}
+        sent = [orjson.loads(v) for k, v, _, _ in read_all(settings, settings.topic("judgments"))
+                if k == name.encode()]
+        assert sent and all(j["relevant"] == gold[j["doc_id"]] for j in sent)
+        gone = sift(settings, "rm", name)
+        assert gone.returncode == 0 and "sent deletion" in gone.stdout
+    finally:
+        w.stop()

@@ -1,0 +1,80 @@
+"""``sift review`` without a broker: its records and its one-line errors."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sift.cli import main
+from sift.commands.review import collection, gold_labels, review_spec
+from sift.errors import SiftError
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "screening" / "Donners_2021.jsonl.gz"
+
+
+def test_a_screening_file_becomes_documents_naming_the_review_without_labels() -> None:
+    docs = list(collection(DATA, "donners", limit=5))
+    with gzip.open(DATA) as fh:
+        rows = [orjson.loads(line) for line in fh][:5]
+    assert [d.id for d in docs] == [str(r["id"]) for r in rows]
+    for d, r in zip(docs, rows, strict=True):
+        assert d.metadata == {"review": "donners"} and d.title == (r["title"] or "")
+        assert d.text == " ".join(x.strip() for x in (r["title"], r["abstract"]) if x and x.strip())
+        assert "label" not in orjson.dumps(d.to_obj()).decode()
+    assert len(list(collection(DATA, "donners"))) == 258
+    labels = gold_labels(DATA)
+    assert len(labels) == 258 and sum(labels.values()) == 15
+
+
+def test_a_documents_file_keeps_its_text(tmp_path: Path) -> None:
+    path = tmp_path / "docs.jsonl"
+    path.write_bytes(b'{"id": "a", "text": "copper", "title": "T"}\n\n{"id": 7, "text": "x"}\n')
+    docs = list(collection(path, "r"))
+    assert [(d.id, d.text, d.title) for d in docs] == [("a", "copper", "T"), ("7", "x", "")]
+
+
+@pytest.mark.parametrize(("content", "where"), [
+    (b'{"id": "a", "title": "", "abstract": ""}\n', ":1:"),
+    (b'{"id": "a", "text": "x"}\n{not json\n', ":2:"),
+    (b'[1, 2]\n', ":1:"),
+])
+def test_a_bad_record_names_its_file_and_line(tmp_path: Path, content: bytes, where: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(SiftError, match=re.escape(f"bad.jsonl{where}")):
+        list(collection(path, "r"))
+
+
+def test_gold_labels_need_an_id_and_a_label(tmp_path: Path) -> None:
+    path = tmp_path / "gold.jsonl"
+    path.write_bytes(b'{"id": "a", "label": 1}\n{"id": "b", "label": 2}\n')
+    with pytest.raises(SiftError, match=r"gold\.jsonl:2: a gold record needs"):
+        gold_labels(path)
+    path.write_bytes(b"\n")
+    with pytest.raises(SiftError, match="no gold labels"):
+        gold_labels(path)
+
+
+def test_a_bad_spec_is_refused_before_anything_is_sent() -> None:
+    assert review_spec("r", "q", {"draws": 5})["mode"] == "review"
+    with pytest.raises(SiftError, match="NUL"):
+        review_spec("a\x00b", "q", {})
+    with pytest.raises(SiftError, match="query"):
+        review_spec("r", "  ", {})
+
+
+@pytest.mark.parametrize("argv", [
+    ["review", "load", "r", "/nonexistent/file.jsonl"],
+    ["review", "start", "r", "--query", " "],
+    ["review", "answer", "r", "--gold", "/nonexistent/gold.jsonl"],
+])
+def test_cli_errors_are_one_line(argv: list[str], capsys: pytest.CaptureFixture[str],
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIFT_BROKER", "kafka://127.0.0.1:1")  # never reached
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("sift review: "), err
