@@ -37,6 +37,7 @@ import asyncio
 import functools
 import hashlib
 import logging
+import threading
 import time
 import zlib
 from collections import Counter
@@ -843,6 +844,9 @@ class ReviewHooks:
     topics: dict[str, Any]
     emit_dead: Any
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: held by the thread itself: a call whose awaiting task was cancelled (a rebalance)
+    #: still runs to its end before the next one starts on the same service
+    thread_lock: threading.Lock = field(default_factory=threading.Lock)
 
     async def run(self, fn: Callable[..., ReviewResult], messages: list[InputMessage],
                   kind: str) -> ReviewResult:
@@ -854,9 +858,14 @@ class ReviewHooks:
             standing = self.service.standing
             if kind == "specs" and standing is not None:  # the standing table read here
                 fn = functools.partial(fn, standing=frozenset(n for n in names if n in standing))
-            result = await asyncio.to_thread(guarded, fn, messages, copy)
+            result = await asyncio.to_thread(self._guarded, fn, messages, copy)
             copy.apply_to(self.table)
             return result
+
+    def _guarded(self, fn: Callable[..., ReviewResult], messages: list[InputMessage],
+                 table: MutableMapping[str, bytes]) -> ReviewResult:
+        with self.thread_lock:
+            return guarded(fn, messages, table)
 
     async def emit(self, result: ReviewResult) -> None:
         settle = getattr(self.table, "settle", None)

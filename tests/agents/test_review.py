@@ -727,3 +727,35 @@ def test_a_failed_call_off_the_loop_is_retried_message_by_message() -> None:
                                 "specs"))
     assert calls == [2, 1, 1] and not out.dead_letters
     assert NAME in hooks.table and "other" in hooks.table
+
+
+def test_a_call_whose_task_was_cancelled_ends_before_the_next_starts() -> None:
+    """A rebalance may cancel the task awaiting a review call; the thread goes on, and
+    the next call on the same service waits for it (never two at once)."""
+    hooks = _hooks({})
+    gate, running = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def first(messages: list[InputMessage], table: Any) -> ReviewResult:
+        running.set()
+        gate.wait(20)
+        order.append("first ended")
+        return ReviewResult()
+
+    def second(messages: list[InputMessage], table: Any) -> ReviewResult:
+        order.append("second started")
+        return ReviewResult()
+
+    async def main() -> None:
+        task = asyncio.create_task(hooks.run(first, [], "specs"))
+        assert await asyncio.to_thread(running.wait, 20)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        later = asyncio.create_task(hooks.run(second, [], "specs"))
+        await asyncio.sleep(0.1)  # room for the second call to start, if it could
+        gate.set()
+        await later
+
+    asyncio.run(main())
+    assert order == ["first ended", "second started"]
