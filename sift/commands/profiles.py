@@ -132,7 +132,7 @@ def send_and_wait(settings: Settings, obj: dict[str, Any], timeout: float) -> tu
             for tp, records in cons.poll(timeout_ms=200).items():
                 for r in records:
                     if tp.topic == topics[1]:
-                        answer = _dead_letter_answer(r.value, value)
+                        answer = dead_letter_answer(r.value, value)
                         if answer is not None:
                             return False, answer
                     elif (r.key or b"").decode("utf-8", "replace") == spec.profile:
@@ -145,7 +145,8 @@ def send_and_wait(settings: Settings, obj: dict[str, Any], timeout: float) -> tu
                     f"running with SIFT_APP_ID={settings.app_id}?")
 
 
-def _dead_letter_answer(letter: bytes | None, sent: bytes) -> str | None:
+def dead_letter_answer(letter: bytes | None, sent: bytes) -> str | None:
+    """``reason: message`` of a dead letter whose original bytes are ``sent``, else None."""
     try:
         obj = orjson.loads(letter or b"")
         if base64.b64decode(obj.get("original_b64", "")) != sent:

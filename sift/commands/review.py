@@ -14,7 +14,7 @@ import orjson
 
 from sift.commands._common import nonnegative_seconds, positive_int, positive_seconds
 from sift.commands.produce import lines
-from sift.commands.profiles import parse_params
+from sift.commands.profiles import dead_letter_answer, parse_params
 from sift.errors import SiftError
 from sift.settings import Settings
 from sift.topics.codecs import dumps, loads
@@ -133,19 +133,11 @@ def gold_labels(path: Path) -> dict[str, bool]:
 
 # ----------------------------------------------------------------------------- Kafka
 def _send(settings: Settings, topic: str, messages: Iterator[tuple[bytes | None, bytes]]) -> int:
-    from sift.kafkaclient import ensure_topics, producer
+    from sift.agents.harness import send_all
+    from sift.kafkaclient import ensure_topics
 
     ensure_topics(settings, [topic])
-    prod = producer(settings)
-    n = 0
-    try:
-        for key, value in messages:
-            prod.send(topic, key=key, value=value)
-            n += 1
-        prod.flush(timeout=60)
-    finally:
-        prod.close(timeout=10)
-    return n
+    return send_all(settings, topic, messages)
 
 
 def statuses(settings: Settings, *, idle: float = 1.0) -> dict[str, ReviewStatus]:
@@ -207,7 +199,7 @@ def start(settings: Settings, obj: dict[str, Any], wait: float) -> int:
             for tp, records in cons.poll(timeout_ms=200).items():
                 for r in records:
                     if tp.topic == settings.topic("dead-letters"):
-                        refused = _refusal(r.value, value)
+                        refused = dead_letter_answer(r.value, value)
                         if refused:
                             print(f"sift review: review {name!r} rejected: {refused}",
                                   file=sys.stderr)
@@ -225,18 +217,6 @@ def start(settings: Settings, obj: dict[str, Any], wait: float) -> int:
             cons.close()
     raise SiftError(f"no status for review {name!r} within {wait:g} s: is a worker running "
                     f"with SIFT_TOPIC_PREFIX={settings.topic_prefix!r}?")
-
-
-def _refusal(letter: bytes | None, sent: bytes) -> str | None:
-    import base64
-
-    try:
-        obj = orjson.loads(letter or b"")
-        if base64.b64decode(obj.get("original_b64", "")) != sent:
-            return None
-        return f"{obj['reason']}: {obj.get('message', '')}"
-    except (orjson.JSONDecodeError, ValueError, KeyError, TypeError, AttributeError):
-        return None
 
 
 def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float) -> int:

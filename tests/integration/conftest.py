@@ -12,6 +12,7 @@ should start with the per-test ``topic_prefix`` so that tests never share topics
 from __future__ import annotations
 
 import contextlib
+import gzip
 import os
 import time
 import uuid
@@ -19,9 +20,11 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
+import orjson
 import pytest
 
 from sift.devbroker import BrokerError, DevBroker, admin_ready, bootstrap_servers, free_port
+from sift.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 
@@ -161,3 +164,17 @@ def make_topics(bootstrap: str, topic_prefix: str) -> Callable[..., list[str]]:
 def create_topics() -> Callable[..., list[str]]:
     """``create_topics(bootstrap, names, partitions=1, configs=None)`` on any broker."""
     return create_topics_on
+
+
+@pytest.fixture
+def review_settings(broker_url: str, topic_prefix: str, tmp_path: Path) -> Settings:
+    """Settings of one worker for review mode: fresh topics and group, and a tiny IDF
+    corpus (a review vectorizes its own collection; the worker starts fast)."""
+    corpus = tmp_path / "idf.jsonl.gz"
+    with gzip.open(corpus, "wb") as fh:
+        for i in range(20):
+            fh.write(orjson.dumps({"id": f"c{i}", "text": f"word{i} text{i % 3}"}) + b"\n")
+    return Settings(broker=broker_url, topic_prefix=topic_prefix,
+                    app_id=f"sift-{uuid.uuid4().hex[:8]}", partitions=2,
+                    data_dir=str(tmp_path / "w1"), idf_corpus=str(corpus), batch_timeout=0.05)
+

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -31,14 +30,8 @@ PARAMS = {"draws": 20, "n_top": 10, "min_batches": 5, "target_recall": 0.9,
 
 
 @pytest.fixture
-def settings(broker_url: str, topic_prefix: str, tmp_path: Path) -> Settings:
-    corpus = tmp_path / "idf.jsonl.gz"  # a tiny IDF corpus: the worker starts fast
-    with gzip.open(corpus, "wb") as fh:
-        for i in range(20):
-            fh.write(orjson.dumps({"id": f"c{i}", "text": f"word{i} text{i % 3}"}) + b"\n")
-    return Settings(broker=broker_url, topic_prefix=topic_prefix,
-                    app_id=f"sift-{uuid.uuid4().hex[:8]}", partitions=2,
-                    data_dir=str(tmp_path / "w1"), idf_corpus=str(corpus), batch_timeout=0.05)
+def settings(review_settings: Settings) -> Settings:
+    return review_settings
 
 
 def load() -> tuple[list[dict[str, object]], dict[str, bool]]:

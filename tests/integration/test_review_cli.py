@@ -12,7 +12,6 @@ import gzip
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import orjson
@@ -27,14 +26,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def settings(broker_url: str, topic_prefix: str, tmp_path: Path) -> Settings:
-    corpus = tmp_path / "idf.jsonl.gz"  # a tiny IDF corpus: the worker starts fast
-    with gzip.open(corpus, "wb") as fh:
-        for i in range(20):
-            fh.write(orjson.dumps({"id": f"c{i}", "text": f"word{i} text{i % 3}"}) + b"\n")
-    return Settings(broker=broker_url, topic_prefix=topic_prefix,
-                    app_id=f"sift-{uuid.uuid4().hex[:8]}", partitions=2,
-                    data_dir=str(tmp_path / "w1"), idf_corpus=str(corpus), batch_timeout=0.05)
+def settings(review_settings: Settings) -> Settings:
+    return review_settings
 
 
 def sift(settings: Settings, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
