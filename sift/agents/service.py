@@ -54,6 +54,7 @@ import numpy as np
 import orjson
 import scipy.sparse as sp
 from aiokafka.partitioner import murmur2
+from numpy.typing import NDArray
 
 from sift.agents.journal import (
     JournalError,
@@ -530,6 +531,10 @@ class DocumentStore:
     def __contains__(self, doc_id: object) -> bool:
         return doc_id in self._pos
 
+    def holds_any(self, ids: Iterable[str]) -> bool:
+        """Whether any of ``ids`` is held (one pass, in C)."""
+        return not self._pos.keys().isdisjoint(ids)
+
     def put(self, ids: Sequence[str], X: sp.csr_matrix) -> None:
         n = len(ids)
         if self.capacity == 0 or n == 0:
@@ -1002,6 +1007,7 @@ class Service:
                     kept.append(m)
             fresh = kept
         seen: set[str] = set()  # the batch's ids so far
+        origin: list[InputMessage] = []  # the message of each document
         for msg in fresh:
             got = self.decode_documents(msg, dead)
             ids = [d.id for d in got]
@@ -1010,12 +1016,22 @@ class Service:
             else:
                 got = self._first_of_each_id(msg, got, seen, dead)
             docs.extend(got)
+            origin.extend(itertools.repeat(msg, len(got)))
             if any(d.metadata for d in got):
                 with_metadata.append((msg, [d for d in got if d.metadata]))
         if not docs:
             self.processed(fresh)
             return RouteResult([], dead, 0)
         X, counts = self.vectorizer.transform_counts([d.text for d in docs])
+        if self.store.holds_any(seen):
+            keep = self._kept_texts_only(docs, origin, X, dead)
+            if keep is not None:
+                docs = [d for d, k in zip(docs, keep, strict=True) if k]
+                counts = counts[np.repeat(keep, np.diff(X.indptr))]
+                X = X[keep]
+                if not docs:
+                    self.processed(fresh)
+                    return RouteResult([], dead, 0, with_metadata)
         self.stats["documents"] += len(docs)
         self.processed(fresh)
         return RouteResult([([d.id for d in docs], X)], dead, len(docs), with_metadata, [counts])
@@ -1036,6 +1052,30 @@ class Service:
                 seen.add(d.id)
                 kept.append(d)
         return kept
+
+    def _kept_texts_only(self, docs: list[Document], origin: list[InputMessage],
+                         X: sp.csr_matrix, dead: list[DeadLetter]) -> NDArray[np.bool_] | None:
+        """Which documents to score when some ids are in the store already: a text the
+        store holds under its id again (a document sent twice) is scored again; another
+        text under a stored id is dead-lettered (``duplicate_id``), since a judgment of the
+        id would learn the stored text, not the one scored. ``None``: every one."""
+        keep = np.ones(len(docs), dtype=bool)
+        for i, d in enumerate(docs):
+            hit = self.store.locate(d.id)
+            if hit is None:
+                continue
+            M, r = hit
+            a, b = M.indptr[r], M.indptr[r + 1]
+            c, e = X.indptr[i], X.indptr[i + 1]
+            if np.array_equal(M.indices[a:b], X.indices[c:e]) and np.array_equal(M.data[a:b],
+                                                                                  X.data[c:e]):
+                continue
+            keep[i] = False
+            self._dead(dead, origin[i], RecordError(
+                "duplicate_id", f"document id {d.id!r} was scored before with another text, "
+                "which its judgments learn; send a changed document under a new id"),
+                orjson.dumps(d.to_obj()))
+        return None if keep.all() else keep
 
     # -- 2. scoring one shard ------------------------------------------------------------------
     def sync_shard(self, shard: int, table: MutableMapping[str, bytes]) -> ProfileBank:

@@ -20,6 +20,7 @@ from sift.agents.service import (
     VECTOR_BATCH_MAGIC_SHARDS,
     DocumentStore,
     InputMessage,
+    RouteResult,
     Service,
     ServiceError,
     TrainingSet,
@@ -977,6 +978,50 @@ def test_a_document_id_twice_in_one_routed_batch_keeps_the_first(service: Servic
             service.score(p, payload, table)
     x = service.store.get("b1")
     assert x is not None and (x != service.vectorizer.transform(["gold bullion"])).nnz == 0
+
+
+def test_a_stored_id_sent_again_is_scored_again_with_its_text_and_refused_with_another(
+        service: Service) -> None:
+    """Across routed batches: the same text under a stored id is scored again (a document
+    sent twice); another text is dead-lettered, since a judgment of the id learns the
+    stored text, never the one that would be scored."""
+    table: dict[str, bytes] = {}
+    service.apply_specs([spec_msg(service, profile="wheat", query="wheat", positives=["t1"])], table)
+
+    def route_and_score(batch: dict[str, object], offset: int) -> RouteResult:
+        routed = service.route([msg(batch, offset=offset)])
+        for payload in routed.payloads:
+            for p in range(N_SHARDS):
+                service.score(p, payload, table)
+        return routed
+
+    first = route_and_score({"documents": [{"id": "b1", "text": "wheat harvest"},
+                                           {"id": "b2", "text": "oil prices"}]}, 0)
+    assert first.n_documents == 2 and not first.dead_letters
+    again = route_and_score({"documents": [{"id": "b1", "text": "wheat harvest"},
+                                           {"id": "b3", "text": "wheat exports"},
+                                           {"id": "b2", "text": "wheat wheat kansas"}]}, 1)
+    assert again.n_documents == 2 and [d.reason for d in again.dead_letters] == ["duplicate_id"]
+    letter = again.dead_letters[0]
+    assert "'b2' was scored before with another text" in letter.message and letter.offset == 1
+    assert orjson.loads(letter.original)["text"] == "wheat wheat kansas"
+    (ids, kept), = again.parts
+    assert ids == ["b1", "b3"]
+    want = service.vectorizer.transform(["wheat harvest", "wheat exports"])
+    assert (kept != want).nnz == 0
+    # the copy the other shards' owners get carries the kept documents' counts only,
+    # which the receiver weighs back into the same vectors
+    counts = again.counts[0]
+    assert counts.size == kept.nnz
+    ((_, payload),) = service.copies(ids, kept, counts, [1, 2])
+    got_ids, got_X = read_vector_batch(payload, service.vectorizer)[:2]
+    assert got_ids == ids and (got_X != kept).nnz == 0
+    x2 = service.store.get("b2")
+    assert x2 is not None and (x2 != service.vectorizer.transform(["oil prices"])).nnz == 0
+    # every document of a batch refused: nothing routed, the letters kept
+    refused = service.route([msg({"id": "b2", "text": "gold"}, offset=2)])
+    assert refused.n_documents == 0 and not refused.parts
+    assert [d.reason for d in refused.dead_letters] == ["duplicate_id"]
 
 
 def test_one_message_delivered_twice_in_a_take_is_routed_once(service: Service) -> None:
