@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,9 @@ class TupleStore:
 
     def __contains__(self, doc_id: object) -> bool:
         return doc_id in self._rows
+
+    def holds_any(self, ids: Iterable[str]) -> bool:
+        return not self._rows.keys().isdisjoint(ids)
 
     def put(self, ids: Sequence[str], X: sp.csr_matrix) -> None:
         if self.capacity == 0:
