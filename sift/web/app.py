@@ -131,9 +131,8 @@ async def judge(request: web.Request) -> web.Response:
     state = request.app[STATE]
     name = request.match_info["profile"]
     if state.is_review(name):
-        summary = state.review_summary(name) if name in state.reviews else None
         return web.Response(text=pages.judge_page(name, state.pending(name, 100), None,
-                                                  review=summary or {"review": name}),
+                                                  review=state.review_summary(name)),
                             content_type="text/html")
     view = state.profiles.get(name)
     if view is None:

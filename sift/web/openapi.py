@@ -96,7 +96,10 @@ def openapi() -> dict[str, Any]:
                            "r_hat": _NUM, "recall": _NUM, "target_recall": _NUM,
                            "stop": {"type": "boolean"}, "ts": {"type": "number"},
                            "pending": {"type": "integer",
-                                       "description": "Requests awaiting judgment."}}},
+                                       "description": "Requests awaiting judgment."},
+                           "query": {"type": "string",
+                                     "description": "The review's topic text, once its "
+                                                    "spec was read."}}},
         "Stats": {
             "type": "object", "required": ["ts", "rates", "totals", "profiles", "reviews"],
             "properties": {

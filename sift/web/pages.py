@@ -183,7 +183,8 @@ def judge_page(profile: str, items: list[dict[str, Any]], summary: dict[str, Any
     stats = ""
     if review is not None:
         stop = " · <strong>stop signal</strong>" if review.get("stop") else ""
-        stats = (f'<p class="help">Review: screened {fmt(review.get("screened"), 0)} · found '
+        topic = f'<p class="query">{esc(review["query"])}</p>' if review.get("query") else ""
+        stats = (f'{topic}<p class="help">Review: screened {fmt(review.get("screened"), 0)} · found '
                  f'{fmt(review.get("found"), 0)} · R-hat {fmt(review.get("r_hat"), 1)} · recall '
                  f'so far {fmt(review.get("recall"), 3)}{stop}</p>')
     elif summary is not None:

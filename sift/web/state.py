@@ -201,8 +201,10 @@ class WebState:
         self.docs: OrderedDict[str, DocInfo] = OrderedDict()
         self.profiles: dict[str, ProfileView] = {}
         self.reviews: dict[str, dict[str, Any]] = {}
-        #: reviews' requests awaiting judgment (sift.requests) and their judged documents
+        #: reviews' requests awaiting judgment (sift.requests) and their judged documents,
+        #: and the reviews deleted (most recent last), kept from coming back
         self.review_queues: dict[str, ReviewQueue] = {}
+        self.deleted_reviews: OrderedDict[str, None] = OrderedDict()
         self.dead_by_reason: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         #: profiles deleted (most recent last), the ids of judgments seen (for the
@@ -301,8 +303,15 @@ class WebState:
         return queue
 
     def _review_deleted(self, name: str) -> None:
+        """Forget a deleted review, and keep its requests, statuses and judgments read later
+        (a restart reads the topics from their start, each at its own pace) from bringing
+        it back, until a new spec of that name."""
         self.review_queues.pop(name, None)
         self.reviews.pop(name, None)
+        self.deleted_reviews[name] = None
+        self.deleted_reviews.move_to_end(name)
+        while len(self.deleted_reviews) > DELETED_CAPACITY:
+            self.deleted_reviews.popitem(last=False)
 
     def claim(self, j: Judgment) -> str | None:
         """Reserve a judgment posted here while it is published: why it must be refused
@@ -392,6 +401,9 @@ class WebState:
             self.judgment_ids.move_to_end(j.id)
             while len(self.judgment_ids) > self.outcome_capacity:
                 self.judgment_ids.popitem(last=False)
+        if j.profile in self.deleted_reviews:
+            self._skip("deleted-review")
+            return j
         if self.is_review(j.profile):
             queue = self.review_queues[j.profile]
             if j.doc_id not in queue.judged:
@@ -436,6 +448,7 @@ class WebState:
                 if review.delete:
                     self._review_deleted(review.review)
                 else:
+                    self.deleted_reviews.pop(review.review, None)
                     self.review_queue(review.review).query = review.query
                 return
             spec = ProfileSpec.from_obj(obj)
@@ -497,6 +510,9 @@ class WebState:
         if not isinstance(name, str) or not name or len(name) > 512:
             self._skip("review-status")
             return
+        if name in self.deleted_reviews:
+            self._skip("deleted-review")
+            return
         assert isinstance(obj, dict)
         out: dict[str, Any] = {"review": name}
         for key in ("screened", "found", "r_hat", "target_recall"):
@@ -518,6 +534,9 @@ class WebState:
             return
         if self.known(req.review):
             self._skip("requests")  # a standing profile's name: not a review
+            return
+        if req.review in self.deleted_reviews:
+            self._skip("deleted-review")
             return
         queue = self.review_queue(req.review)
         if req.doc_id in queue.judged or req.doc_id in queue.pending:
@@ -593,9 +612,12 @@ class WebState:
         }
 
     def review_summary(self, name: str) -> dict[str, Any]:
-        """A review's last status, with its requests awaiting judgment here."""
+        """A review's last status (if any), with its requests awaiting judgment here and
+        its query (when its spec was read)."""
         queue = self.review_queues.get(name)
-        return {**self.reviews[name], "pending": len(queue.pending) if queue else 0}
+        return {"review": name, **self.reviews.get(name, {}),
+                "pending": len(queue.pending) if queue else 0,
+                "query": queue.query if queue else ""}
 
     def pending(self, profile: str, limit: int = 50) -> list[dict[str, Any]]:
         """The oldest ``limit`` documents awaiting judgment for ``profile`` (a review: its

@@ -458,6 +458,7 @@ def test_a_review_is_judged_on_its_own_page_and_the_judgment_keyed_by_review(
         assert page.status == 200
         html = await page.text()
         assert "batch 1 · rank 1 · r0" in html and "Abstract r2" in html and "R-hat" in html
+        assert "wilson disease" in html  # the review's query
         dash = await (await client.get("/")).text()
         assert 'href="/judge/wil%20son%2Fx"' in dash
         resp = await client.post("/api/judgments", headers=auth(),

@@ -213,10 +213,21 @@ def test_a_review_is_not_shown_as_a_profile_and_its_requests_await_judgment() ->
                                        "rank": 1}), 3.0)
     assert [it["doc_id"] for it in state.pending("wilson")] == ["r0", "r2"]
     assert state.snapshot()["reviews"][0]["pending"] == 2
-    # deleting the review forgets it
+    # deleting the review forgets it, and what is read of it later does not bring it back
     state.on_profile_spec(orjson.dumps({"profile": "wilson", "mode": "review", "delete": True}))
     assert not state.is_review("wilson") and state.snapshot()["reviews"] == []
     assert state.pending("wilson") == []
+    state.on_request(orjson.dumps({"review": "wilson", "doc_id": "r5", "batch": 2,
+                                   "rank": 1}), 4.0)
+    state.on_review_status(orjson.dumps({"review": "wilson", "screened": 2, "found": 1,
+                                         "r_hat": 1.0, "recall_estimate": 1.0, "stop": True,
+                                         "ts": 4.0}), 4.0)
+    state.on_judgment(orjson.dumps({"doc_id": "r5", "profile": "wilson", "relevant": True}), 4.0)
+    snap = state.snapshot()
+    assert snap["reviews"] == [] and snap["profiles"] == [] and state.skipped["deleted-review"] == 3
+    # a new spec of the name makes it a review again
+    review_fill(state, "wilson", 1)
+    assert state.is_review("wilson") and [it["doc_id"] for it in state.pending("wilson")] == ["r0"]
 
 
 def test_requests_for_a_standing_profiles_name_and_bad_requests_are_skipped() -> None:
