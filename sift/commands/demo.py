@@ -47,6 +47,7 @@ examples:
   sift demo --limit 1000 --chunk 10    # a shorter run
   SIFT_TRUNCATE=6 sift demo --bags 5   # bagged profiles, tokens cut to 6 characters
   SIFT_BROKER=kafka://host:9092 sift demo --no-compare
+  sift demo --review Donners_2021      # review mode: a screening set to its stop signal
 
 The closing table compares the stream's measures with 'sift replay' on the same
 data (in process, no broker). Results also go to --out as JSON.
@@ -67,6 +68,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--no-compare", action="store_true", help="skip the in-process sift replay")
     p.add_argument("--bags", type=int, default=1, metavar="B",
                    help="each profile bagged over B pseudolabel draws (a spec's bags; default 1)")
+    p.add_argument("--review", metavar="DATASET", default=None,
+                   help="run review mode instead: a bundled screening set (e.g. Donners_2021) "
+                        "screened in the worker, a simulated reviewer answering from its labels")
+    p.add_argument("--target-recall", type=float, default=0.95,
+                   help="with --review: the review's target recall (default 0.95)")
     p.add_argument("--out", type=Path, default=Path(".cache/demo/result.json"))
     p.set_defaults(func=run)
 
@@ -100,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     from sift.agents.harness import HarnessError
     from sift.replay import load_corpus
 
+    if args.review is not None:
+        return run_review(args)
     if args.chunk < 1:
         raise SiftError("--chunk must be >= 1")
     if not 1 <= args.bags <= MAX_BAGS:
@@ -136,6 +144,75 @@ def run(args: argparse.Namespace) -> int:
         result["replay"] = summary(ref.metrics)
     result.pop("specs_obj")
     report(result)
+    write_json(args.out, result)
+    print(f"demo: results in {args.out}")
+    return 0
+
+
+SCREENING = ROOT / "data" / "screening"
+
+
+def run_review(args: argparse.Namespace) -> int:
+    """``sift demo --review DATASET``: review mode end to end through Kafka.
+
+    A local broker (or SIFT_BROKER's), one worker, the review created with the dataset's
+    title as its query, the records loaded as documents naming it, and a simulated
+    reviewer answering every request from the labels until the stop signal; then the
+    recall at the stop and the share of the collection screened, against the target."""
+    from sift.agents.harness import HarnessError, WorkerProcess
+    from sift.commands.review import answer, collection, gold_labels, review_spec, statuses
+    from sift.commands.review import start as start_review
+
+    path = SCREENING / f"{args.review}.jsonl.gz"
+    titles = orjson.loads((SCREENING / "reviews.json").read_bytes())
+    if args.review not in titles or not path.is_file():
+        raise SiftError(f"--review must be one of {', '.join(sorted(titles))}, got {args.review!r}")
+    if not 0 < args.target_recall <= 1:
+        raise SiftError(f"--target-recall must be in (0, 1], got {args.target_recall}")
+    gold = gold_labels(path)
+    docs = list(collection(path, "demo"))
+    base = Settings.from_env()
+    with broker_for(base, args.port, args.keep_broker) as url:
+        run_id = uuid.uuid4().hex[:6]
+        settings = replace(base, broker=url, topic_prefix=f"demo{run_id}.",
+                           app_id=f"sift-demo-{run_id}",
+                           data_dir=str(Path(tempfile.mkdtemp(prefix="sift-demo-")) / "worker"))
+        from sift.agents.app import prepare_topics
+        from sift.agents.harness import send_all
+
+        prepare_topics(settings)
+        worker = WorkerProcess(settings, "worker").start()
+        print(f"demo: worker pid {worker.proc and worker.proc.pid}, log {worker.log_path}")
+        t0 = time.monotonic()
+        try:
+            worker.wait_ready(timeout=180)
+            spec = review_spec("demo", titles[args.review], {"target_recall": args.target_recall,
+                                                             "random_state": 0})
+            if start_review(settings, spec, 60.0):
+                raise SiftError("the review was refused")
+            send_all(settings, settings.topic("documents"),
+                     [(batch[0].id.encode(), orjson.dumps({"documents": [d.to_obj() for d in batch]}))
+                      for batch in (docs[i:i + 100] for i in range(0, len(docs), 100))])
+            print(f"demo: {len(docs)} records of {args.review} sent; answering requests "
+                  f"from the labels until the stop signal")
+            answered = answer(settings, "demo", gold, 1800.0)
+            final = statuses(settings)["demo"]
+        except HarnessError as exc:
+            raise SiftError(str(exc)) from None
+        finally:
+            worker.stop()
+    relevant = sum(gold.values())
+    result = {"review": args.review, "documents": len(docs),
+              "relevant": relevant, "answered": answered, "screened": final.screened,
+              "found": final.found, "recall_at_stop": final.found / relevant if relevant else 1.0,
+              "cost_at_stop": final.screened / len(docs), "r_hat": final.r_hat,
+              "target_recall": args.target_recall, "stop": final.stop,
+              "seconds": time.monotonic() - t0}
+    print()
+    print(f"{args.review}: {len(docs)} records, {relevant} relevant; stopped after screening "
+          f"{final.screened} ({result['cost_at_stop']:.1%}) with {final.found} found: recall "
+          f"{result['recall_at_stop']:.3f} (target {args.target_recall:g}), R-hat "
+          f"{final.r_hat:.1f}, {result['seconds']:.0f} s")
     write_json(args.out, result)
     print(f"demo: results in {args.out}")
     return 0

@@ -39,3 +39,23 @@ def test_demo_stream_equals_replay_with_feedback_after_every_document(
     assert result["decisions"] > 0 and result["judgments"] == result["decisions"]
     assert result["stream"] == result["replay"]
     assert "macro_t11su" in capsys.readouterr().out
+
+
+def test_demo_review_reaches_its_target_on_a_bundled_screening_set(
+        broker_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sift demo --review``: review mode through Kafka, a simulated reviewer, to the stop
+    signal; the recall at the stop is measured against the labels."""
+    monkeypatch.setenv("SIFT_BROKER", broker_url)
+    out = tmp_path / "review.json"
+    assert main(["demo", "--review", "Donners_2021", "--target-recall", "0.9",
+                 "--out", str(out)]) == 0
+    result = orjson.loads(out.read_bytes())
+    assert result["documents"] == 258 and result["relevant"] == 15 and result["stop"]
+    assert result["recall_at_stop"] >= 0.8 and result["cost_at_stop"] < 1.0
+    assert result["answered"] == result["screened"] <= 258
+
+
+def test_demo_review_names_the_datasets_it_knows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--review", "nope"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Donners_2021" in err
