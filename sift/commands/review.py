@@ -72,6 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         help="JSONL with id and label (1 relevant, 0 not), e.g. the loaded file")
     answer.add_argument("--until-stop", type=positive_seconds, default=60.0, metavar="S",
                         help="answer until the stop signal, at most S seconds (default 60)")
+    answer.add_argument("--limit", type=positive_int, default=None, metavar="N",
+                        help="answer at most N requests, then return")
     status = verbs.add_parser("status", help="the last status of a review (or of every review)")
     status.add_argument("name", nargs="?")
     status.add_argument("--json", action="store_true", help="one JSON object per review")
@@ -219,10 +221,12 @@ def start(settings: Settings, obj: dict[str, Any], wait: float) -> int:
                     f"with SIFT_TOPIC_PREFIX={settings.topic_prefix!r}?")
 
 
-def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float) -> int:
+def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float,
+           limit: int | None = None) -> int:
     """Answer the review's requests from ``gold`` until its stop signal (or every record
-    screened), at most ``timeout`` seconds; returns the judgments sent. Requests published
-    before are answered too (a judgment sent twice is skipped by the worker)."""
+    screened), at most ``timeout`` seconds, or until ``limit`` requests are answered;
+    returns the judgments sent. Requests published before are answered too (a judgment
+    sent twice is skipped by the worker)."""
     from sift.kafkaclient import producer
 
     cons = _follow(settings, [settings.topic(REQUESTS_TOPIC), settings.topic(STATUS_TOPIC)],
@@ -250,6 +254,8 @@ def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float)
                         continue
                     if req.review != name or req.doc_id in answered:
                         continue
+                    if limit is not None and len(answered) >= limit:
+                        break
                     if req.doc_id not in gold:
                         raise SiftError(f"review {name!r} asks for {req.doc_id!r}, which the "
                                         "gold file does not label")
@@ -261,6 +267,9 @@ def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float)
                     sent += 1
             if sent:
                 prod.flush(timeout=30)
+            if limit is not None and len(answered) >= limit:
+                print(f"answered {len(answered)} requests (--limit)")
+                return len(answered)
             if last is not None and (last.stop or last.complete) and last.screened >= len(answered):
                 print(describe(last))
                 print(f"answered {len(answered)} requests")
@@ -291,7 +300,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"sent {len(docs)} documents of review {args.name!r} to {settings.topic('documents')}")
         return 0
     if args.verb == "answer":
-        answer(settings, args.name, gold_labels(args.gold), args.until_stop)
+        answer(settings, args.name, gold_labels(args.gold), args.until_stop, args.limit)
         return 0
     if args.verb == "rm":
         obj = {"profile": args.name, "mode": "review", "delete": True}

@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sift.agents.harness import WorkerProcess, read_all, settings_env
+from sift.agents.harness import WorkerProcess, read_all, settings_env, wait_for
 from sift.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,3 +73,44 @@ def test_a_review_run_from_the_command_line_reaches_its_stop_signal(settings: Se
         assert gone.returncode == 0 and "sent deletion" in gone.stdout
     finally:
         w.stop()
+
+
+def test_a_killed_workers_review_goes_on_in_its_replacement(settings: Settings,
+                                                             tmp_path: Path) -> None:
+    """The review's record and its chunks (texts, each batch's ranks) come back from the
+    table's changelog: a worker killed (SIGKILL) mid-review is replaced by a fresh one
+    (another data directory: nothing local survives) that takes the review on to its stop
+    signal, counting the judgments made before."""
+    from dataclasses import replace
+
+    name = "donners restart"
+    title = orjson.loads((DATA.parent / "reviews.json").read_bytes())["Donners_2021"]
+    # the killed worker's partitions move once the group gives it up: after the session
+    # timeout (the broker's least is 6 s)
+    settings = replace(settings, session_timeout=8.0, heartbeat_interval=2.0)
+    w1 = WorkerProcess(settings, "w1").start()
+    w2 = None
+    try:
+        w1.wait_ready()
+        assert sift(settings, "start", name, "--query", title, "--param", "n_top=10",
+                    "--param", "random_state=0", "--wait", "60").returncode == 0
+        assert sift(settings, "load", name, str(DATA)).returncode == 0
+        partial = sift(settings, "answer", name, "--gold", str(DATA), "--limit", "25")
+        assert partial.returncode == 0 and "answered 25 requests" in partial.stdout
+        before = wait_for(lambda: orjson.loads(sift(settings, "status", name, "--json").stdout)
+                          if orjson.loads(sift(settings, "status", name, "--json").stdout)[
+                              "screened"] == 25 else None, 60, "the 25 judgments applied")
+        assert before["batches"] >= 2 and not before["stop"]
+        w1.kill()
+        fresh = replace(settings, data_dir=str(tmp_path / "w2"))
+        w2 = WorkerProcess(fresh, "w2").start()
+        w2.wait_ready()
+        done = sift(fresh, "answer", name, "--gold", str(DATA), "--until-stop", "240")
+        assert done.returncode == 0, done.stderr
+        after = orjson.loads(sift(fresh, "status", name, "--json").stdout)
+        assert after["documents"] == 258 and (after["stop"] or after["complete"])
+        assert after["screened"] > before["screened"] and after["batches"] > before["batches"]
+    finally:
+        w1.kill()
+        if w2 is not None:
+            w2.stop()
