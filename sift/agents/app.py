@@ -627,7 +627,7 @@ class ShardedTable(faust.Table):  # type: ignore[type-arg]
     """
 
     #: with a separator, a key ``<name><separator><rest>`` goes to the shard of ``name``
-    #: (a review's text chunks beside its record, sift.agents.review.chunk_key)
+    #: (a review's chunks beside its record, sift.agents.review.chunk_key)
     name_separator: str | None = None
 
     def partition_for_key(self, key: Any) -> int:

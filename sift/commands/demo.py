@@ -11,6 +11,10 @@ The producer is paced (closed loop): a chunk of documents is sent, and the next
 one only when the worker has scored it and applied the judge's answers, so
 feedback reaches a profile at most one chunk late, as in the replay protocol
 (where it is zero documents late). ``--chunk`` sets that lag.
+
+``--review DATASET`` runs review mode instead (:func:`run_review`): a bundled screening
+set screened in the worker, a simulated reviewer answering from its labels until the
+stop signal, and the recall at the stop against the target.
 """
 
 from __future__ import annotations

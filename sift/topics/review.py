@@ -72,7 +72,7 @@ class ReviewSpec:
             raise RecordError("not_an_object",
                               f"review spec must be a JSON object, got {type(obj).__name__}")
         name = _name(obj, "profile", "review spec")
-        if "\x00" in name:  # it separates a review's name from its text chunks' numbers
+        if "\x00" in name:  # it separates a review's name from the rest of its chunks' keys
             raise RecordError("bad_profile", "review spec field 'profile' must not contain "
                               "a NUL character")
         if obj.get("mode") != REVIEW_MODE:
