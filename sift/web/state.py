@@ -31,6 +31,9 @@ from sift.topics.records import Decision, Judgment, ProfileSpec
 from sift.topics.review import JudgmentRequest, ReviewSpec, is_review_obj
 
 SNIPPET_CHARS = 320
+#: Documents naming a review kept apart (title and snippet only) for its judging page: a
+#: review asks for any document of its collection, however long ago it was sent.
+REVIEW_DOC_CAPACITY = 200_000
 #: Latency buckets (seconds from a document's Kafka timestamp to its decision).
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 #: Seconds between two decodings of one profile's changelog record.
@@ -205,6 +208,8 @@ class WebState:
         #: and the reviews deleted (most recent last), kept from coming back
         self.review_queues: dict[str, ReviewQueue] = {}
         self.deleted_reviews: OrderedDict[str, None] = OrderedDict()
+        #: title and snippet of the documents naming a review (REVIEW_DOC_CAPACITY)
+        self.review_docs: OrderedDict[str, DocInfo] = OrderedDict()
         self.dead_by_reason: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         #: profiles deleted (most recent last), the ids of judgments seen (for the
@@ -345,8 +350,13 @@ class WebState:
             info = DocInfo(d.title, text[: self.text_chars] if cut else text, cut, ts)
             self.docs[d.id] = info
             self.docs.move_to_end(d.id)
+            if d.metadata and "review" in d.metadata:
+                self.review_docs[d.id] = DocInfo(d.title, snippet(text), True, ts)
+                self.review_docs.move_to_end(d.id)
         while len(self.docs) > self.doc_capacity:
             self.docs.popitem(last=False)
+        while len(self.review_docs) > REVIEW_DOC_CAPACITY:
+            self.review_docs.popitem(last=False)
         self.c_documents.inc(len(docs))
         self.rates["documents"].add(ts, len(docs))
         return len(docs)
@@ -626,7 +636,7 @@ class WebState:
             asked: list[dict[str, Any]] = []
             for it in itertools.islice(self.review_queues[profile].pending.values(), limit):
                 if it.doc is None:
-                    it.doc = self.docs.get(it.doc_id)
+                    it.doc = self.docs.get(it.doc_id) or self.review_docs.get(it.doc_id)
                 doc = it.doc
                 asked.append({"doc_id": it.doc_id, "profile": it.review, "review": True,
                               "title": doc.title if doc else "",

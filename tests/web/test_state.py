@@ -238,3 +238,19 @@ def test_requests_for_a_standing_profiles_name_and_bad_requests_are_skipped() ->
     state.on_request(orjson.dumps({"review": "w", "doc_id": "x", "batch": "1", "rank": 1}), 1.0)
     assert state.skipped["requests"] == 3 and not state.is_review("earn")
     assert [p["profile"] for p in state.snapshot()["profiles"]] == ["earn"]
+
+
+def test_a_review_request_shows_its_document_after_the_recent_ones_moved_on() -> None:
+    """A review may ask for any document of its collection: documents naming a review keep
+    their title and snippet apart from the recent-documents cache."""
+    state = WebState(doc_capacity=5)
+    review_fill(state, "wilson", 0)
+    state.on_documents(orjson.dumps({"documents": [
+        {"id": f"c{i}", "title": f"Record {i}", "text": f"abstract {i} " * 80,
+         "metadata": {"review": "wilson"}} for i in range(50)]}), 1.0)
+    assert "c0" not in state.docs  # the recent cache holds the last five
+    state.on_request(orjson.dumps({"review": "wilson", "doc_id": "c0", "batch": 1,
+                                   "rank": 1}), 2.0)
+    (item,) = state.pending("wilson")
+    assert item["title"] == "Record 0" and item["snippet"].startswith("abstract 0 abstract 0")
+    assert len(item["snippet"]) <= 321 and state.document_text("c0") is None
