@@ -105,6 +105,13 @@ def changelog_topic(settings: Settings) -> str:
     return f"{settings.app_id}-{TABLE}-changelog"
 
 
+def journal_topic(settings: Settings) -> str:
+    """The changelog of the profiles' judgment journals (:mod:`sift.agents.journal`)."""
+    from sift.agents.app import JOURNAL_TABLE
+
+    return f"{settings.app_id}-{JOURNAL_TABLE}-changelog"
+
+
 def send_and_wait(settings: Settings, obj: dict[str, Any], timeout: float) -> tuple[bool, str]:
     """Send a spec and wait up to ``timeout`` seconds for the worker's answer:
     ``(True, summary)`` when the profile's record (or, for a deletion, its tombstone)
@@ -173,21 +180,28 @@ def _record_answer(value: bytes | None, want: dict[str, Any], delete: bool) -> s
 
 
 #: what a table value that is not a profile record raises in :func:`_record`
-_UNREADABLE = (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, AttributeError)
+_UNREADABLE = (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError)
 
 
-def _record(data: bytes) -> dict[str, Any]:
+def _record(data: bytes, journal: bytes | None = None) -> dict[str, Any]:
     """The summary of a profile table value (plain or zlib-compressed orjson): its spec,
     model, update policy, measure, threshold (``inf`` for none), model version and the
-    number of judgments learned. Raises one of :data:`_UNREADABLE` for anything else."""
+    number of judgments learned; after the batches of the profile's judgment
+    ``journal`` when it continues the record (the record is rewritten only now and
+    then). Raises one of :data:`_UNREADABLE` for anything else."""
+    from sift.agents.journal import latest_after
+
     rec = orjson.loads(data if data[:1] == b"{" else zlib.decompress(data))
     st = rec["state"]
-    thr = st["threshold"]
+    now = latest_after(rec, journal) or {
+        "threshold": st["threshold"], "model_version": st["model_version"],
+        "n_judged": st["n_judged"]}
+    thr = now["threshold"]
     return {"spec": rec.get("spec"), "model": st["params"]["model"],
             "bags": int(st["params"].get("bags", 1)),
             "update": st["params"]["update"], "measure": st["params"]["measure"],
-            "threshold": math.inf if thr is None else thr,
-            "model_version": st["model_version"], "judged": st["n_judged"]}
+            "threshold": math.inf if thr is None else float(thr),
+            "model_version": int(now["model_version"]), "judged": int(now["n_judged"])}
 
 
 def list_profiles(settings: Settings) -> list[dict[str, Any]]:
@@ -198,12 +212,15 @@ def list_profiles(settings: Settings) -> list[dict[str, Any]]:
     latest: dict[str, bytes | None] = {}
     for key, value, _, _ in read_all(settings, changelog_topic(settings), idle=1.0):
         latest[(key or b"").decode()] = value
+    journals: dict[str, bytes | None] = {}
+    for key, value, _, _ in read_all(settings, journal_topic(settings), idle=1.0):
+        journals[(key or b"").decode()] = value
     out: list[dict[str, Any]] = []
     for name, data in sorted(latest.items()):
         if not data:
             continue
         try:
-            rec = _record(data)
+            rec = _record(data, journals.get(name))
         except _UNREADABLE:
             out.append({"profile": name, "error": "unreadable state"})
             continue

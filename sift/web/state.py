@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from sift.agents.journal import latest_after
 from sift.observability import RateMeter, Registry
 from sift.topics.codecs import decode_document_batch, loads
 from sift.topics.errors import RecordError
@@ -168,15 +169,14 @@ def summarize_state(raw: bytes) -> dict[str, Any]:
 def overlay_journal(summary: dict[str, Any], raw: bytes) -> dict[str, Any]:
     """``summary`` (of a state record) with the threshold, model version and judgment
     count the profile has after its journal's last batch, when the journal continues
-    that record (the same epoch, a version not older)."""
-    rec = orjson.loads(raw)
-    latest = rec.get("latest") or {}
-    version = latest.get("model_version")
-    if (not summary.get("epoch") or rec.get("epoch") != summary["epoch"]
-            or not isinstance(version, int) or version < summary["model_version"]):
+    that record (the same epoch, a version not older: :func:`sift.agents.journal.latest_after`)."""
+    latest = latest_after({"journal": {"epoch": summary.get("epoch")},
+                           "state": {"model_version": summary["model_version"]}}, raw)
+    if latest is None:
         return summary
-    return {**summary, "threshold": _finite(latest.get("threshold")),
-            "model_version": _count(version), "n_judged": _count(latest.get("n_judged", 0))}
+    return {**summary, "threshold": _finite(latest["threshold"]),
+            "model_version": _count(latest["model_version"]),
+            "n_judged": _count(latest["n_judged"])}
 
 
 class WebState:

@@ -356,3 +356,27 @@ def test_with_appends_off_journals_are_still_read_and_records_written(
     changed = {orjson.loads(m.value)["profile"] for b in batches[10:] for m in b}
     assert all(table[n] is not records[n] for n in changed)
     assert states(make(training, dict(journal)), dict(table)) == states(off, table)
+
+
+def test_the_command_lines_summary_is_the_profile_after_its_journal(
+        training: TrainingSet, stream: list[dict[str, str]]) -> None:
+    """`sift profiles list` reads the two changelogs: between state records a profile's
+    threshold, version and judgment count are those after its journal's last batch, the
+    live profile's, and not the record's (which said 0 judgments until it was rewritten)."""
+    from sift.commands.profiles import _record
+
+    svc, table, journal = started(training, stream)
+    apply(svc, table, judgment_batches(stream, 3))
+    assert svc.stats["journal_appends"] > 0
+    for name in PROFILES:
+        live = svc.entry(name, table)
+        assert live is not None
+        summary = _record(table[name], journal.get(name))
+        assert (summary["threshold"], summary["model_version"], summary["judged"]) == (
+            live.profile.threshold_, live.profile.version_, live.profile.n_judged_)
+    stale = [_record(table[n])["judged"] for n in PROFILES]
+    assert sum(stale) < sum(_record(table[n], journal.get(n))["judged"] for n in PROFILES)
+    # a journal of another epoch (a replaced profile's) is not this record's
+    other = next(iter(PROFILES))
+    moved = journal[other].replace(b'"epoch":"', b'"epoch":"x', 1)
+    assert _record(table[other], moved) == _record(table[other])
