@@ -8,8 +8,10 @@ here, so the SASL/SSL settings reach all of them, as they reach the Faust app
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sift.errors import SiftError
@@ -18,6 +20,108 @@ from sift.settings import Settings
 
 class KafkaClientError(SiftError):
     """The broker cannot be reached or refused a request."""
+
+
+#: what kafka-python logs when a connection attempt fails: the reason, which its
+#: exception (``Unable to bootstrap from [...]``) leaves out
+_FAILED = (re.compile(r"Bootstrap connection to \S+ failed: (.+?)(?: \(backoff [\d.]+ secs\))?$"),
+           re.compile(r"^Connection failed: (.+)$"), re.compile(r"Connection lost: (.+)$"),
+           re.compile(r"^Metadata refresh: failed (.+)$"))
+
+#: (a pattern of the reason, what to check), most specific first
+_HINTS = (
+    (re.compile(r"SaslAuthenticationFailed|Authentication failed", re.I),
+     "the broker refused the credentials: check SIFT_SASL_USERNAME, SIFT_SASL_PASSWORD and "
+     "SIFT_SASL_MECHANISM"),
+    (re.compile(r"UnsupportedSaslMechanism|mechanism", re.I),
+     "the listener does not offer that SASL mechanism: check SIFT_SASL_MECHANISM"),
+    (re.compile(r"CERTIFICATE_VERIFY_FAILED|certificate verify", re.I),
+     "the broker's certificate is not trusted: set SIFT_SSL_CAFILE to the CA that signed it"),
+    (re.compile(r"WRONG_VERSION_NUMBER|Handshake failed|SSL", re.I),
+     "the TLS handshake failed: does SIFT_SECURITY_PROTOCOL match this listener?"),
+    (re.compile(r"ECONNREFUSED|Connection refused", re.I),
+     "nothing listens there: is the broker running, and is SIFT_BROKER right?"),
+    (re.compile(r"socket disconnected|Connection reset", re.I),
+     "the broker closed the connection: does SIFT_SECURITY_PROTOCOL match this listener?"),
+)
+
+#: a closed connection under SASL: refused credentials sometimes end the connection
+#: before kafka-python reads the broker's answer, so the credentials are suspects too
+_CLOSED_UNDER_SASL = (
+    "the broker closed the connection: check SIFT_SASL_USERNAME, SIFT_SASL_PASSWORD and "
+    "SIFT_SASL_MECHANISM, and that SIFT_SECURITY_PROTOCOL matches this listener")
+
+
+class _FailureLog(logging.Handler):
+    """Keeps the reasons kafka-python logs for failed connection attempts."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.reasons: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # a record that cannot be formatted says nothing we can use
+            return
+        for pattern in _FAILED:
+            found = pattern.search(text)
+            if found:  # "[Error 58] XError: XError: text" -> "XError: text"
+                reason = re.sub(r"^\[Error -?\d+\] ", "", found.group(1).strip())
+                self.reasons.append(re.sub(r"\b(\w+): \1: ", r"\1: ", reason))
+                return
+
+
+def failure_reason(reasons: list[str], sasl: bool = False) -> str | None:
+    """The most telling of the logged connection failures, with what to check (``sasl``:
+    the client authenticates with SASL).
+
+    An authentication or certificate failure beats the disconnections that follow it.
+
+    >>> print(failure_reason(["KafkaConnectionError: socket disconnected",
+    ...                       "SaslAuthenticationFailedError: Authentication failed: bad user"]))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    SaslAuthenticationFailedError: Authentication failed: bad user (the broker refused
+    the credentials: check SIFT_SASL_USERNAME, SIFT_SASL_PASSWORD and SIFT_SASL_MECHANISM)
+    >>> failure_reason([]) is None
+    True
+    """
+    for pattern, hint in _HINTS:
+        for reason in reasons:
+            if pattern.search(reason):
+                if sasl and hint is _HINTS[-1][1]:
+                    hint = _CLOSED_UNDER_SASL
+                return f"{reason} ({hint})"
+    return reasons[0] if reasons else None
+
+
+@contextlib.contextmanager
+def _failures() -> Iterator[_FailureLog]:
+    handler = _FailureLog()
+    logger = logging.getLogger("kafka")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def _connect(settings: Settings, make: Callable[[], Any]) -> Any:
+    """``make()`` (a kafka-python client's constructor, which connects), its failure
+    turned into a one-line :class:`KafkaClientError` that names the cause kafka-python
+    logged (refused credentials, an untrusted certificate, a closed connection) rather
+    than only its time-out."""
+    from kafka.errors import KafkaError
+
+    with _failures() as log:
+        try:
+            return make()
+        except (KafkaError, OSError, ValueError) as exc:
+            text = str(exc)
+            name = type(exc).__name__
+            sasl = settings.security_protocol.upper().startswith("SASL")
+            why = failure_reason(log.reasons, sasl) or (text if text.startswith(name) else f"{name}: {text}")
+            raise KafkaClientError(f"cannot connect to {settings.broker}: {why}") from None
 
 
 def bootstrap(settings: Settings) -> list[str]:
@@ -48,39 +152,27 @@ def client_config(settings: Settings) -> dict[str, Any]:
 def producer(settings: Settings, **overrides: Any) -> Any:
     """A KafkaProducer sending raw bytes (keys and values)."""
     from kafka import KafkaProducer
-    from kafka.errors import KafkaError
 
     cfg = {**client_config(settings), "linger_ms": 5, "batch_size": 256 * 1024,
            "max_request_size": 8 * 1024 * 1024, "acks": 1, "enable_idempotence": False,
            **overrides}
-    try:
-        return KafkaProducer(**cfg)
-    except (KafkaError, OSError, ValueError) as exc:
-        raise KafkaClientError(f"cannot connect to {settings.broker}: {exc}") from None
+    return _connect(settings, lambda: KafkaProducer(**cfg))
 
 
 def consumer(settings: Settings, *topics: str, **overrides: Any) -> Any:
     """A KafkaConsumer of raw bytes (no group unless ``group_id`` is given)."""
     from kafka import KafkaConsumer
-    from kafka.errors import KafkaError
 
     cfg = {**client_config(settings), "auto_offset_reset": "earliest",
            "enable_auto_commit": False, "group_id": None, **overrides}
-    try:
-        return KafkaConsumer(*topics, **cfg)
-    except (KafkaError, OSError, ValueError) as exc:
-        raise KafkaClientError(f"cannot connect to {settings.broker}: {exc}") from None
+    return _connect(settings, lambda: KafkaConsumer(*topics, **cfg))
 
 
 def admin(settings: Settings, timeout: float = 30.0) -> Any:
     from kafka import KafkaAdminClient
-    from kafka.errors import KafkaError
 
-    try:
-        return KafkaAdminClient(**client_config(settings), request_timeout_ms=int(timeout * 1000),
-                                client_id="sift-cli")
-    except (KafkaError, OSError, ValueError) as exc:
-        raise KafkaClientError(f"cannot connect to {settings.broker}: {exc}") from None
+    return _connect(settings, lambda: KafkaAdminClient(
+        **client_config(settings), request_timeout_ms=int(timeout * 1000), client_id="sift-cli"))
 
 
 def ensure_topics(settings: Settings, names: Iterable[str], partitions: int | None = None,

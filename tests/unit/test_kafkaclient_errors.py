@@ -1,0 +1,56 @@
+"""The one-line error of a client that cannot connect names the cause kafka-python
+logged (its exception only says "Unable to bootstrap"); the broker test
+(tests/integration/test_secure_broker.py) checks the same against a real broker."""
+
+from __future__ import annotations
+
+import logging
+
+from sift.kafkaclient import _failures, failure_reason
+
+SASL_REFUSED = ("Bootstrap connection to bootstrap-0 failed: [Error 58] SaslAuthenticationFailedError: "
+                "SaslAuthenticationFailedError: Authentication failed: Invalid username or password "
+                "(backoff 1.43 secs)")
+CLOSED = ("<KafkaConnection node_id=bootstrap-0 broker_version=(3, 9) (disconnected)>: Connection "
+          "lost: KafkaConnectionError: socket disconnected")
+UNTRUSTED = ("Connection failed: KafkaConnectionError: Handshake failed: [SSL: "
+             "CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate")
+
+
+def logged(*messages: str) -> list[str]:
+    with _failures() as log:
+        for m in messages:
+            logging.getLogger("kafka.net.manager").warning(m)
+        logging.getLogger("kafka.net.manager").warning("Bootstrap bootstrap-0 not ready; waiting 1 secs")
+    return log.reasons
+
+
+def test_the_reasons_are_taken_from_the_log_without_the_repeated_class_name() -> None:
+    assert logged(CLOSED, SASL_REFUSED) == [
+        "KafkaConnectionError: socket disconnected",
+        "SaslAuthenticationFailedError: Authentication failed: Invalid username or password"]
+    assert logged() == []
+
+
+def test_refused_credentials_beat_the_disconnections_around_them() -> None:
+    why = failure_reason(logged(CLOSED, SASL_REFUSED, CLOSED), sasl=True)
+    assert why is not None and why.startswith("SaslAuthenticationFailedError: Authentication failed")
+    assert "refused the credentials" in why
+
+
+def test_an_untrusted_certificate_names_the_ca_setting() -> None:
+    why = failure_reason(logged(UNTRUSTED, CLOSED))
+    assert why is not None and "CERTIFICATE_VERIFY_FAILED" in why and "SIFT_SSL_CAFILE" in why
+
+
+def test_a_closed_connection_suspects_the_protocol_and_under_sasl_the_credentials() -> None:
+    plain = failure_reason(logged(CLOSED))
+    sasl = failure_reason(logged(CLOSED), sasl=True)
+    assert plain is not None and "SIFT_SECURITY_PROTOCOL" in plain and "SASL" not in plain
+    assert sasl is not None and "SIFT_SASL_PASSWORD" in sasl and "SIFT_SECURITY_PROTOCOL" in sasl
+
+
+def test_the_handler_is_removed_afterwards() -> None:
+    before = list(logging.getLogger("kafka").handlers)
+    logged(CLOSED)
+    assert logging.getLogger("kafka").handlers == before
