@@ -236,6 +236,9 @@ class DevBroker:
     log_level: str = "INFO"
     die_with_parent: bool = False
     extra_config: dict[str, str] = field(default_factory=dict)
+    #: more arguments of the storage format (``kafka-storage format``), e.g.
+    #: ``("--add-scram", "SCRAM-SHA-512=[name=alice,password=...]")`` for SCRAM users
+    format_args: tuple[str, ...] = ()
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     #: where this start's part of the output and of the log begins (earlier starts' lines,
     #: errors among them, stay in both files)
@@ -392,7 +395,8 @@ class DevBroker:
         log4j = f"-Dlog4j.configuration=file:{self.data / 'log4j.properties'}"
         cmd = [self._java(), "-Xmx256m", log4j, "-cp", self._classpath(),
                "kafka.tools.StorageTool", "format",
-               "-t", _cluster_id(), "-c", str(self.config_path), "--ignore-formatted"]
+               "-t", _cluster_id(), "-c", str(self.config_path), "--ignore-formatted",
+               *self.format_args]
         res = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if res.returncode != 0:
             last = (res.stdout + res.stderr).strip().splitlines()[-1:] or ["no output"]

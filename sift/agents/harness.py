@@ -117,6 +117,50 @@ class WorkerProcess:
         return "\n".join(lines[-n:])
 
 
+class WebProcess:
+    """A ``sift web`` child process."""
+
+    def __init__(self, settings: Settings, log_path: Path) -> None:
+        self.settings = settings
+        self.log_path = log_path
+        self.url = f"http://{settings.web_host}:{settings.web_port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> WebProcess:
+        env = {**os.environ, **settings_env(self.settings)}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "sift.cli", "web"], env=env,
+                                         stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+        return self
+
+    def get(self, path: str) -> Any:
+        """``GET path`` decoded from JSON."""
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + path, timeout=10) as resp:
+            return orjson.loads(resp.read())
+
+    def ready(self) -> bool:
+        """Answering ``/api/stats``; raises :class:`HarnessError` if the process exited."""
+        if self.proc is None or self.proc.poll() is not None:
+            raise HarnessError(f"sift web exited: {self.log_path.read_text()[-2000:]}")
+        try:
+            self.get("/api/stats")
+        except OSError:
+            return False
+        return True
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
 def _die_with_parent() -> None:
     """In the child before exec: SIGTERM when the parent dies (Linux), so a killed test
     or benchmark leaves no orphaned worker behind."""

@@ -17,8 +17,6 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
-import subprocess
-import sys
 import urllib.parse
 import urllib.request
 import uuid
@@ -29,7 +27,7 @@ from typing import Any
 import orjson
 import pytest
 
-from sift.agents.harness import WorkerProcess, read_all, send_all, settings_env, total, wait_for
+from sift.agents.harness import WebProcess, WorkerProcess, read_all, send_all, total, wait_for
 from sift.devbroker import free_port
 from sift.settings import Settings
 from sift.topics.codecs import read_jsonl
@@ -82,47 +80,6 @@ def driver(tmp_path: Path) -> Iterator[Any]:
         yield drv
     finally:
         drv.quit()
-
-
-class WebProcess:
-    """A ``sift web`` child process."""
-
-    def __init__(self, settings: Settings, log_path: Path) -> None:
-        self.settings = settings
-        self.log_path = log_path
-        self.url = f"http://{settings.web_host}:{settings.web_port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> WebProcess:
-        env = {**os.environ, **settings_env(self.settings)}
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "sift.cli", "web"], env=env,
-                                         stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
-        return self
-
-    def get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.url + path, timeout=10) as resp:
-            return orjson.loads(resp.read())
-
-    def ready(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"sift web exited: {self.log_path.read_text()[-2000:]}")
-        try:
-            self.get("/api/stats")
-        except OSError:
-            return False
-        return True
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
 
 
 def small_corpus(tmp_path: Path) -> tuple[Path, list[str], list[Document]]:
