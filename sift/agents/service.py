@@ -1446,6 +1446,30 @@ class Service:
                     n_features=self.vectorizer.n_features)
         return profile
 
+    def _carry_judgments(self, spec: ProfileSpec, profile: AnyProfile,
+                         table: MutableMapping[str, bytes]) -> dict[str, None]:
+        """A profile replaced by a new spec keeps its feedback: ``profile`` (built from
+        ``spec``) learns the judgments the profile of that name holds
+        (:meth:`~sift.filters.profile.Profile.judgments`, under the new update policy),
+        and the judgment keys it saw are returned for the new entry, so a re-delivered
+        judgment stays a duplicate. Nothing is carried with ``reset``, or for a new name."""
+        if spec.reset or spec.profile not in table:
+            return {}
+        old = self.entry(spec.profile, table)
+        if old is None:
+            return {}
+        X, relevant, weights = old.profile.judgments()
+        if relevant.size:
+            try:
+                profile.learn_many(X, relevant, weights)  # checked before anything is learned
+            except FilterError as exc:  # vectors of another width: a state from elsewhere
+                log.warning("profile %r: its %d judgments could not be carried over to its "
+                            "new spec: %s", spec.profile, relevant.size, exc)
+                self.stats["judgments_not_carried"] += int(relevant.size)
+                return {}
+            self.stats["judgments_carried"] += int(relevant.size)
+        return dict(old.judged)
+
     def apply_specs(self, messages: Iterable[InputMessage],
                     table: MutableMapping[str, bytes]) -> UpdateResult:
         """Create, replace or delete profiles; state written back to ``table``."""
@@ -1480,8 +1504,9 @@ class Service:
                 self._dead(out.dead_letters, msg, RecordError("bad_params", f"profile "
                                                               f"{spec.profile!r}: {exc}"))
                 continue
+            judged = self._carry_judgments(spec, profile, table)
             # a new epoch: a journal left by an earlier profile of this name is not ours
-            entry = ProfileEntry(spec, profile, epoch=uuid.uuid4().hex)
+            entry = ProfileEntry(spec, profile, judged=judged, epoch=uuid.uuid4().hex)
             raw = encode_profile_record(entry)
             limit = self.max_record_bytes
             if limit is not None and len(raw) > limit:

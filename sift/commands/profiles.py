@@ -27,7 +27,9 @@ examples:
   sift profiles rm wheat
 
 Specs go to the profiles topic keyed by name; the worker owning the profile's shard
-trains it. 'list' reads the profile table's changelog (SIFT_APP_ID names it).
+trains it. 'add' of a profile that exists replaces it: trained afresh from the new spec,
+it learns again the judgments the old one held (--reset: without them). 'list' reads
+the profile table's changelog (SIFT_APP_ID names it).
 With --wait S, 'add' and 'rm' wait up to S seconds for the worker's answer: the
 profile's record in the changelog (exit 0), or the spec's dead letter, whose reason
 and message are printed (exit 1; for example unknown_positive for a positive that is
@@ -60,6 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                           "together (sift.filters.bagging; B times the state; default 1)")
     add.add_argument("--bag-rule", default="margin", help="how bagged members decide together: "
                      "margin (default), abstain or vote")
+    add.add_argument("--reset", action="store_true",
+                     help="replacing a profile, leave out the judgments it learned (by default "
+                          "the new profile learns them again)")
     rm = verbs.add_parser("rm", help="delete a profile", formatter_class=raw,
                           epilog="example:\n  sift profiles rm wheat --wait 10")
     rm.add_argument("name")
@@ -238,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
                "params": parse_params(args.param)}
         if args.bags != 1 or args.bag_rule != "margin":
             obj.update(bags=args.bags, bag_rule=args.bag_rule)
+        if args.reset:
+            obj["reset"] = True
         if args.wait:
             return _answer(args.name, *send_and_wait(settings, obj, args.wait))
         spec = send_spec(settings, obj)

@@ -255,6 +255,11 @@ class BaggedProfile:
     def n_relevant_(self) -> int:
         return self.members[0].n_relevant_
 
+    def judgments(self) -> tuple[sp.csr_matrix, NDArray[np.bool_], NDArray[np.float64]]:
+        """The real judgments the bag holds, oldest first (every member learns them all:
+        the first member's, :meth:`Profile.judgments`)."""
+        return self.members[0].judgments()
+
     # -- training and scoring --------------------------------------------------------------
     def fit(self, query_vector: sp.csr_matrix | None, X_train: sp.csr_matrix | None = None, *,
             positives: ArrayLike = (), labels: ArrayLike | None = None,

@@ -728,6 +728,37 @@ class Profile:
         if applies:
             self.version_ = version + applies
 
+    def judgments(self) -> tuple[sp.csr_matrix, NDArray[np.bool_], NDArray[np.float64]]:
+        """The real judgments the profile holds, oldest first: ``(X, relevant, weights)``.
+
+        Those applied that the example set still keeps (the newest ``n_judged_`` real
+        examples: the training positives of :meth:`fit` come before them, and the oldest
+        real examples are the first evicted after the pseudolabels), then those pending
+        under ``update=n``. Judgments evicted from a full example set are not among them.
+        A profile rebuilt from a changed spec learns these again (the streaming service
+        does), so a change keeps the feedback it had.
+
+        Examples
+        --------
+        >>> import numpy as np, scipy.sparse as sp
+        >>> X = sp.csr_matrix(np.eye(4)[:3] * 0.9 + 0.1)
+        >>> p = Profile("p", update="every")
+        >>> p.fit(X[:1], X, positives=[0])
+        >>> p.learn_many(X[1:], [True, False])
+        >>> J, rel, w = p.judgments()
+        >>> (J != X[1:]).nnz, rel.tolist(), w.tolist()
+        (0, [True, False], [1.0, 1.0])
+        """
+        self._check_fitted()
+        ex = self.examples_
+        real = np.flatnonzero(ex.real)
+        rows = real[real.size - min(self.n_judged_, real.size):]
+        parts = [(ex.X[rows], ex.labels[rows] > 0, ex.weights[rows])]
+        parts += [(X, lab > 0, w) for X, lab, w in self._pending]
+        return (stack_rows([x for x, _, _ in parts]),
+                np.concatenate([r for _, r, _ in parts]).astype(bool),
+                np.concatenate([w for _, _, w in parts]).astype(np.float64))
+
     def flush(self) -> None:
         """Apply buffered judgments now and re-threshold."""
         if self._pending:

@@ -230,11 +230,13 @@ class ProfileSpec:
     """Create, update or delete a profile.
 
     ``{"profile", "query"?, "model", "params"?, "measure"?, "update"?, "positives"?,
-    "bags"?, "bag_rule"?, "delete"?}``; ``positives`` are document ids or texts: an entry
+    "bags"?, "bag_rule"?, "reset"?, "delete"?}``; ``positives`` are document ids or texts: an entry
     is an id when the reader knows a document by it, else a text when it has whitespace
     inside (:func:`is_positive_text`); any other entry is an unknown id, rejected with
     the reason ``unknown_positive``. ``bags`` > 1 makes a bagged profile of that many
-    members deciding by ``bag_rule`` (:mod:`sift.filters.bagging`).
+    members deciding by ``bag_rule`` (:mod:`sift.filters.bagging`). A spec for a profile
+    that exists replaces it, trained afresh from the spec, and the new profile learns the
+    judgments the old one held again, unless ``reset`` is true.
     """
 
     profile: str
@@ -247,6 +249,7 @@ class ProfileSpec:
     delete: bool = False
     bags: int = 1
     bag_rule: str = "margin"
+    reset: bool = False
 
     @classmethod
     def from_obj(cls, obj: Any) -> ProfileSpec:
@@ -297,8 +300,11 @@ class ProfileSpec:
         if bag_rule not in BAG_RULES:
             raise RecordError("bad_bags", f"profile spec field 'bag_rule' must be one of "
                               f"{', '.join(BAG_RULES)}, got {bag_rule!r}")
+        reset = o.get("reset", False)
+        if not isinstance(reset, bool):
+            raise RecordError("bad_reset", "profile spec field 'reset' must be true or false")
         return cls(name, model, query, dict(params), measure, update, tuple(positives), delete,
-                   bags, bag_rule)
+                   bags, bag_rule, reset)
 
     def to_obj(self) -> dict[str, Any]:
         out: dict[str, Any] = {"profile": self.profile, "model": self.model, "query": self.query,
@@ -309,6 +315,8 @@ class ProfileSpec:
         if self.bags > 1:
             out["bags"] = self.bags
             out["bag_rule"] = self.bag_rule
+        if self.reset:
+            out["reset"] = True
         return out
 
 

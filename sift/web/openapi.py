@@ -62,6 +62,10 @@ def openapi() -> dict[str, Any]:
                                     "whose state the changelog cannot hold is dead-lettered "
                                     "as state_too_large"},
                            "bag_rule": {"type": "string", "enum": list(BAG_RULES)},
+                           "reset": {"type": "boolean", "description": "a spec for a profile "
+                                     "that exists replaces it, and the new profile learns the "
+                                     "judgments the old one held again; true: start without "
+                                     "them"},
                            "delete": {"type": "boolean", "description": "true: delete the "
                                       "profile (the other fields are ignored)"}}},
         "Profile": {

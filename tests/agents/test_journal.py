@@ -197,17 +197,30 @@ def test_a_recovered_worker_goes_on_and_is_recovered_again(training: TrainingSet
 
 def test_a_replaced_profile_does_not_learn_its_predecessors_journal(
         training: TrainingSet, stream: list[dict[str, str]]) -> None:
+    """Replaced, a profile learns the judgments its predecessor held once, from that
+    profile (carried into the new record), never again from the old journal; replaced
+    with ``reset``, none."""
     svc, table, journal = started(training, stream)
     apply(svc, table, judgment_batches(stream, 10, seed=5))
+    before = svc.entry("wheat", table)
+    assert before is not None and before.profile.n_judged_ > 0
+    held, keys = before.profile.n_judged_, dict(before.judged)
     old_journal = journal["wheat"]
-    svc.apply_specs([spec_msg(svc, profile="wheat", query="wheat", offset=9)], table)
+    svc.apply_specs([spec_msg(svc, profile="wheat", query="wheat grain", offset=9)], table)
     assert journal["wheat"] is old_journal  # left as it was: another epoch
     fresh = make(training, dict(journal))
     entry = fresh.entry("wheat", dict(table))
-    assert entry is not None and entry.seq == 0 and not entry.judged
+    assert entry is not None and entry.seq == 0 and entry.judged == keys
+    assert entry.profile.n_judged_ == held and entry.spec.query == "wheat grain"
     assert fresh.stats["journal_replayed"] == 0 and fresh.stats["bad_journal"] == 0
+    svc.apply_specs([spec_msg(svc, profile="wheat", query="wheat", reset=True, offset=10)],
+                    table)
+    fresh = make(training, dict(journal))
+    entry = fresh.entry("wheat", dict(table))
+    assert entry is not None and entry.seq == 0 and not entry.judged
+    assert entry.profile.n_judged_ == 0 and fresh.stats["journal_replayed"] == 0
     # deleting the profile deletes both
-    svc.apply_specs([spec_msg(svc, profile="wheat", delete=True, offset=10)], table)
+    svc.apply_specs([spec_msg(svc, profile="wheat", delete=True, offset=11)], table)
     assert "wheat" not in table and "wheat" not in journal
 
 

@@ -39,6 +39,7 @@ from sift.agents.service import (
 from sift.filters.bagging import BaggedProfile
 from sift.filters.profile import Profile
 from sift.filters.vectorize import Vectorizer
+from sift.topics.codecs import decode_profile_spec
 from sift.topics.errors import RecordError
 
 TRAIN = [
@@ -1034,3 +1035,52 @@ def test_messages_made_in_process_without_offsets_are_all_routed(service: Servic
     routed = service.route([InputMessage(orjson.dumps({"id": f"p{i}", "text": "wheat"}))
                             for i in range(3)])
     assert routed.n_documents == 3 and not routed.dead_letters
+
+
+def test_a_replaced_profile_learns_the_judgments_it_held_unless_reset(service: Service) -> None:
+    """A new spec for an existing profile trains it afresh and then learns the old
+    profile's judgments again, under the new model and update policy, with their keys
+    (a judgment delivered again stays a duplicate); ``reset`` leaves them out. The
+    replacement equals a profile built from the new spec that learned the same
+    judgments itself."""
+    table: dict[str, bytes] = {}
+    add_wheat(service, table)
+    docs = [{"id": f"c{i}", "text": t} for i, t in enumerate(
+        ["wheat exports to egypt", "wheat harvest kansas", "crude oil news",
+         "wheat prices fall", "gold rises"])]
+    score_all(service, table, docs)
+    verdicts = [("c0", True), ("c2", False), ("c1", True), ("c4", False)]
+    res = service.apply_judgments([judgment_msg(service, id=f"j{k}", doc_id=d, profile="wheat",
+                                                relevant=r, offset=k)
+                                   for k, (d, r) in enumerate(verdicts)], table)
+    assert res.changed == ["wheat"]
+    new_spec = {"profile": "wheat", "query": "wheat grain", "positives": ["t1"], "model": "knn",
+                "update": 3}
+    res = service.apply_specs([spec_msg(service, **new_spec)], table)
+    assert not res.dead_letters and service.stats["judgments_carried"] == 4
+    entry = service.entry("wheat", table)
+    assert entry is not None and entry.spec.model == "knn" and entry.spec.update == 3
+    prof = entry.profile
+    assert isinstance(prof, Profile)
+    # update=3: three learned, the fourth pending, as if judged under the new spec
+    assert (prof.n_judged_, prof.n_pending_) == (3, 1)
+    assert list(entry.judged) == ["j0", "j1", "j2", "j3"]
+    twin = service.build_profile(decode_profile_spec(orjson.dumps(new_spec)))
+    X = sp.vstack([service.store.get(d) for d, _ in verdicts], format="csr")
+    twin.learn_many(X, [r for _, r in verdicts])
+    assert (twin.threshold_, twin.n_judged_) == (prof.threshold_, prof.n_judged_)
+    Xd = service.vectorizer.transform([d["text"] for d in docs])
+    assert np.array_equal(twin.score(Xd), prof.score(Xd))
+    again = service.apply_judgments([judgment_msg(service, id="j1", doc_id="c2", profile="wheat",
+                                                  relevant=False, offset=9)], table)
+    assert again.changed == [] and service.stats["judgments_duplicate"] == 1
+    # the record holds them: a fresh worker reads the same
+    copy = decode_profile_record(table["wheat"], service.weights)
+    assert copy.profile.n_judged_ == 3 and list(copy.judged) == ["j0", "j1", "j2", "j3"]
+
+    res = service.apply_specs([spec_msg(service, **new_spec, reset=True)], table)
+    entry = service.entry("wheat", table)
+    assert entry is not None and entry.profile.n_judged_ == 0 and not entry.judged
+    assert entry.profile.n_pending_ == 0 and service.stats["judgments_carried"] == 4
+    bad = service.apply_specs([spec_msg(service, **new_spec, reset="yes")], table)
+    assert [d.reason for d in bad.dead_letters] == ["bad_reset"]

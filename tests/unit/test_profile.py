@@ -668,3 +668,29 @@ def test_knn_never_delivers_a_document_it_scores_zero(vec: Vectorizer) -> None:
     assert Profile("y", model="fusion").model_.no_evidence_score is None
     signed = Profile("z", query="", model="knn", model_params={"vote": "signed"}, pseudolabel={})
     assert signed.model_.no_evidence_score is None
+
+
+@pytest.mark.parametrize("model", ["rocchio", "kantor", "knn"])
+def test_judgments_are_the_real_judgments_held_oldest_first(vec: Vectorizer, model: str) -> None:
+    """Not the training positives, pseudolabels or kNN's query; the newest when the
+    example set evicted some; then those pending under ``update=n``; the state keeps them."""
+    texts = [f"wheat report {i}" if i % 3 else f"oil report {i}" for i in range(9)]
+    rel = [i % 3 != 0 for i in range(9)]
+    p = _fit(vec, model, update=4, max_examples=6,
+             pseudolabel={"neg_fraction": 1.0, "min_pool": 0})
+    assert p.judgments()[1].size == 0
+    for t, r in zip(texts, rel, strict=True):
+        p.learn_one(vec.transform([t]), relevant=r, weight=2.0 if r else 1.0)
+    X, got, w = p.judgments()
+    assert (p.n_judged_, p.n_pending_) == (8, 1)
+    # eight applied into a set of 6 (pseudolabels, then the training positives, then the
+    # oldest judgments evicted first): the newest six applied, then the pending one
+    assert p.examples_.real.all() and len(p.examples_) == 6
+    want = [2, 3, 4, 5, 6, 7, 8]
+    assert got.tolist() == [rel[i] for i in want]
+    assert w.tolist() == [2.0 if rel[i] else 1.0 for i in want]
+    assert (vec.transform([texts[i] for i in want]) != X).nnz == 0
+    copy = Profile.from_state(orjson.loads(orjson.dumps(p.to_state())),
+                              feature_weights=vec.feature_weights())
+    X2, got2, w2 = copy.judgments()
+    assert (X2 != X).nnz == 0 and got2.tolist() == got.tolist() and w2.tolist() == w.tolist()
