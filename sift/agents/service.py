@@ -1036,6 +1036,36 @@ class Service:
         self.processed(fresh)
         return RouteResult([([d.id for d in docs], X)], dead, len(docs), with_metadata, [counts])
 
+    def restore_recent(self, messages: Iterable[InputMessage], *, chunk: int = 10_000) -> int:
+        """Put the documents of ``messages`` (read back from the documents topic, oldest
+        first) in the store, vectorized as :meth:`route` does, so that a worker that
+        starts late (a restart, a replacement) can apply judgments of documents scored
+        before it started. Returns the number of documents put.
+
+        Nothing else changes: no document is scored or counted as routed, no offset
+        marked processed, and what is not a valid document is skipped without a dead
+        letter (it had its dead letter when it was first read). An id is kept with its
+        first text, as the store keeps it; ids the store holds already are skipped.
+        """
+        saved, self.stats = self.stats, Counter()  # decoding's dead-letter counts: dropped
+        ids: list[str] = []
+        texts: list[str] = []
+        seen: set[str] = set()
+        try:
+            for msg in messages:
+                for d in self.decode_documents(msg, []):
+                    if d.id not in seen and self.store.locate(d.id) is None:
+                        seen.add(d.id)
+                        ids.append(d.id)
+                        texts.append(d.text)
+        finally:
+            self.stats = saved
+        for a in range(0, len(ids), chunk):
+            X, _ = self.vectorizer.transform_counts(texts[a : a + chunk])
+            self.store.put(ids[a : a + chunk], X)
+        self.stats["documents_restored"] += len(ids)
+        return len(ids)
+
     def _first_of_each_id(self, msg: InputMessage, got: list[Document], seen: set[str],
                           dead: list[DeadLetter]) -> list[Document]:
         """``got`` without the documents whose id came earlier in the routed batch (``seen``,

@@ -92,6 +92,26 @@ def freeze_heap() -> int:
     return gc.get_freeze_count()
 
 
+def restore_documents(settings: Settings, service: Any) -> None:
+    """Fill the worker's document store from the documents topic before it joins the
+    group (:mod:`sift.agents.restore`), so judgments of documents scored before it
+    started still work; a broker that cannot be read only costs that, with a warning."""
+    from sift.agents.restore import restore_document_store
+    from sift.kafkaclient import KafkaClientError
+
+    try:
+        done = restore_document_store(settings, service)
+    except KafkaClientError as exc:
+        log.warning("could not read back the recent documents (%s): judgments of documents "
+                    "scored before this worker started will be dead-lettered "
+                    "unknown_document unless they carry the text", exc)
+        return
+    if done.messages:
+        log.info("restored %d recent documents from %d messages of %s in %.1f s, for "
+                 "judgments of documents scored before this worker started", done.documents,
+                 done.messages, settings.topic("documents"), done.seconds)
+
+
 def run(args: argparse.Namespace) -> int:
     from faust import Worker as FaustWorker
 
@@ -106,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     worker = create_app(settings, web=args.web)
     level = settings.log_level.upper()
     logging.basicConfig(level=level, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    restore_documents(settings, worker.service)
     watchdog = StopWatchdog(settings.stop_timeout)
     freeze_heap()
     from sift.agents import gcwatch

@@ -4,6 +4,8 @@ remove, and the worker's answer with `--wait`, accepted or dead-lettered), `sift
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import uuid
 from pathlib import Path
 
@@ -95,6 +97,24 @@ def test_profiles_add_list_rm_with_the_workers_answer(
         assert decision["score"] >= decision["threshold"]
     finally:
         worker.stop()
+
+    # a replacement worker (a data directory of its own, nothing in memory) reads the
+    # recent documents back before it joins, so a judgment of a document the first
+    # worker scored, sent without its text (from standard input), is learned
+    second = WorkerProcess(dataclasses.replace(settings, data_dir=str(tmp_path / "w2")),
+                           "w2").start()
+    try:
+        second.wait_ready()
+        # p0-p3 in 3 messages (p0 twice: kept once)
+        assert "restored 4 recent documents from 3 messages" in second.log_path.read_text()
+        line = orjson.dumps({"id": "late-1", "doc_id": decision["doc_id"], "profile": "gold",
+                             "relevant": True})
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(line + b"\n")))
+        assert main(["produce", "-", "--topic", "judgments"]) == 0
+        wait_for(lambda: second.stats()["stats"].get("judgments", 0) == 1, 60, "the judgment")
+        assert second.stats()["stats"].get("dead_letters.unknown_document", 0) == 0
+    finally:
+        second.stop()
 
 
 def test_profiles_wait_without_a_worker_is_a_one_line_error(

@@ -1,0 +1,140 @@
+"""A starting worker's document store, filled again from the documents topic.
+
+Judgments name documents by id; the worker learns the vector it kept for the id
+(:class:`~sift.agents.service.DocumentStore`, the last ``SIFT_RECENT_DOCUMENTS``). The
+store lives in memory, so before this module a restarted or replacement worker started
+with it empty, and a judgment of a document scored before the start (a judging UI
+minutes behind the stream, a deploy) was dead-lettered ``unknown_document``.
+
+Before it joins the group, ``sift worker`` now reads back the newest documents of every
+partition of the documents topic below the group's committed offset (those at and above
+it, the worker reads anyway) and stores them (:meth:`Service.restore_recent`): up to
+the store's capacity, split evenly over the partitions, newest first, in rounds sized by
+the documents a message seen so far. Every worker scores every document (its own
+partitions' and the copies of the others'), so every worker reads every partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from sift.agents.service import InputMessage, Service
+from sift.settings import Settings
+
+log = logging.getLogger("sift.worker")
+
+#: messages read back per partition in the first round
+FIRST_ROUND = 2_000
+#: rounds at most (each sized by the documents a message seen so far)
+MAX_ROUNDS = 6
+
+
+@dataclass
+class Restored:
+    """What :func:`restore_document_store` did."""
+
+    documents: int = 0
+    messages: int = 0
+    seconds: float = 0.0
+
+
+def _documents_in(value: bytes | None) -> int:
+    """How many documents a message holds, cheaply (0 for what is not a document)."""
+    if not value:
+        return 0
+    try:
+        obj = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return 0
+    if isinstance(obj, dict) and isinstance(obj.get("documents"), list) and "id" not in obj:
+        return len(obj["documents"])
+    return 1
+
+
+def restore_document_store(settings: Settings, service: Service, *,
+                           partitions: int | None = None,
+                           read: Callable[..., list[Any]] | None = None,
+                           starts: Callable[..., dict[tuple[str, int], int]] | None = None,
+                           beginnings: Callable[..., dict[tuple[str, int], int]] | None = None
+                           ) -> Restored:
+    """Fill ``service``'s document store from the documents topic (see the module).
+
+    ``partitions`` (the documents topic's, asked of the broker when not given), ``read``,
+    ``starts`` and ``beginnings`` (by default :func:`sift.kafkaclient.read_offsets`,
+    :func:`sift.kafkaclient.start_offsets` and :func:`first_offsets`) are for tests.
+    Raises :class:`sift.kafkaclient.KafkaClientError` when the broker cannot be read.
+    """
+    from sift import kafkaclient
+
+    t0 = time.monotonic()
+    capacity = service.store.capacity
+    if capacity <= 0:
+        return Restored()
+    read = read or kafkaclient.read_offsets
+    starts = starts or kafkaclient.start_offsets
+    beginnings = beginnings or first_offsets
+    topic = settings.topic("documents")
+    n = partitions if partitions is not None else \
+        kafkaclient.partition_counts(settings, [topic]).get(topic, 0)
+    if n == 0:
+        return Restored()
+    wanted = [(topic, p) for p in range(n)]
+    top = starts(settings, wanted)  # the group's committed offsets: read from there anyway
+    floor = beginnings(settings, wanted)
+    share = max(1, capacity // n)
+    hi = {tp: int(top.get(tp, 0)) for tp in wanted}
+    lo_limit = {tp: int(floor.get(tp, 0)) for tp in wanted}
+    got: dict[tuple[str, int], list[list[InputMessage]]] = {tp: [] for tp in wanted}
+    counted = dict.fromkeys(wanted, 0)
+    documents = messages = 0
+    size = FIRST_ROUND
+    for _ in range(MAX_ROUNDS):
+        ranges = []
+        for tp in wanted:
+            need = share - counted[tp]
+            if need > 0 and hi[tp] > lo_limit[tp]:
+                per_message = documents / messages if messages else 1.0
+                step = max(1, min(size, math.ceil(need / max(per_message, 1.0))))
+                ranges.append((tp[0], tp[1], max(lo_limit[tp], hi[tp] - step), hi[tp]))
+        if not ranges:
+            break
+        rows = read(settings, ranges, timeout=60.0)
+        by_tp: dict[tuple[str, int], list[InputMessage]] = {}
+        for t, p, offset, key, value in rows:
+            by_tp.setdefault((t, p), []).append(InputMessage(value, t, p, offset, key))
+        for t, p, a, _ in ranges:
+            batch = by_tp.get((t, p), [])
+            got[(t, p)].insert(0, batch)  # older rounds go before
+            k = sum(_documents_in(m.value) for m in batch)
+            counted[(t, p)] += k
+            documents += k
+            messages += len(batch)
+            hi[(t, p)] = a
+        size = FIRST_ROUND * 4
+    ordered = [m for tp in wanted for part in got[tp] for m in part]
+    stored = service.restore_recent(ordered)
+    return Restored(stored, messages, time.monotonic() - t0)
+
+
+def first_offsets(settings: Settings, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The first offset each ``(topic, partition)`` still holds."""
+    from kafka import TopicPartition
+    from kafka.errors import KafkaError
+
+    from sift.kafkaclient import KafkaClientError, consumer
+
+    cons = consumer(settings)
+    try:
+        found = cons.beginning_offsets([TopicPartition(t, p) for t, p in partitions])
+    except KafkaError as exc:
+        raise KafkaClientError(f"cannot read the first offsets of {partitions}: {exc}") from None
+    finally:
+        cons.close()
+    return {(tp.topic, tp.partition): int(off) for tp, off in found.items()}
