@@ -9,8 +9,9 @@ minutes behind the stream, a deploy) was dead-lettered ``unknown_document``.
 Before it joins the group, ``sift worker`` now reads back the newest documents of every
 partition of the documents topic below the group's committed offset (those at and above
 it, the worker reads anyway) and stores them (:meth:`Service.restore_recent`): up to
-the store's capacity, split evenly over the partitions, newest first, in rounds sized by
-the documents a message seen so far. Every worker scores every document (its own
+the store's capacity, split evenly over the partitions (what a short partition leaves
+goes to the others), newest first, in rounds sized by the documents a message seen so
+far. Every worker scores every document (its own
 partitions' and the copies of the others'), so every worker reads every partition.
 """
 
@@ -88,7 +89,6 @@ def restore_document_store(settings: Settings, service: Service, *,
     wanted = [(topic, p) for p in range(n)]
     top = starts(settings, wanted)  # the group's committed offsets: read from there anyway
     floor = beginnings(settings, wanted)
-    share = max(1, capacity // n)
     hi = {tp: int(top.get(tp, 0)) for tp in wanted}
     lo_limit = {tp: int(floor.get(tp, 0)) for tp in wanted}
     got: dict[tuple[str, int], list[list[InputMessage]]] = {tp: [] for tp in wanted}
@@ -96,6 +96,11 @@ def restore_document_store(settings: Settings, service: Service, *,
     documents = messages = 0
     size = FIRST_ROUND
     for _ in range(MAX_ROUNDS):
+        # the capacity split evenly over the partitions that still hold older documents;
+        # what a partition read to its start did not fill goes to the others
+        done = [tp for tp in wanted if hi[tp] <= lo_limit[tp]]
+        active = len(wanted) - len(done)
+        share = max(1, (capacity - sum(counted[tp] for tp in done)) // max(1, active))
         ranges = []
         for tp in wanted:
             need = share - counted[tp]
