@@ -9,7 +9,7 @@ minutes behind the stream, a deploy) was dead-lettered ``unknown_document``.
 Before it joins the group, ``sift worker`` now reads back the newest documents of every
 partition of the documents topic below the group's committed offset (those at and above
 it, the worker reads anyway) and stores them (:meth:`Service.restore_recent`): up to
-the store's capacity, split evenly over the partitions (what a short partition leaves
+the store's capacity (and :data:`MAX_RESTORED`), split evenly over the partitions (what a short partition leaves
 goes to the others), newest first, in rounds sized by the documents a message seen so
 far. Every worker scores every document (its own
 partitions' and the copies of the others'), so every worker reads every partition.
@@ -35,6 +35,10 @@ log = logging.getLogger("sift.worker")
 FIRST_ROUND = 2_000
 #: rounds at most (each sized by the documents a message seen so far)
 MAX_ROUNDS = 6
+#: documents restored at most, whatever the store holds: the messages read are held in
+#: memory until stored (about 1 KB a Reuters document), and the worker joins its group
+#: only after (100,000 documents: 2-4 s, benchmarks/restore_store.py)
+MAX_RESTORED = 200_000
 
 
 @dataclass
@@ -60,12 +64,13 @@ def _documents_in(value: bytes | None) -> int:
 
 
 def restore_document_store(settings: Settings, service: Service, *,
-                           partitions: int | None = None,
+                           limit: int = MAX_RESTORED, partitions: int | None = None,
                            read: Callable[..., list[Any]] | None = None,
                            starts: Callable[..., dict[tuple[str, int], int]] | None = None,
                            beginnings: Callable[..., dict[tuple[str, int], int]] | None = None
                            ) -> Restored:
-    """Fill ``service``'s document store from the documents topic (see the module).
+    """Fill ``service``'s document store from the documents topic (see the module), with
+    at most ``limit`` documents.
 
     ``partitions`` (the documents topic's, asked of the broker when not given), ``read``,
     ``starts`` and ``beginnings`` (by default :func:`sift.kafkaclient.read_offsets`,
@@ -75,7 +80,7 @@ def restore_document_store(settings: Settings, service: Service, *,
     from sift import kafkaclient
 
     t0 = time.monotonic()
-    capacity = service.store.capacity
+    capacity = min(service.store.capacity, limit)
     if capacity <= 0:
         return Restored()
     read = read or kafkaclient.read_offsets

@@ -100,6 +100,15 @@ def test_nothing_to_read_back_and_a_store_of_size_zero(training: TrainingSet) ->
     assert restore_document_store(settings, off, partitions=2, read=topic.read).documents == 0
 
 
+def test_at_most_the_limit_whatever_the_store_holds(training: TrainingSet) -> None:
+    settings = Settings(topic_prefix="sift.", partitions=2)
+    topic = FakeTopic({0: 50, 1: 50})
+    svc = Service(training, n_shards=2, recent_documents=1000)
+    done = restore_document_store(settings, svc, limit=10, partitions=2, read=topic.read,
+                                  starts=topic.starts, beginnings=topic.beginnings)
+    assert done.documents == 10 and sorted(svc.store.ids())[:2] == ["d0-45", "d0-46"]
+
+
 def test_rounds_go_back_until_each_partition_has_its_share(training: TrainingSet) -> None:
     settings = Settings(topic_prefix="sift.", partitions=1)
     svc = Service(training, n_shards=1, recent_documents=3000)
