@@ -31,8 +31,11 @@ from sift.settings import Settings
 
 log = logging.getLogger("sift.worker")
 
-#: messages read back per partition in the first round
-FIRST_ROUND = 2_000
+#: messages read back per partition in the first round, which measures the documents
+#: a message (one, or a batch of up to a few thousand)
+FIRST_ROUND = 100
+#: messages read back per partition in a later round at most
+MAX_STEP = 50_000
 #: rounds at most (each sized by the documents a message seen so far)
 MAX_ROUNDS = 6
 #: documents restored at most, whatever the store holds: the messages read are held in
@@ -127,7 +130,7 @@ def restore_document_store(settings: Settings, service: Service, *,
             documents += k
             messages += len(batch)
             hi[(t, p)] = a
-        size = FIRST_ROUND * 4
+        size = MAX_STEP
     ordered = [m for tp in wanted for part in got[tp] for m in part]
     stored = service.restore_recent(ordered)
     return Restored(stored, messages, time.monotonic() - t0)

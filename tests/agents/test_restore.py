@@ -115,6 +115,26 @@ def test_rounds_go_back_until_each_partition_has_its_share(training: TrainingSet
     topic = FakeTopic({0: 5000})
     done = restore_document_store(settings, svc, partitions=1, read=topic.read,
                                   starts=topic.starts, beginnings=topic.beginnings)
-    # the first round at most 2,000 messages; the next sized by the documents still needed
-    assert topic.asked == [[("sift.documents", 0, 3000, 5000)], [("sift.documents", 0, 2000, 3000)]]
+    # the first round 100 messages; the next sized by the documents still needed and the
+    # documents a message seen so far
+    assert topic.asked == [[("sift.documents", 0, 4900, 5000)], [("sift.documents", 0, 2000, 4900)]]
     assert done.documents == 3000 and next(iter(svc.store.ids())) == "d0-2000"
+
+
+def test_batched_messages_are_not_read_beyond_the_need(training: TrainingSet) -> None:
+    """Messages of 100 documents: after the first round, only the messages still needed."""
+    settings = Settings(topic_prefix="sift.", partitions=1)
+    svc = Service(training, n_shards=1, recent_documents=25_000)
+    asked: list[Any] = []
+
+    def read(settings: Settings, ranges: list[tuple[str, int, int, int]], timeout: float) -> list[Any]:
+        asked.append(ranges)
+        return [(t, p, o, None, orjson.dumps({"documents": [
+            {"id": f"d{o}-{i}", "text": "wheat"} for i in range(100)]}))
+            for t, p, a, b in ranges for o in range(a, b)]
+
+    done = restore_document_store(settings, svc, partitions=1, read=read,
+                                  starts=lambda s, parts: {parts[0]: 100_000},
+                                  beginnings=lambda s, parts: {parts[0]: 0})
+    assert asked == [[("sift.documents", 0, 99_900, 100_000)], [("sift.documents", 0, 99_750, 99_900)]]
+    assert done.documents == 25_000 and done.messages == 250
