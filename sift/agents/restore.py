@@ -40,7 +40,7 @@ MAX_STEP = 50_000
 MAX_ROUNDS = 6
 #: documents restored at most, whatever the store holds: the messages read are held in
 #: memory until stored (about 1 KB a Reuters document), and the worker joins its group
-#: only after (100,000 documents: 2-4 s, benchmarks/restore_store.py)
+#: only after (100,000 documents: 2.5-4.5 s here, benchmarks/restore_store.py)
 MAX_RESTORED = 200_000
 
 
