@@ -126,6 +126,11 @@ def run(args: argparse.Namespace) -> int:
     worker = create_app(settings, web=args.web)
     level = settings.log_level.upper()
     logging.basicConfig(level=level, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    if level != "DEBUG":
+        # kafka-python's connection chatter (the clients that check the topics, restore the
+        # document store and watch the partitions' tails: some hundred lines at a start);
+        # its warnings and errors still show
+        logging.getLogger("kafka").setLevel(logging.WARNING)
     restore_documents(settings, worker.service)
     watchdog = StopWatchdog(settings.stop_timeout)
     freeze_heap()
