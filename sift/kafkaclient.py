@@ -287,6 +287,27 @@ def start_offsets(settings: Settings, partitions: Iterable[tuple[str, int]]
     return out
 
 
+def first_offsets(settings: Settings, partitions: Iterable[tuple[str, int]]
+                  ) -> dict[tuple[str, int], int]:
+    """The first offset each ``(topic, partition)`` still holds (retention may have
+    deleted the ones before)."""
+    from kafka import TopicPartition
+    from kafka.errors import KafkaError
+
+    tps = [TopicPartition(t, p) for t, p in sorted(set(partitions))]
+    if not tps:
+        return {}
+    cons = consumer(settings)
+    try:
+        found = cons.beginning_offsets(tps)
+    except KafkaError as exc:
+        raise KafkaClientError(f"cannot read the first offsets of {sorted(set(partitions))}: "
+                               f"{exc}") from None
+    finally:
+        cons.close()
+    return {(tp.topic, tp.partition): int(off) for tp, off in found.items()}
+
+
 def read_offsets(settings: Settings, ranges: Iterable[tuple[str, int, int, int]],
                  timeout: float = 10.0) -> list[tuple[str, int, int, bytes | None, bytes | None]]:
     """The messages at offsets ``[start, stop)`` of each ``(topic, partition, start, stop)``.

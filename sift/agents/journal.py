@@ -164,21 +164,20 @@ def journal_full(n_batches: int, n_bytes: int, next_bytes: int, record_bytes: in
             or n_bytes + next_bytes > max(MIN_JOURNAL_BYTES, JOURNAL_SHARE * record_bytes))
 
 
-def latest_after(record: dict[str, Any], journal: bytes | None) -> dict[str, Any] | None:
+def latest_after(epoch: str | None, model_version: int,
+                 journal: bytes | None) -> dict[str, Any] | None:
     """What a profile looks like after its journal's last batch (``threshold``, ``None``
     for none, ``model_version``, ``n_judged``), when the journal continues the state
-    record ``record`` (decoded JSON: the same epoch, a model version not older); ``None``
-    when it does not, or there is none (for tools reading the changelogs).
+    record of ``epoch`` and ``model_version`` (the same epoch, a model version not
+    older); ``None`` when it does not, or there is none (for tools reading the changelogs).
 
-    >>> rec = {"state": {"model_version": 3}, "journal": {"epoch": "e1", "seq": 0}}
     >>> journal = encode_journal("p", "e1", [], {"threshold": 0.4, "model_version": 5,
     ...                                          "n_judged": 2})
-    >>> latest_after(rec, journal)
+    >>> latest_after("e1", 3, journal)
     {'threshold': 0.4, 'model_version': 5, 'n_judged': 2}
-    >>> latest_after(rec, encode_journal("p", "e0", [], {"model_version": 5})) is None
+    >>> latest_after("e1", 3, encode_journal("p", "e0", [], {"model_version": 5})) is None
     True
     """
-    epoch = (record.get("journal") or {}).get("epoch")
     if not journal or not epoch:
         return None
     obj = orjson.loads(journal)
@@ -188,7 +187,7 @@ def latest_after(record: dict[str, Any], journal: bytes | None) -> dict[str, Any
     if not isinstance(latest, dict):
         return None
     version = latest.get("model_version")
-    if not isinstance(version, int) or version < record.get("state", {}).get("model_version", 0):
+    if not isinstance(version, int) or version < model_version:
         return None
     return {"threshold": latest.get("threshold"), "model_version": version,
             "n_judged": latest.get("n_judged", 0)}

@@ -17,19 +17,15 @@ partitions' and the copies of the others'), so every worker reads every partitio
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from sift.agents.service import InputMessage, Service
 from sift.settings import Settings
-
-log = logging.getLogger("sift.worker")
+from sift.topics.records import Document
 
 #: messages read back per partition in the first round, which measures the documents
 #: a message (one, or a batch of up to a few thousand)
@@ -38,9 +34,9 @@ FIRST_ROUND = 100
 MAX_STEP = 50_000
 #: rounds at most (each sized by the documents a message seen so far)
 MAX_ROUNDS = 6
-#: documents restored at most, whatever the store holds: the messages read are held in
+#: documents restored at most, whatever the store holds: the documents read are held in
 #: memory until stored (about 1 KB a Reuters document), and the worker joins its group
-#: only after (100,000 documents: 2.5-4.5 s here, benchmarks/restore_store.py)
+#: only after (100,000 documents: 2.5-4.2 s here, benchmarks/restore_store.py)
 MAX_RESTORED = 200_000
 
 
@@ -51,19 +47,6 @@ class Restored:
     documents: int = 0
     messages: int = 0
     seconds: float = 0.0
-
-
-def _documents_in(value: bytes | None) -> int:
-    """How many documents a message holds, cheaply (0 for what is not a document)."""
-    if not value:
-        return 0
-    try:
-        obj = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return 0
-    if isinstance(obj, dict) and isinstance(obj.get("documents"), list) and "id" not in obj:
-        return len(obj["documents"])
-    return 1
 
 
 def restore_document_store(settings: Settings, service: Service, *,
@@ -77,7 +60,8 @@ def restore_document_store(settings: Settings, service: Service, *,
 
     ``partitions`` (the documents topic's, asked of the broker when not given), ``read``,
     ``starts`` and ``beginnings`` (by default :func:`sift.kafkaclient.read_offsets`,
-    :func:`sift.kafkaclient.start_offsets` and :func:`first_offsets`) are for tests.
+    :func:`sift.kafkaclient.start_offsets` and :func:`sift.kafkaclient.first_offsets`)
+    are for tests.
     Raises :class:`sift.kafkaclient.KafkaClientError` when the broker cannot be read.
     """
     from sift import kafkaclient
@@ -88,7 +72,7 @@ def restore_document_store(settings: Settings, service: Service, *,
         return Restored()
     read = read or kafkaclient.read_offsets
     starts = starts or kafkaclient.start_offsets
-    beginnings = beginnings or first_offsets
+    beginnings = beginnings or kafkaclient.first_offsets
     topic = settings.topic("documents")
     n = partitions if partitions is not None else \
         kafkaclient.partition_counts(settings, [topic]).get(topic, 0)
@@ -99,7 +83,7 @@ def restore_document_store(settings: Settings, service: Service, *,
     floor = beginnings(settings, wanted)
     hi = {tp: int(top.get(tp, 0)) for tp in wanted}
     lo_limit = {tp: int(floor.get(tp, 0)) for tp in wanted}
-    got: dict[tuple[str, int], list[list[InputMessage]]] = {tp: [] for tp in wanted}
+    got: dict[tuple[str, int], list[list[Document]]] = {tp: [] for tp in wanted}
     counted = dict.fromkeys(wanted, 0)
     documents = messages = 0
     size = FIRST_ROUND
@@ -118,36 +102,17 @@ def restore_document_store(settings: Settings, service: Service, *,
                 ranges.append((tp[0], tp[1], max(lo_limit[tp], hi[tp] - step), hi[tp]))
         if not ranges:
             break
-        rows = read(settings, ranges, timeout=60.0)
-        by_tp: dict[tuple[str, int], list[InputMessage]] = {}
-        for t, p, offset, key, value in rows:
-            by_tp.setdefault((t, p), []).append(InputMessage(value, t, p, offset, key))
+        read_back: dict[tuple[str, int], list[Document]] = {tp[:2]: [] for tp in ranges}
+        for t, p, offset, key, value in read(settings, ranges, timeout=60.0):
+            read_back[(t, p)] += service.decode_documents(InputMessage(value, t, p, offset, key),
+                                                          None)
+            messages += 1
         for t, p, a, _ in ranges:
-            batch = by_tp.get((t, p), [])
-            got[(t, p)].insert(0, batch)  # older rounds go before
-            k = sum(_documents_in(m.value) for m in batch)
-            counted[(t, p)] += k
-            documents += k
-            messages += len(batch)
+            docs = read_back[(t, p)]
+            got[(t, p)].insert(0, docs)  # older rounds go before
+            counted[(t, p)] += len(docs)
+            documents += len(docs)
             hi[(t, p)] = a
         size = MAX_STEP
-    ordered = [m for tp in wanted for part in got[tp] for m in part]
-    stored = service.restore_recent(ordered)
+    stored = service.restore_recent(d for tp in wanted for part in got[tp] for d in part)
     return Restored(stored, messages, time.monotonic() - t0)
-
-
-def first_offsets(settings: Settings, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """The first offset each ``(topic, partition)`` still holds."""
-    from kafka import TopicPartition
-    from kafka.errors import KafkaError
-
-    from sift.kafkaclient import KafkaClientError, consumer
-
-    cons = consumer(settings)
-    try:
-        found = cons.beginning_offsets([TopicPartition(t, p) for t, p in partitions])
-    except KafkaError as exc:
-        raise KafkaClientError(f"cannot read the first offsets of {partitions}: {exc}") from None
-    finally:
-        cons.close()
-    return {(tp.topic, tp.partition): int(off) for tp, off in found.items()}

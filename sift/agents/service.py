@@ -851,24 +851,31 @@ class Service:
                 raise RecordError("too_large", f"document {doc.id!r} has {size} bytes of text, "
                                   f"over the limit of {self.max_document_bytes}")
 
-    def decode_documents(self, msg: InputMessage, dead: list[DeadLetter]) -> list[Document]:
-        """Documents of one message; every bad one becomes a dead letter."""
+    def decode_documents(self, msg: InputMessage,
+                         dead: list[DeadLetter] | None) -> list[Document]:
+        """Documents of one message; every bad one becomes a dead letter in ``dead`` (with
+        ``None``, none is made or counted: a message read back, whose dead letters went
+        out when it was first read)."""
+        def reject(err: RecordError, original: bytes | None = None) -> None:
+            if dead is not None:
+                self._dead(dead, msg, err, original)
+
         value = msg.value
         if value is None:
-            self._dead(dead, msg, RecordError("empty", "message has no value"))
+            reject(RecordError("empty", "message has no value"))
             return []
         try:
             obj = loads(value)
         except RecordError as exc:
-            self._dead(dead, msg, exc)
+            reject(exc)
             return []
         if isinstance(obj, dict) and "documents" in obj and "id" not in obj:
             items = obj["documents"]
             if not isinstance(items, list):
-                self._dead(dead, msg, RecordError("bad_batch", "field 'documents' must be a list"))
+                reject(RecordError("bad_batch", "field 'documents' must be a list"))
                 return []
             if len(items) > self.max_batch_documents:
-                self._dead(dead, msg, RecordError(
+                reject(RecordError(
                     "batch_too_large",
                     f"batch of {len(items)} documents exceeds {self.max_batch_documents}"))
                 return []
@@ -884,13 +891,13 @@ class Service:
                         original = orjson.dumps(item)
                     except TypeError:  # nested past orjson's limit: keep the whole message
                         original = value
-                    self._dead(dead, msg, err, original)
+                    reject(err, original)
             return docs
         try:  # the limit is on the text, as for a batch's documents (not on metadata or escapes)
             doc = Document.from_obj(obj)
             self._check_size(doc)
         except RecordError as exc:
-            self._dead(dead, msg, exc)
+            reject(exc)
             return []
         return [doc]
 
@@ -1036,30 +1043,25 @@ class Service:
         self.processed(fresh)
         return RouteResult([([d.id for d in docs], X)], dead, len(docs), with_metadata, [counts])
 
-    def restore_recent(self, messages: Iterable[InputMessage], *, chunk: int = 10_000) -> int:
-        """Put the documents of ``messages`` (read back from the documents topic, oldest
-        first) in the store, vectorized as :meth:`route` does, so that a worker that
-        starts late (a restart, a replacement) can apply judgments of documents scored
-        before it started. Returns the number of documents put.
+    def restore_recent(self, docs: Iterable[Document], *, chunk: int = 10_000) -> int:
+        """Put ``docs`` (read back from the documents topic, oldest first, decoded by
+        :meth:`decode_documents` without dead letters) in the store, vectorized as
+        :meth:`route` does, so that a worker that starts late (a restart, a replacement)
+        can apply judgments of documents scored before it started. Returns the number of
+        documents put.
 
-        Nothing else changes: no document is scored or counted as routed, no offset
-        marked processed, and what is not a valid document is skipped without a dead
-        letter (it had its dead letter when it was first read). An id is kept with its
-        first text, as the store keeps it; ids the store holds already are skipped.
+        Nothing else changes: no document is scored or counted as routed, no offset is
+        marked processed. An id is kept with its first text, as the store keeps it; ids
+        the store holds already are skipped (and not vectorized).
         """
-        saved, self.stats = self.stats, Counter()  # decoding's dead-letter counts: dropped
         ids: list[str] = []
         texts: list[str] = []
         seen: set[str] = set()
-        try:
-            for msg in messages:
-                for d in self.decode_documents(msg, []):
-                    if d.id not in seen and self.store.locate(d.id) is None:
-                        seen.add(d.id)
-                        ids.append(d.id)
-                        texts.append(d.text)
-        finally:
-            self.stats = saved
+        for d in docs:
+            if d.id not in seen and d.id not in self.store:
+                seen.add(d.id)
+                ids.append(d.id)
+                texts.append(d.text)
         for a in range(0, len(ids), chunk):
             X, _ = self.vectorizer.transform_counts(texts[a : a + chunk])
             self.store.put(ids[a : a + chunk], X)
@@ -1488,15 +1490,11 @@ class Service:
         old = self.entry(spec.profile, table)
         if old is None:
             return {}
+        # the old record was decoded at this vectorizer's width (decode_profile_record
+        # refuses another), so its rows fit the new profile
         X, relevant, weights = old.profile.judgments()
         if relevant.size:
-            try:
-                profile.learn_many(X, relevant, weights)  # checked before anything is learned
-            except FilterError as exc:  # vectors of another width: a state from elsewhere
-                log.warning("profile %r: its %d judgments could not be carried over to its "
-                            "new spec: %s", spec.profile, relevant.size, exc)
-                self.stats["judgments_not_carried"] += int(relevant.size)
-                return {}
+            profile.learn_many(X, relevant, weights)
             self.stats["judgments_carried"] += int(relevant.size)
         return dict(old.judged)
 

@@ -198,7 +198,7 @@ def _record(data: bytes, journal: bytes | None = None) -> dict[str, Any]:
 
     rec = orjson.loads(data if data[:1] == b"{" else zlib.decompress(data))
     st = rec["state"]
-    now = latest_after(rec, journal) or {
+    now = latest_after((rec.get("journal") or {}).get("epoch"), st["model_version"], journal) or {
         "threshold": st["threshold"], "model_version": st["model_version"],
         "n_judged": st["n_judged"]}
     thr = now["threshold"]
@@ -214,12 +214,12 @@ def list_profiles(settings: Settings) -> list[dict[str, Any]]:
     from sift.agents.harness import read_all
     from sift.agents.service import shard_of
 
-    latest: dict[str, bytes | None] = {}
-    for key, value, _, _ in read_all(settings, changelog_topic(settings), idle=1.0):
-        latest[(key or b"").decode()] = value
-    journals: dict[str, bytes | None] = {}
-    for key, value, _, _ in read_all(settings, journal_topic(settings), idle=1.0):
-        journals[(key or b"").decode()] = value
+    def last_values(topic: str) -> dict[str, bytes | None]:
+        return {(key or b"").decode(): value
+                for key, value, _, _ in read_all(settings, topic, idle=1.0)}
+
+    latest = last_values(changelog_topic(settings))
+    journals = last_values(journal_topic(settings))
     out: list[dict[str, Any]] = []
     for name, data in sorted(latest.items()):
         if not data:

@@ -170,8 +170,7 @@ def overlay_journal(summary: dict[str, Any], raw: bytes) -> dict[str, Any]:
     """``summary`` (of a state record) with the threshold, model version and judgment
     count the profile has after its journal's last batch, when the journal continues
     that record (the same epoch, a version not older: :func:`sift.agents.journal.latest_after`)."""
-    latest = latest_after({"journal": {"epoch": summary.get("epoch")},
-                           "state": {"model_version": summary["model_version"]}}, raw)
+    latest = latest_after(summary.get("epoch"), summary["model_version"], raw)
     if latest is None:
         return summary
     return {**summary, "threshold": _finite(latest["threshold"]),

@@ -41,7 +41,9 @@ def test_restored_documents_are_stored_as_routing_would_store_them(training: Tra
     svc = Service(training, n_shards=2, recent_documents=100)
     X_held, _ = svc.vectorizer.transform_counts(["bank rates held before"])
     svc.store.put(["held"], X_held)
-    assert svc.restore_recent(messages, chunk=2) == 3
+    docs = [d for m in messages for d in svc.decode_documents(m, None)]
+    assert [d.id for d in docs] == ["a", "b", "c", "a", "held"]  # the bad ones left out
+    assert svc.restore_recent(docs, chunk=2) == 3
     assert svc.stats == {"documents_restored": 3}  # no dead letter, nothing routed
     assert not any(svc.redelivered(m) for m in messages)  # the worker still reads them
     twin = Service(training, n_shards=2, recent_documents=100)
