@@ -550,9 +550,8 @@ class Profile:
             else:
                 scores = self.model_.score(X_train)
             top = max(math.ceil(self.fallback_rate * scores.size), 1)
-            cut = float(np.partition(scores, scores.size - top)[scores.size - top])
-            if cut > 0:
-                self.fallback_threshold_ = cut
+            self.fallback_threshold_ = self._evidence_cut(
+                float(np.partition(scores, scores.size - top)[scores.size - top]))
         self._rethreshold()
         self.silenced_at_fit_ = self.silenced_
 
@@ -860,8 +859,8 @@ class Profile:
         the unlabelled training documents: so the profile delivers about the top
         ``fallback_rate`` of the stream. When fewer than ``1 / fallback_rate``
         pseudo-negatives are left (evicted, or pseudolabeling off), the training-set cut
-        of :meth:`fit` (``fallback_threshold_``). ``+inf`` when the cut is not positive, or
-        while the ``explore_window`` real examples with the lowest leave-one-out scores
+        of :meth:`fit` (``fallback_threshold_``). ``+inf`` when the cut carries no evidence
+        (:meth:`_evidence_cut`), or while the ``explore_window`` real examples with the lowest leave-one-out scores
         are not mostly relevant (smoothed precision ``<= explore_precision``, as for
         :meth:`explore_share`): junk at the bottom of what the profile delivers stops it,
         unless the profile looks common (:meth:`prevalence_share` at least
@@ -886,8 +885,18 @@ class Profile:
             return self.fallback_threshold_
         s = loo[sample]
         top = max(math.ceil(self.fallback_rate * s.size), 1)
-        cut = float(np.partition(s, s.size - top)[s.size - top])
-        return cut if cut > 0 else math.inf
+        return self._evidence_cut(float(np.partition(s, s.size - top)[s.size - top]))
+
+    def _evidence_cut(self, cut: float) -> float:
+        """``cut`` as a fallback threshold, or ``+inf`` when a document scoring it carries
+        no evidence of relevance: not above the model's ``no_evidence_score`` (Rocchio and
+        positive-vote kNN: 0, so a cut at 0 would deliver documents sharing nothing with
+        the profile). A model without one (Kantor, fusion, whose fused scores are
+        negated dissimilarities, all below 0) takes any finite cut."""
+        floor = self.model_.no_evidence_score
+        if not math.isfinite(cut) or (floor is not None and cut <= floor):
+            return math.inf
+        return cut
 
     def prevalence_share(self, loo: NDArray[np.float64] | None = None) -> float:
         """How common documents like the profile's relevant ones look: the share of the

@@ -711,8 +711,10 @@ def test_gaps_are_found_against_the_last_offset_or_the_committed_one(service: Se
 
 def test_query_only_profiles_deliver_and_so_can_get_feedback() -> None:
     """A profile created with a query and no positives must deliver something (the
-    training-quantile fallback), or it would never receive a judgment. (A change that
-    left pseudo-positives out of TROT once made every such profile deliver nothing.)"""
+    training-quantile fallback), or it would never receive a judgment, whatever its model.
+    (A change that left pseudo-positives out of TROT once made every such profile deliver
+    nothing; a fusion profile, whose scores are mostly below 0, delivered nothing until
+    the fallback stopped requiring a cut above 0.)"""
     import math
 
     from sift.topics.codecs import read_jsonl
@@ -720,9 +722,14 @@ def test_query_only_profiles_deliver_and_so_can_get_feedback() -> None:
 
     svc = Service(TrainingSet.load(default_corpus()), n_shards=2)
     table: dict[str, bytes] = {}
-    queries = {"oil": "crude oil prices", "wheat": "wheat exports", "gold": "gold mine",
-               "rates": "interest rates", "trade": "trade deficit"}
-    svc.apply_specs([spec_msg(svc, profile=p, query=q) for p, q in queries.items()], table)
+    queries = {f"{name}-{model}": (query, model)
+               for name, query in [("oil", "crude oil prices"), ("wheat", "wheat exports"),
+                                   ("gold", "gold mine"), ("rates", "interest rates"),
+                                   ("trade", "trade deficit")]
+               for model in ("rocchio", "kantor", "knn", "fusion")}
+    svc.apply_specs([spec_msg(svc, profile=p, query=q, model=m) for p, (q, m) in queries.items()],
+                    table)
+    assert set(table) == set(queries)
     docs = [d for _, d in zip(range(600), read_jsonl(REUTERS_TEST, Document.from_obj),
                               strict=False)]
     delivered: dict[str, int] = dict.fromkeys(queries, 0)

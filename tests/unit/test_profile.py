@@ -92,6 +92,36 @@ def test_query_only_profile_uses_fallback_rate(vec: Vectorizer) -> None:
     assert p.examples_.labels.tolist() == [1]
 
 
+@pytest.mark.parametrize("model", ["rocchio", "kantor", "knn", "fusion"])
+@pytest.mark.parametrize("pseudo_positives", [False, True])
+def test_query_only_profile_delivers_whatever_the_score_scale(vec: Vectorizer, model: str,
+                                                                pseudo_positives: bool) -> None:
+    # with pseudo-positives fusion solves its weights, and its scores become negated
+    # dissimilarities (all below 0): its fallback cut used to be refused as "no
+    # evidence", so a query-only fusion profile never delivered and never got the
+    # feedback it needed to learn
+    pseudolabel = {"max_pos_rank": 3, "pos_fraction": 1.0, "min_neg_rank": 4, "neg_fraction": 1.0,
+                   "neg_weight": 0.1, "min_pool": 0} if pseudo_positives else {}
+    p = Profile("oil", query="oil", model=model, pseudolabel=pseudolabel, fallback_rate=0.25)
+    X = vec.transform(TRAIN)
+    p.fit(vec.transform(["oil"]), X)
+    assert math.isfinite(p.threshold_) and p.threshold_ == p.fallback_threshold_
+    if model == "fusion" and pseudo_positives:
+        assert p.model_.weights_ and p.threshold_ < 0  # solved: the scale this is about
+    delivered = p.decide(X)
+    assert 0 < delivered.mean() <= 0.5
+    assert all("oil" in TRAIN[i] for i in np.flatnonzero(delivered))
+
+
+def test_fallback_cut_at_the_no_evidence_score_delivers_nothing(vec: Vectorizer) -> None:
+    # Rocchio's no-evidence score is 0: with most documents sharing no term with the query,
+    # the top quarter's cut is 0, and a threshold there would deliver them all
+    p = Profile("gold", query="gold", pseudolabel={}, fallback_rate=0.25)
+    X = vec.transform(TRAIN)
+    p.fit(vec.transform(["gold"]), X)
+    assert p.fallback_threshold_ == math.inf and p.threshold_ == math.inf
+
+
 def test_errors_name_the_parameter(vec: Vectorizer) -> None:
     with pytest.raises(ParameterError, match="update must be"):
         Profile("x", update="sometimes")
