@@ -1569,6 +1569,15 @@ class FusionModel(ScoringModel):
         tie_break: str = "margin",
         seed: int = 0,
     ) -> None:
+        if components is not None and (isinstance(components, str)
+                                       or not isinstance(components, list | tuple)):
+            raise ParameterError(
+                f"components must be a list of names among {', '.join(COMPONENTS)}, got {components!r}")
+        for name, sub in (("rocchio", rocchio), ("kantor", kantor), ("knn", knn)):
+            if sub is not None and not isinstance(sub, dict):
+                raise ParameterError(f"{name} must be a dict of its parameters, got {sub!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ParameterError(f"seed must be an integer >= 0, got {seed!r}")
         self.components = None if components is None else list(components)
         self.resolve_every = resolve_every
         self.time_limit = time_limit

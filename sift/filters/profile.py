@@ -32,6 +32,7 @@ Examples
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -380,10 +381,13 @@ class Profile:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ParameterError(f"seed must be an integer >= 0, got {seed!r}")
         self._pseudo = Pseudolabeler.from_params(self.pseudolabel) if self.pseudolabel else None
-        try:
-            self.model_ = model_class(model)(**self.model_params)
-        except TypeError as exc:
-            raise ParameterError(f"model_params for {model!r}: {exc}") from None
+        cls = model_class(model)
+        known = [n for n in inspect.signature(cls.__init__).parameters if n != "self"]
+        unknown = sorted(set(self.model_params) - set(known))
+        if unknown:
+            raise ParameterError(f"model_params for {model!r}: unknown {', '.join(map(repr, unknown))}"
+                                 f" (it takes {', '.join(known)})")
+        self.model_ = cls(**self.model_params)
         self.examples_ = ExampleSet(max_examples, 1)
         self.threshold_ = math.inf
         self.version_ = 0

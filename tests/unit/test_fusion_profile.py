@@ -111,7 +111,11 @@ def test_parameter_errors() -> None:
     for kw, word in (({"components": ["bm25"]}, "components"),
                      ({"resolve_every": 0}, "resolve_every"),
                      ({"time_limit": 0}, "time_limit"), ({"objective": "x"}, "objective"),
-                     ({"tie_break": "x"}, "tie_break"), ({"knn": {"kk": 3}}, "sub-model")):
+                     ({"tie_break": "x"}, "tie_break"), ({"knn": {"kk": 3}}, "sub-model"),
+                     ({"components": "word"}, "components must be a list"),
+                     ({"components": 3}, "components must be a list"),
+                     ({"rocchio": 3}, "rocchio must be a dict"), ({"seed": "a"}, "seed"),
+                     ({"seed": -1}, "seed")):
         with pytest.raises(ParameterError, match=word):
             FusionModel(**kw)  # type: ignore[arg-type]
 

@@ -127,7 +127,8 @@ def test_errors_name_the_parameter(vec: Vectorizer) -> None:
         Profile("x", update="sometimes")
     with pytest.raises(ParameterError, match="model must be one of"):
         Profile("x", model="bm25")
-    with pytest.raises(ParameterError, match="model_params for 'rocchio'"):
+    with pytest.raises(ParameterError, match=r"model_params for 'rocchio': unknown 'delta' "
+                                             r"\(it takes alpha, beta, gamma,"):
         Profile("x", model_params={"delta": 1})
     p = Profile("x")
     with pytest.raises(FilterError, match="not trained"):
