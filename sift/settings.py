@@ -130,6 +130,12 @@ class Settings:
                               f"{self.recent_documents!r}")
         if not self.broker.strip():
             raise ConfigError("SIFT_BROKER is empty: give a broker URL such as kafka://127.0.0.1:9092")
+        for url in self.broker.replace(";", ",").split(","):
+            scheme, sep, host = url.strip().partition("://")
+            if url.strip() and (not sep or scheme.lower() not in ("kafka", "aiokafka")
+                                or not host.strip("/")):
+                raise ConfigError(f"SIFT_BROKER must be kafka://HOST:PORT (several separated by "
+                                  f"';'), got {url.strip()!r}")
         if not self.app_id.strip():
             raise ConfigError("SIFT_APP_ID is empty: give the consumer group's name")
         if not 1 <= self.web_port <= 65535:

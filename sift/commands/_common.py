@@ -111,3 +111,14 @@ def write_json(path: Path, obj: Any) -> None:
     path.write_bytes(
         orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
     )
+
+
+def broker_option(group: argparse.ArgumentParser,
+                  verbs: list[argparse.ArgumentParser]) -> None:
+    """``--broker`` before the verb (``sift profiles --broker URL list``) and after it
+    (``sift profiles list --broker URL``): the verb's copy sets it only when given."""
+    helptext = "broker URL (default: SIFT_BROKER)"
+    group.add_argument("--broker", help=helptext)
+    for verb in verbs:
+        verb.add_argument("--broker", default=argparse.SUPPRESS, help=helptext)
+

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from sift.commands._common import nonnegative_seconds
+from sift.commands._common import broker_option, nonnegative_seconds
 from sift.errors import SiftError
 from sift.settings import Settings
 from sift.topics.codecs import dumps, loads
@@ -41,7 +41,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("profiles", help="list, add or remove profiles of the running service",
                        description="Manage the profiles of the streaming service.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--broker", help="broker URL (SIFT_BROKER)")
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
     raw = argparse.RawDescriptionHelpFormatter
     ls = verbs.add_parser("list", help="the profiles and their thresholds", formatter_class=raw,
@@ -72,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         verb.add_argument("--wait", type=nonnegative_seconds, default=0.0, metavar="S",
                           help="wait up to S seconds for the worker's answer (default 0: "
                                "send and return)")
+    broker_option(p, [ls, add, rm])
     p.set_defaults(func=run)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from sift.commands._common import nonnegative_seconds, positive_int, positive_seconds
+from sift.commands._common import broker_option, nonnegative_seconds, positive_int, positive_seconds
 from sift.commands.produce import lines
 from sift.commands.profiles import dead_letter_answer, parse_params
 from sift.errors import SiftError
@@ -52,7 +52,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Start, feed, answer and watch a review in the streaming "
                                    "service.", epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--broker", help="broker URL (SIFT_BROKER)")
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
     start = verbs.add_parser("start", help="create a review")
     start.add_argument("name")
@@ -79,6 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     status.add_argument("--json", action="store_true", help="one JSON object per review")
     rm = verbs.add_parser("rm", help="delete a review")
     rm.add_argument("name")
+    broker_option(p, [start, load, answer, status, rm])
     p.set_defaults(func=run)
 
 

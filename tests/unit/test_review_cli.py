@@ -78,3 +78,22 @@ def test_cli_errors_are_one_line(argv: list[str], capsys: pytest.CaptureFixture[
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("sift review: "), err
+
+
+@pytest.mark.parametrize("argv", [
+    ["profiles", "--broker", "kafka://h:1", "list"], ["profiles", "list", "--broker", "kafka://h:1"],
+    ["profiles", "rm", "x", "--broker", "kafka://h:1"],
+    ["profiles", "--broker", "kafka://other:2", "add", "x", "--broker", "kafka://h:1"],
+    ["review", "status", "--broker", "kafka://h:1"], ["review", "--broker", "kafka://h:1", "rm", "r"],
+])
+def test_broker_is_taken_before_or_after_the_verb(argv: list[str]) -> None:
+    from sift.cli import build_parser
+
+    assert build_parser().parse_args(argv).broker == "kafka://h:1"
+
+
+def test_without_broker_the_verbs_read_the_environment() -> None:
+    from sift.cli import build_parser
+
+    assert build_parser().parse_args(["profiles", "list"]).broker is None
+    assert build_parser().parse_args(["review", "status"]).broker is None

@@ -53,10 +53,22 @@ def test_environment_values_are_parsed_by_the_field_type() -> None:
     ({"SIFT_PROCESSING_GUARANTEE": "bogus"}, "SIFT_PROCESSING_GUARANTEE must be one of at_least_once"),
     ({"SIFT_SECURITY_PROTOCOL": "SASL-SSL"}, "SIFT_SECURITY_PROTOCOL must be one of PLAINTEXT, SSL"),
     ({"SIFT_JOURNAL": ""}, "SIFT_JOURNAL must be a boolean"),
+    # forty-first session: another scheme ended in a TypeError traceback from Faust's
+    # transport lookup, no scheme in a DNS failure
+    ({"SIFT_BROKER": "http://127.0.0.1:9092"},
+     r"SIFT_BROKER must be kafka://HOST:PORT \(several separated by ';'\), got 'http://127.0.0.1:9092'"),
+    ({"SIFT_BROKER": "127.0.0.1:9092"}, "SIFT_BROKER must be kafka://HOST:PORT"),
+    ({"SIFT_BROKER": "kafka://a:1;kafka://"}, "got 'kafka://'"),
 ])
 def test_bad_values_raise_one_clear_error(env: dict[str, str], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         Settings.from_env(env)
+
+
+@pytest.mark.parametrize("url", ["kafka://a:1", "kafka://a:1;kafka://b:2", "aiokafka://a:1",
+                                 "KAFKA://a:1/", "kafka://a:1,kafka://b:2;"])
+def test_broker_urls_faust_and_kafka_python_take_are_accepted(url: str) -> None:
+    assert Settings.from_env({"SIFT_BROKER": url}).broker == url
 
 
 def test_a_lower_case_log_level_is_fine() -> None:
