@@ -134,7 +134,7 @@ async def judge(request: web.Request) -> web.Response:
         return web.Response(text=pages.judge_page(name, state.pending(name, 100), None,
                                                   review=state.review_summary(name)),
                             content_type="text/html")
-    view = state.profiles.get(name)
+    view = state.shown(name)
     if view is None:
         return web.Response(text=pages.not_found(f"no profile {name!r}"), status=404,
                             content_type="text/html")
@@ -158,13 +158,13 @@ async def list_profiles(request: web.Request) -> web.Response:
     state = request.app[STATE]
     state.refresh_states()
     return json_response({"profiles": [state.profile_summary(state.profiles[n])
-                                       for n in sorted(state.profiles)]})
+                                       for n in state.shown_names()]})
 
 
 async def get_profile(request: web.Request) -> web.Response:
     state = request.app[STATE]
     name = request.match_info["profile"]
-    view = state.profiles.get(name)
+    view = state.shown(name)
     if view is None:
         return error(404, f"no profile {name!r}")
     state.refresh_states()
@@ -191,7 +191,7 @@ async def put_profile(request: web.Request) -> web.Response:
 async def delete_profile(request: web.Request) -> web.Response:
     name = request.match_info["profile"]
     state = request.app[STATE]
-    if name not in state.profiles:
+    if state.shown(name) is None:
         return error(404, f"no profile {name!r}")
     value = dumps({"profile": name, "delete": True})
     await publish(request, "profiles", name.encode(), value)

@@ -138,7 +138,7 @@ class KafkaFeed:
         elif kind == "profiles":
             st.on_profile_spec(value)
         elif kind == "dead-letters":
-            st.on_dead_letter(value, ts)
+            st.on_dead_letter(value, ts, self.topics)
         elif kind == "review-status":
             st.on_review_status(value, ts)
         elif kind == "requests":

@@ -13,12 +13,15 @@ Bounded: the last ``doc_capacity`` documents (title and text), at most
 
 from __future__ import annotations
 
+import base64
+import binascii
 import itertools
 import math
 import re
 import time
 import zlib
 from collections import Counter, OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +44,9 @@ LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 STATE_REFRESH = 1.0
 #: Deleted profiles remembered, so that their decisions read later do not bring them back.
 DELETED_CAPACITY = 10_000
+#: Profile specs the workers rejected, remembered so that one read after its dead letter
+#: (the two topics are read in no fixed order) does not make a profile appear.
+REJECTED_CAPACITY = 10_000
 _SPACE = re.compile(r"\s+")
 
 
@@ -121,6 +127,8 @@ class ProfileView:
     #: doc_id -> [delivered, verdict (None until judged)]
     marks: OrderedDict[str, list[Any]] = field(default_factory=OrderedDict)
     raw_state: bytes | None = None
+    #: the last spec's bytes, to tell whether a rejected spec is the one that made the view
+    raw_spec: bytes | None = None
     #: the profile's judgment journal (sift.agents.journal): its "latest" fields are newer
     #: than the state record's while the journal continues the record
     raw_journal: bytes | None = None
@@ -214,6 +222,8 @@ class WebState:
         #: profiles deleted (most recent last), the ids of judgments seen (for the
         #: documents they judged) and the judgments posted here being published
         self.deleted: OrderedDict[str, None] = OrderedDict()
+        #: profile -> (spec bytes, reason) of the specs the workers dead-lettered
+        self.rejected: OrderedDict[str, tuple[bytes, str]] = OrderedDict()
         self.judgment_ids: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self.claimed: set[tuple[str, str]] = set()
         self.lag: dict[str, int] = {}
@@ -287,6 +297,19 @@ class WebState:
         record), not only a name in decisions or judgments."""
         view = self.profiles.get(name)
         return view is not None and (bool(view.spec) or view.raw_state is not None)
+
+    def shown(self, name: str) -> ProfileView | None:
+        """The view of profile ``name`` if it is one: a spec or state record was read, or
+        a decision the workers made for it. A name only judgments use (a judgment for a
+        profile that does not exist, which the workers dead-letter) is not listed."""
+        view = self.profiles.get(name)
+        if view is None or not (self.known(name) or view.model_version is not None):
+            return None
+        return view
+
+    def shown_names(self) -> list[str]:
+        """The profiles listed, in name order (see :meth:`shown`)."""
+        return [n for n in sorted(self.profiles) if self.shown(n) is not None]
 
     def is_review(self, name: str) -> bool:
         """Whether ``name`` is a review (a review spec, status or request was read) and
@@ -467,10 +490,36 @@ class WebState:
         if spec.delete:
             self._deleted(spec.profile)
             return
+        rejected = self.rejected.get(spec.profile)
+        if rejected is not None and rejected[0] == value:
+            return  # its dead letter was read first: the workers did not take it
         self.deleted.pop(spec.profile, None)
         view = self.profile(spec.profile)
+        view.raw_spec = value
         view.spec = {"model": spec.model, "measure": spec.measure, "update": str(spec.update),
                      "query": spec.query, "bags": spec.bags}
+
+    def _spec_rejected(self, original_b64: object, reason: str) -> None:
+        """A profile spec the workers dead-lettered (a bad parameter, an unknown positive):
+        a profile it would have created does not exist, so it leaves the view (and the
+        API no longer takes judgments for it); a profile that exists keeps its view."""
+        try:
+            raw = base64.b64decode(str(original_b64), validate=True)
+            obj = loads(raw)
+            if is_review_obj(obj):
+                return
+            spec = ProfileSpec.from_obj(obj)
+        except (binascii.Error, ValueError, RecordError):
+            return
+        if spec.delete:
+            return
+        self.rejected[spec.profile] = (raw, reason)
+        self.rejected.move_to_end(spec.profile)
+        while len(self.rejected) > REJECTED_CAPACITY:
+            self.rejected.popitem(last=False)
+        view = self.profiles.get(spec.profile)
+        if view is not None and view.raw_state is None and view.raw_spec == raw:
+            del self.profiles[spec.profile]
 
     def on_profile_state(self, name: str, value: bytes | None, ts: float) -> None:
         """A record of the profile table's changelog (``None``: the profile was deleted)."""
@@ -495,14 +544,20 @@ class WebState:
         if value:
             view.last_update = max(ts, view.last_update or 0.0)
 
-    def on_dead_letter(self, value: bytes | None, ts: float) -> None:
+    def on_dead_letter(self, value: bytes | None, ts: float,
+                       topics: Mapping[str, str] | None = None) -> None:
+        """A dead letter, counted by reason; with ``topics`` (topic name -> kind, as the
+        feed reads them) a rejected profile spec is also taken back from the view."""
         reason = "unknown"
+        obj: Any = None
         try:
             obj = loads(value or b"")
             if isinstance(obj, dict) and isinstance(obj.get("reason"), str):
                 reason = obj["reason"][:64]
         except RecordError:
             pass
+        if topics and isinstance(obj, dict) and topics.get(str(obj.get("topic"))) == "profiles":
+            self._spec_rejected(obj.get("original_b64"), reason)
         self.dead_by_reason[reason] += 1
         self.c_dead.inc(labels={"reason": reason})
         self.rates["dead_letters"].add(ts)
@@ -615,7 +670,7 @@ class WebState:
             "dead_letters_by_reason": dict(self.dead_by_reason),
             "lag": dict(self.lag), "lag_total": sum(self.lag.values()) if self.lag else None,
             "lag_ts": self.lag_ts,
-            "profiles": [self.profile_summary(self.profiles[n]) for n in sorted(self.profiles)],
+            "profiles": [self.profile_summary(self.profiles[n]) for n in self.shown_names()],
             "reviews": [self.review_summary(n) for n in sorted(self.reviews)],
             "skipped": dict(self.skipped),
         }
@@ -678,7 +733,7 @@ class WebState:
         self.refresh_states(now)
         self.g_rate.replace(({"kind": k}, m.rate(now)) for k, m in self.rates.items())
         self.g_lag.replace(({"topic": t}, n) for t, n in self.lag.items())
-        rows = [self.profile_summary(v) for v in self.profiles.values()]
+        rows = [self.profile_summary(self.profiles[n]) for n in self.shown_names()]
         self.g_profiles.set(len(rows))
         for gauge, key in ((self.g_delivered, "delivered"), (self.g_judged, "judged"),
                            (self.g_pending, "pending"), (self.g_precision, "precision"),

@@ -106,6 +106,66 @@ def test_state_tombstone_and_deletion_spec_remove_a_profile() -> None:
     assert st.snapshot()["profiles"] == []
 
 
+def _dead_spec(spec: bytes, reason: str = "bad_params", topic: str = "sift.profiles") -> bytes:
+    import base64
+
+    return orjson.dumps({"reason": reason, "message": "...", "topic": topic, "partition": 0,
+                         "offset": 1, "original_b64": base64.b64encode(spec).decode(),
+                         "ts": 1.0})
+
+
+TOPICS = {"sift.profiles": "profiles", "sift.judgments": "judgments"}
+
+
+@pytest.mark.parametrize("dead_letter_first", [False, True])
+def test_a_rejected_spec_makes_no_profile(dead_letter_first: bool) -> None:
+    # forty-first session: a spec the workers dead-lettered (bad_params) stayed on the
+    # dashboard as a profile with no threshold, and the API took judgments for it
+    st = WebState()
+    bad = orjson.dumps({"profile": "badk", "query": "gold", "model": "knn", "params": {"k": -1}})
+    good = orjson.dumps({"profile": "gold", "query": "gold"})
+    events = [lambda: st.on_profile_spec(bad), lambda: st.on_profile_spec(good),
+              lambda: st.on_dead_letter(_dead_spec(bad), 2.0, TOPICS)]
+    for event in (events[2:] + events[:2]) if dead_letter_first else events:
+        event()
+    assert [p["profile"] for p in st.snapshot()["profiles"]] == ["gold"]
+    assert not st.known("badk") and st.known("gold")
+    assert st.snapshot()["dead_letters_by_reason"] == {"bad_params": 1}
+    # the same spec sent again and taken this time: its state record brings the profile
+    st.on_profile_state("badk", state_record(0.3, 1), 3.0)
+    assert st.known("badk")
+
+
+def test_a_rejected_replacement_leaves_the_profile_and_other_dead_letters_leave_all() -> None:
+    st = WebState()
+    st.on_profile_spec(orjson.dumps({"profile": "gold", "query": "gold"}))
+    st.on_profile_state("gold", state_record(0.3, 1), 1.0)
+    bad = orjson.dumps({"profile": "gold", "query": "gold", "params": {"nonsense": 1}})
+    st.on_profile_spec(bad)
+    st.on_dead_letter(_dead_spec(bad), 2.0, TOPICS)
+    assert st.known("gold")
+    # a judgment's dead letter, one from an unknown topic, one with bad base64: no change
+    st.on_profile_spec(orjson.dumps({"profile": "tin", "query": "tin"}))
+    tin = orjson.dumps({"profile": "tin", "query": "tin"})
+    st.on_dead_letter(_dead_spec(tin, topic="sift.judgments"), 2.0, TOPICS)
+    st.on_dead_letter(_dead_spec(tin, topic="other"), 2.0, TOPICS)
+    st.on_dead_letter(orjson.dumps({"reason": "x", "topic": "sift.profiles",
+                                    "original_b64": "%%%"}), 2.0, TOPICS)
+    st.on_dead_letter(_dead_spec(tin), 2.0)  # without the topic names
+    assert st.known("tin") and st.known("gold")
+
+
+def test_a_name_only_judgments_use_is_not_a_profile() -> None:
+    # forty-first session: a judgment for a profile that does not exist (the workers
+    # dead-letter it as unknown_profile) put a "ghost" profile on the dashboard
+    st = WebState()
+    st.on_judgment(judgment("r1", True, profile="ghost"), 1.0)
+    assert st.shown("ghost") is None and st.snapshot()["profiles"] == []
+    assert 'profile="ghost"' not in st.metrics()
+    st.on_decision(decision("r2", profile="ghost"))  # the workers made a decision: it is one
+    assert [p["profile"] for p in st.snapshot()["profiles"]] == ["ghost"]
+
+
 def test_bounded_pending_queue_and_document_cache() -> None:
     st = WebState(doc_capacity=5, pending_capacity=3)
     st.on_documents(orjson.dumps({"documents": [{"id": f"d{i}", "text": "t"}
