@@ -237,6 +237,7 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=0,
                     help="run a random subset of this many profiles (default: all)")
     ap.add_argument("--sample-seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="the profiles' pseudolabel seed")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/fusion_profile.json"))
     ap.add_argument("--summarize", action="store_true",
                     help="only add the paired comparisons to --out (no runs)")
@@ -278,10 +279,11 @@ def main() -> None:
             model_params, profile_params = FUSION_RUNS[base]
             params = {**model_params, "resolve_every": args.resolve_every,
                       "time_limit": args.time_limit}
-            cfg = ReplayConfig(model="fusion", model_params=params, profile_params=profile_params)
+            cfg = ReplayConfig(model="fusion", model_params=params, profile_params=profile_params,
+                               seed=args.seed)
             fusion_vec = True
         else:
-            cfg = ReplayConfig(model=base)
+            cfg = ReplayConfig(model=base, seed=args.seed)
             fusion_vec = suffix == "fusion_vec"
         rows.append(run(corpus, spec, cfg, specs, fusion_vec))
         write(args, corpus, rows)

@@ -121,4 +121,3 @@ def broker_option(group: argparse.ArgumentParser,
     group.add_argument("--broker", help=helptext)
     for verb in verbs:
         verb.add_argument("--broker", default=argparse.SUPPRESS, help=helptext)
-

@@ -864,11 +864,11 @@ class Profile:
         ``fallback_rate`` of the stream. When fewer than ``1 / fallback_rate``
         pseudo-negatives are left (evicted, or pseudolabeling off), the training-set cut
         of :meth:`fit` (``fallback_threshold_``). ``+inf`` when the cut carries no evidence
-        (:meth:`_evidence_cut`), or while the ``explore_window`` real examples with the lowest leave-one-out scores
-        are not mostly relevant (smoothed precision ``<= explore_precision``, as for
-        :meth:`explore_share`): junk at the bottom of what the profile delivers stops it,
-        unless the profile looks common (:meth:`prevalence_share` at least
-        ``reopen_share``).
+        (:meth:`_evidence_cut`), or while the ``explore_window`` real examples with the
+        lowest leave-one-out scores are not mostly relevant (smoothed precision
+        ``<= explore_precision``, as for :meth:`explore_share`): junk at the bottom of
+        what the profile delivers stops it, unless the profile looks common
+        (:meth:`prevalence_share` at least ``reopen_share``).
 
         Parameters
         ----------
