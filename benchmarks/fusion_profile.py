@@ -25,7 +25,8 @@ Run names (``--models``, comma-separated):
   over the word + character vectors are most of the cost);
 * ``fusion-mass3``: all six, with the single models' ``"auto"`` TROT weighting of the
   pseudo-negatives (``negative_mass=3``) and re-opening of silenced profiles
-  (``reopen_share=0.05``), which fusion leaves at the design's values;
+  (``reopen_share=0.05``): fusion's own ``"auto"`` since the forty-first session, so the
+  same as ``fusion`` now; ``fusion-design``: the values before (``None``, ``None``);
 * ``rocchio``, ``kantor``, ``knn``: the single models, plain vectorizer;
 * ``rocchio:fusion_vec`` etc.: a single model on the FusionVectorizer's vectors.
 
@@ -80,8 +81,10 @@ FUSION_RUNS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "fusion": ({}, {}),
     "fusion-noknn": ({"components": ["word", "char", "lsa", "rocchio", "kantor"]}, {}),
     # the single models' "auto" TROT weighting of pseudo-negatives and re-opening of
-    # silenced profiles, which fusion has left at the design's values (not measured)
+    # silenced profiles, which fusion's "auto" took in the forty-first session
     "fusion-mass3": ({}, {"negative_mass": 3.0, "reopen_share": 0.05}),
+    # fusion's "auto" before that: the design's weights and the gate alone
+    "fusion-design": ({}, {"negative_mass": None, "reopen_share": None}),
 }
 
 

@@ -144,7 +144,7 @@ def register(sub: Any) -> None:
                         "and about six times the memory a profile (docs/engine.md)")
     p.add_argument("--negative-mass", type=_negative_mass, default="auto", metavar="auto|none|M",
                    help="TROT weight of the pseudo-negatives scaled to each profile's prevalence "
-                        "(see Profile.negative_mass; auto: 3, none for fusion; "
+                        "(see Profile.negative_mass; auto: 3; "
                         "none: the pseudolabel weight)")
     p.add_argument("--size-cut", type=_size_cut, default="auto", metavar="auto|none|C",
                    help="a floor under that scaling from the shape of each profile's training "

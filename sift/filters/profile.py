@@ -55,12 +55,14 @@ from sift.filters.threshold import stable_argsort, trot, zero_utility_threshold
 
 MODEL_CLASSES: dict[str, type[ScoringModel]] = {"rocchio": Rocchio, "kantor": Kantor, "knn": KNN}
 
-#: ``negative_mass="auto"`` per model: chosen on the validation split (see ``Profile``);
-#: fusion was not measured, so it keeps the design's weights.
-AUTO_NEGATIVE_MASS: dict[str, float | None] = {"rocchio": 3.0, "kantor": 3.0, "knn": 3.0}
+#: ``negative_mass="auto"`` per model: chosen on the validation split (see ``Profile``;
+#: fusion with ``reopen_share`` below, three seeds, forty-first session).
+AUTO_NEGATIVE_MASS: dict[str, float | None] = {"rocchio": 3.0, "kantor": 3.0, "knn": 3.0,
+                                               "fusion": 3.0}
 #: ``reopen_share="auto"`` per model, chosen on the validation split with ten seeds (see
-#: ``Profile``); fusion was not measured, so it keeps the gate alone.
-AUTO_REOPEN_SHARE: dict[str, float | None] = {"rocchio": 0.05, "kantor": 0.05, "knn": 0.05}
+#: ``Profile``; fusion three seeds, with ``negative_mass`` above).
+AUTO_REOPEN_SHARE: dict[str, float | None] = {"rocchio": 0.05, "kantor": 0.05, "knn": 0.05,
+                                              "fusion": 0.05}
 #: ``explore="auto"`` per model (others: 0.8), chosen on the validation split (see ``Profile``)
 AUTO_EXPLORE: dict[str, float] = {"knn": 0.4}
 #: ``size_cut="auto"`` per model (others: None, off), chosen on the validation split with
@@ -209,10 +211,13 @@ class Profile:
         were counted against. A rare category (small ``K``) gets a strict threshold, a
         common one a lenient one; one fixed weight (the pseudolabel's ``neg_weight``)
         is right for one prevalence only. ``None``: the pseudolabel weight, as the
-        design has it; ``"auto"`` (default): 3.0 for Rocchio, Kantor and kNN, ``None``
-        for fusion (not measured). Chosen on the validation split with ten seeds
-        (``benchmarks/engine_features.py``, ``benchmarks/results/engine_negative_mass.json``;
-        the figures are in ``docs/engine.md``).
+        design has it; ``"auto"`` (default): 3.0 for every model. Chosen on the
+        validation split with ten seeds (``benchmarks/engine_features.py``,
+        ``benchmarks/results/engine_negative_mass.json``; the figures are in
+        ``docs/engine.md``); for fusion together with ``reopen_share`` 0.05, three seeds,
+        macro T11SU / T11F +0.037 / +0.028 over ``None`` for both, up in all three
+        (``benchmarks/fusion_profile.py --split val --models fusion,fusion-mass3``;
+        ``docs/fusion.md``).
     explore, explore_rate, explore_window, explore_precision
         Exploration below TROT's threshold. Only delivered documents are judged, so no
         relevant document below the threshold is ever seen and TROT's threshold can only
@@ -236,8 +241,8 @@ class Profile:
         whose :meth:`prevalence_share` is at least this keeps its exploration cut
         whatever the bottom judgments say: documents like its relevant ones are common,
         so its top ``fallback_rate`` is worth delivering. ``None``: the gate alone
-        decides; ``"auto"`` (default): 0.05 for Rocchio, Kantor and kNN, ``None`` for
-        fusion (not measured). Validation split, ten seeds, macro T11SU / T11F against
+        decides; ``"auto"`` (default): 0.05 for every model (fusion: see
+        ``negative_mass``). Validation split, ten seeds, macro T11SU / T11F against
         ``None``: Rocchio +0.000 / +0.008, Kantor +0.003 / +0.029, kNN +0.002 / +0.018
         (``benchmarks/results/engine_reopen_share.json``; ``docs/engine.md``).
     size_cut

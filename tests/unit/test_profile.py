@@ -562,7 +562,7 @@ def test_negative_mass_is_validated(bad: object) -> None:
 
 def test_negative_mass_auto_resolves_per_model_and_old_states_keep_the_design_weights(vec: Vectorizer) -> None:
     assert [Profile("x", model=m).negative_mass_ for m in ("rocchio", "knn", "kantor")] == [3.0, 3.0, 3.0]
-    assert Profile("x", model="fusion").negative_mass_ is None
+    assert Profile("x", model="fusion").negative_mass_ == 3.0  # since the forty-first session
     assert Profile("x", negative_mass=2).negative_mass_ == 2.0
     pseudo = {"neg_fraction": 1.0, "neg_weight": 0.1, "min_pool": 0}
     p = _fit(vec, pseudolabel=pseudo)

@@ -185,7 +185,7 @@ def test_reopen_share_is_validated(bad: object) -> None:
 
 def test_reopen_share_auto_resolves_per_model() -> None:
     assert [Profile("x", model=m).reopen_share_ for m in ("rocchio", "kantor", "knn")] == [0.05] * 3
-    assert Profile("x", model="fusion").reopen_share_ is None
+    assert Profile("x", model="fusion").reopen_share_ == 0.05  # since the forty-first session
     assert Profile("x", reopen_share=None).reopen_share_ is None
     assert Profile("x", reopen_share=1).reopen_share_ == 1.0
     assert Profile("x").get_params()["reopen_share"] == "auto"
