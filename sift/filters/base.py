@@ -14,8 +14,9 @@ every document against every model in one sparse product where possible.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -101,6 +102,13 @@ class ScoringModel(ABC):
     #: leave-one-out scores after each group as its re-threshold would, so that a batch
     #: leaves the model as judgments one by one do.
     settles_per_group: ClassVar[bool] = False
+
+    @contextlib.contextmanager
+    def settling(self) -> Iterator[None]:
+        """While a profile settles a batch group by group (see ``settles_per_group``),
+        before the batch's own re-threshold: a model may bound the work it brings up to
+        date there (fusion: ``batch_solve_seconds``). Nothing by default."""
+        yield
 
     @abstractmethod
     def get_params(self) -> dict[str, Any]:

@@ -788,12 +788,13 @@ class Profile:
             # group by group, as one by one: the model computes its leave-one-out scores
             # where a re-threshold would (see ScoringModel.settles_per_group)
             last = (n - 1) // every * every  # the start of the last group
-            for start in range(0, last, every):
-                part = slice(start, start + every)
-                self.model_.learn(X[part], lab[part], w[part], real[part])
-                self.examples_.add(X[part], lab[part], w[part], real[part])
-                if np.any((self.examples_.labels > 0) & self._trot_trusted()):
-                    self.model_.loo_scores()
+            with self.model_.settling():
+                for start in range(0, last, every):
+                    part = slice(start, start + every)
+                    self.model_.learn(X[part], lab[part], w[part], real[part])
+                    self.examples_.add(X[part], lab[part], w[part], real[part])
+                    if np.any((self.examples_.labels > 0) & self._trot_trusted()):
+                        self.model_.loo_scores()
             X, lab, w, real = X[last:], lab[last:], w[last:], real[last:]
         self.model_.learn(X, lab, w, real)
         self.examples_.add(X, lab, w, real)

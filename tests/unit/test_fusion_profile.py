@@ -212,3 +212,38 @@ def test_a_batch_re_solves_where_judgments_one_by_one_do(vec: Vectorizer, update
         assert p.threshold_ == one.threshold_
         assert np.array_equal(p.score(X), one.score(X))
     assert one.model_.n_solves_ > (1 if initial else 0)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("budget", [0.0, 1e-9])
+def test_a_batch_past_its_solve_budget_solves_once_at_its_re_threshold(vec: Vectorizer,
+                                                                      budget: float) -> None:
+    # a worker applies a backlog of judgments as one batch on its event loop: one by one
+    # re-solves every resolve_every positives (each up to time_limit), so a batch stops
+    # re-solving once its budget is spent and solves once more at its re-threshold
+    params = {"resolve_every": 1, "time_limit": 60.0}
+    one = _fit(vec, model_params=params)
+    capped = _fit(vec, model_params={**params, "batch_solve_seconds": budget})
+    X = vec.transform([t for t, _ in STREAM])
+    rel = [r for _, r in STREAM]
+    for i in range(len(STREAM)):
+        one.learn_one(X[i], relevant=rel[i])
+    before = capped.model_.n_solves_  # type: ignore[attr-defined]
+    capped.learn_many(X, rel)
+    a, b = one.model_, capped.model_
+    assert isinstance(a, FusionModel) and isinstance(b, FusionModel)
+    assert a.n_solves_ - before >= 3
+    # a budget of 0 skips every solve inside the batch; a tiny one allows the first
+    assert b.n_solves_ - before == (1 if budget == 0 else 2)
+    assert not b.pending_ and b.n_pos_at_solve_ == b.n_pos_ == a.n_pos_
+    assert math.isfinite(capped.threshold_)
+    # outside a batch the budget does not apply: one by one solves as before
+    capped.learn_one(vec.transform(["wheat exports record"]), relevant=True)
+    assert b.n_solves_ - before == (2 if budget == 0 else 3)
+
+
+def test_batch_solve_budget_is_validated_and_kept_in_the_parameters() -> None:
+    for bad in (-1.0, "5", float("nan")):
+        with pytest.raises(ParameterError, match="batch_solve_seconds"):
+            FusionModel(batch_solve_seconds=bad)  # type: ignore[arg-type]
+    assert FusionModel().get_params()["batch_solve_seconds"] == 5.0
+    assert FusionModel(batch_solve_seconds=None).get_params()["batch_solve_seconds"] is None
