@@ -216,7 +216,7 @@ class Profile:
         ``benchmarks/results/engine_negative_mass.json``; the figures are in
         ``docs/engine.md``); for fusion together with ``reopen_share`` 0.05, three seeds,
         macro T11SU / T11F +0.037 / +0.028 over ``None`` for both, up in all three
-        (``benchmarks/fusion_profile.py --split val --models fusion,fusion-mass3``;
+        (``benchmarks/fusion_profile.py --split val --models fusion-design,fusion-mass3``;
         ``docs/fusion.md``).
     explore, explore_rate, explore_window, explore_precision
         Exploration below TROT's threshold. Only delivered documents are judged, so no

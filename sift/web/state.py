@@ -222,8 +222,8 @@ class WebState:
         #: profiles deleted (most recent last), the ids of judgments seen (for the
         #: documents they judged) and the judgments posted here being published
         self.deleted: OrderedDict[str, None] = OrderedDict()
-        #: profile -> (spec bytes, reason) of the specs the workers dead-lettered
-        self.rejected: OrderedDict[str, tuple[bytes, str]] = OrderedDict()
+        #: profile -> the bytes of its last spec the workers dead-lettered
+        self.rejected: OrderedDict[str, bytes] = OrderedDict()
         self.judgment_ids: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self.claimed: set[tuple[str, str]] = set()
         self.lag: dict[str, int] = {}
@@ -490,8 +490,7 @@ class WebState:
         if spec.delete:
             self._deleted(spec.profile)
             return
-        rejected = self.rejected.get(spec.profile)
-        if rejected is not None and rejected[0] == value:
+        if self.rejected.get(spec.profile) == value:
             return  # its dead letter was read first: the workers did not take it
         self.deleted.pop(spec.profile, None)
         view = self.profile(spec.profile)
@@ -499,7 +498,7 @@ class WebState:
         view.spec = {"model": spec.model, "measure": spec.measure, "update": str(spec.update),
                      "query": spec.query, "bags": spec.bags}
 
-    def _spec_rejected(self, original_b64: object, reason: str) -> None:
+    def _spec_rejected(self, original_b64: object) -> None:
         """A profile spec the workers dead-lettered (a bad parameter, an unknown positive):
         a profile it would have created does not exist, so it leaves the view (and the
         API no longer takes judgments for it); a profile that exists keeps its view."""
@@ -513,7 +512,7 @@ class WebState:
             return
         if spec.delete:
             return
-        self.rejected[spec.profile] = (raw, reason)
+        self.rejected[spec.profile] = raw
         self.rejected.move_to_end(spec.profile)
         while len(self.rejected) > REJECTED_CAPACITY:
             self.rejected.popitem(last=False)
@@ -557,7 +556,7 @@ class WebState:
         except RecordError:
             pass
         if topics and isinstance(obj, dict) and topics.get(str(obj.get("topic"))) == "profiles":
-            self._spec_rejected(obj.get("original_b64"), reason)
+            self._spec_rejected(obj.get("original_b64"))
         self.dead_by_reason[reason] += 1
         self.c_dead.inc(labels={"reason": reason})
         self.rates["dead_letters"].add(ts)
