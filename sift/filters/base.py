@@ -98,9 +98,9 @@ class ScoringModel(ABC):
 
     #: Whether computing :meth:`loo_scores` changes the model (it brings something up to
     #: date lazily, from the examples of that moment): a profile then learns a batch of
-    #: judgments group by group (a judgment, or a group of ``update=n``), computing the
-    #: leave-one-out scores after each group as its re-threshold would, so that a batch
-    #: leaves the model as judgments one by one do.
+    #: judgments group by group (a judgment, or a group of ``update=n``), settling the
+    #: model (:meth:`settle`) after each group where its re-threshold would compute the
+    #: scores, so that a batch leaves the model as judgments one by one do.
     settles_per_group: ClassVar[bool] = False
 
     @contextlib.contextmanager
@@ -109,6 +109,11 @@ class ScoringModel(ABC):
         before the batch's own re-threshold: a model may bound the work it brings up to
         date there (fusion: ``batch_solve_seconds``). Nothing by default."""
         yield
+
+    def settle(self) -> None:
+        """Bring up to date what computing :meth:`loo_scores` would, where a re-threshold
+        would compute them (see ``settles_per_group``). By default: compute them."""
+        self.loo_scores()
 
     @abstractmethod
     def get_params(self) -> dict[str, Any]:

@@ -1545,9 +1545,8 @@ class FusionModel(ScoringModel):
         more at the batch's re-threshold. One by one a profile solves every
         ``resolve_every`` positives, and a worker's event loop waits for a batch:
         1,000 judgments, 316 of them relevant, took 64 solves and 62 s on the
-        service's vectors without a budget, 8 solves and 11.6 s with 5 s (the rest
-        is the leave-one-out scores of each group;
-        ``benchmarks/fusion_judgment_batch.py``). Below the budget a batch
+        service's vectors without a budget, 8 solves and 6.7 s with 5 s
+        (``benchmarks/fusion_judgment_batch.py``). Below the budget a batch
         re-solves exactly where judgments one by one do. ``None``: no budget.
 
     Examples
@@ -1834,6 +1833,10 @@ class FusionModel(ScoringModel):
             yield
         finally:
             self._budget = None
+
+    def settle(self) -> None:
+        """The re-solve a re-threshold would make here, without the fused scores."""
+        self._ensure_solved()
 
     def _ensure_solved(self, D_loo: FloatArray | None = None) -> FloatArray | None:
         if self.pending_ and self.examples_ is not None and np.any(self.examples_.labels > 0):

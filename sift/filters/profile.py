@@ -794,7 +794,7 @@ class Profile:
                     self.model_.learn(X[part], lab[part], w[part], real[part])
                     self.examples_.add(X[part], lab[part], w[part], real[part])
                     if np.any((self.examples_.labels > 0) & self._trot_trusted()):
-                        self.model_.loo_scores()
+                        self.model_.settle()
             X, lab, w, real = X[last:], lab[last:], w[last:], real[last:]
         self.model_.learn(X, lab, w, real)
         self.examples_.add(X, lab, w, real)

@@ -14,7 +14,6 @@ Bounded: the last ``doc_capacity`` documents (title and text), at most
 from __future__ import annotations
 
 import base64
-import binascii
 import itertools
 import math
 import re
@@ -508,7 +507,7 @@ class WebState:
             if is_review_obj(obj):
                 return
             spec = ProfileSpec.from_obj(obj)
-        except (binascii.Error, ValueError, RecordError):
+        except (ValueError, RecordError):  # binascii.Error is a ValueError
             return
         if spec.delete:
             return
