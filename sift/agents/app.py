@@ -718,6 +718,8 @@ class Worker:
 
     def stats(self) -> dict[str, Any]:
         out = self.service.counters()
+        if self.reviews is not None:  # review mode's counters (all named review_*/reviews_*)
+            out["stats"].update(self.reviews.service.stats)
         shard_topic = self.settings.topic(SHARD_TOPIC)
         try:
             actives = self.app.consumer.assignment()
@@ -859,8 +861,12 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                         dl.offset, dl.message)
             await dead_letters_topic.send(key=dl.reason.encode(), value=orjson.dumps(dl.to_obj()))
 
+    async def emit_review_dead(letters: Sequence[DeadLetter]) -> None:
+        count_dead(service.stats, letters)  # the service counts its own; the reviews' here
+        await emit_dead(letters)
+
     reviews = review_mode.attach(app, settings, topic, documents_topic, profiles_topic, table,
-                                 emit_dead)
+                                 emit_review_dead)
     worker.reviews = reviews
 
     async def complete(msgs: list[InputMessage],
@@ -1297,11 +1303,11 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     @app.timer(interval=10.0)  # type: ignore[untyped-decorator]
     @keep_going_here("log_progress")
     async def log_progress() -> None:
-        s = service.stats
+        s, r = service.stats, reviews.service.stats
         log.info("documents %d, decisions %d, judgments %d (+%d duplicate), dead letters %d, "
-                 "profiles here %d", s["documents"], s["decisions"], s["judgments"],
-                 s["judgments_duplicate"], s["dead_letters"],
-                 sum(len(b) for b in service._banks.values()))
+                 "profiles here %d, review judgments %d", s["documents"], s["decisions"],
+                 s["judgments"], s["judgments_duplicate"], s["dead_letters"],
+                 sum(len(b) for b in service._banks.values()), r["review_judgments"])
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's signal types are narrower
     async def _final_stats(app: faust.App, **kwargs: Any) -> None:

@@ -59,6 +59,21 @@ COUNTERS = (
     ("timer_errors", "sift_worker_periodic_task_failures_total",
      "Failures of the worker's periodic tasks (stats file, memory trim, tail check, "
      "progress log), each logged and survived."),
+    # review mode (its dead letters are in sift_worker_dead_letters_total with the rest)
+    ("reviews_created", "sift_worker_reviews_created_total", "Reviews created here."),
+    ("reviews_deleted", "sift_worker_reviews_deleted_total", "Reviews deleted here."),
+    ("review_documents", "sift_worker_review_documents_total",
+     "Documents added to the reviews held here."),
+    ("review_judgments", "sift_worker_review_judgments_total",
+     "Judgments applied to the reviews held here."),
+    ("review_judgments_duplicate", "sift_worker_review_judgments_duplicate_total",
+     "Review judgments delivered again and skipped."),
+    ("review_requests", "sift_worker_review_requests_total",
+     "Requests for judgment published by the reviews held here."),
+    ("review_status_errors", "sift_worker_review_status_errors_total",
+     "Review statuses that could not be computed (logged; the review goes on)."),
+    ("review_bad_state", "sift_worker_review_bad_state_total",
+     "Review records in the table that could not be decoded (logged once each)."),
 )
 
 

@@ -265,6 +265,35 @@ def test_hooks_take_review_specs_and_judgments_and_leave_the_rest(worker: Any) -
     assert not worker.topics["dead-letters"].send.await_args_list
 
 
+def test_review_dead_letters_and_counters_reach_the_workers_stats_and_metrics(
+        worker: Any) -> None:
+    """Bad review input increments the worker's dead-letter counter by reason, as any other
+    bad input does, and review mode's counters are in ``/sift/stats`` and ``/metrics``
+    (they were kept apart, so a worker refusing review specs showed no dead letter)."""
+    hooks = worker.reviews
+    part = shard_of(NAME, P)
+    bad = [orjson.dumps({"profile": NAME, "mode": "review", "query": "q",
+                         "params": {"bogus": 1}}),
+           orjson.dumps({"profile": NAME, "mode": "review", "delete": True})]
+
+    async def run() -> None:
+        rest = await hooks.take_specs([msg(b, "profiles", part, i) for i, b in enumerate(bad)])
+        assert rest == []
+        rest = await hooks.take_specs([msg(spec(), "profiles", part, 2)])
+        assert rest == []
+
+    asyncio.run(run())
+    sent = worker.topics["dead-letters"].send.await_args_list
+    assert [c.kwargs["key"] for c in sent] == [b"bad_params", b"unknown_review"]
+    stats = worker.stats()["stats"]
+    assert stats["dead_letters"] == 2
+    assert stats["dead_letters.bad_params"] == 1 and stats["dead_letters.unknown_review"] == 1
+    assert stats["reviews_created"] == 1
+    text = worker.metrics_text()
+    assert 'sift_worker_dead_letters_total{reason="unknown_review"} 1' in text
+    assert "sift_worker_reviews_created_total 1" in text
+
+
 def test_every_review_parameter_can_be_set_from_a_spec() -> None:
     """The wire contract's list of review params is the core Review's parameters (its
     ``topic`` is the spec's ``query``): a new core option must be reachable."""
