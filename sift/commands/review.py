@@ -143,7 +143,8 @@ def _send(settings: Settings, topic: str, messages: Iterator[tuple[bytes | None,
 
 
 def statuses(settings: Settings, *, idle: float = 1.0) -> dict[str, ReviewStatus]:
-    """The last status of every review on the review-status topic."""
+    """The last status of every review on the review-status topic, but those of reviews
+    deleted since (see :func:`deleted_reviews`)."""
     from sift.agents.harness import read_all
     from sift.kafkaclient import ensure_topics
 
@@ -157,7 +158,29 @@ def statuses(settings: Settings, *, idle: float = 1.0) -> dict[str, ReviewStatus
             continue
         if st.review not in out or st.ts >= out[st.review].ts:
             out[st.review] = st
+    for name in deleted_reviews(settings, idle=idle) & out.keys():
+        del out[name]
     return out
+
+
+def deleted_reviews(settings: Settings, *, idle: float = 1.0) -> set[str]:
+    """The reviews whose last spec on the profiles topic deletes them (a review's specs
+    are keyed by its name, so they share a partition and arrive in the order sent; a
+    spec creating it again brings it back)."""
+    from sift.agents.harness import read_all
+    from sift.kafkaclient import ensure_topics
+
+    topic = settings.topic("profiles")
+    ensure_topics(settings, [topic])
+    deleted: dict[str, bool] = {}
+    for _, value, _, _ in read_all(settings, topic, idle=idle):
+        try:
+            spec = ReviewSpec.from_obj(loads(value)) if value is not None else None
+        except RecordError:  # a standing profile's spec, or a bad one
+            continue
+        if spec is not None:
+            deleted[spec.review] = spec.delete
+    return {name for name, gone in deleted.items() if gone}
 
 
 def describe(st: ReviewStatus) -> str:
@@ -314,6 +337,8 @@ def run(args: argparse.Namespace) -> int:
     found = statuses(settings)
     rows = [found[args.name]] if args.name in found else [] if args.name else list(found.values())
     if args.name and not rows:
+        if args.name in deleted_reviews(settings):
+            raise SiftError(f"review {args.name!r} was deleted")
         raise SiftError(f"no status for review {args.name!r} on {settings.topic(STATUS_TOPIC)}")
     for st in sorted(rows, key=lambda s: s.review):
         print(orjson.dumps(st.to_obj()).decode() if args.json else describe(st))

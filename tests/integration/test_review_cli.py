@@ -71,6 +71,8 @@ def test_a_review_run_from_the_command_line_reaches_its_stop_signal(settings: Se
         assert sent and all(j["relevant"] == gold[j["doc_id"]] for j in sent)
         gone = sift(settings, "rm", name)
         assert gone.returncode == 0 and "sent deletion" in gone.stdout
+        after = sift(settings, "status", name)
+        assert after.returncode == 1 and f"review {name!r} was deleted" in after.stderr, after
     finally:
         w.stop()
 

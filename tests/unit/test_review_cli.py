@@ -97,3 +97,37 @@ def test_without_broker_the_verbs_read_the_environment() -> None:
 
     assert build_parser().parse_args(["profiles", "list"]).broker is None
     assert build_parser().parse_args(["review", "status"]).broker is None
+
+
+def test_status_leaves_out_reviews_deleted_since(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A deleted review's last status stays on its topic; ``status`` no longer shows it,
+    and names it deleted, until a spec creates it again."""
+    import sift.agents.harness as harness
+    import sift.kafkaclient as kafkaclient
+
+    def status(name: str, ts: float) -> bytes:
+        return orjson.dumps({"review": name, "documents": 5, "screened": 2, "found": 1,
+                             "pending": 0, "batches": 1, "r_hat": 1.0, "r_hat_var": 0.0,
+                             "recall_estimate": 1.0, "recall_lower": 1.0, "estimator": "bound",
+                             "target_recall": 0.95, "stop": False, "complete": False, "ts": ts})
+
+    def spec(name: str, delete: bool = False) -> bytes:
+        return orjson.dumps({"profile": name, "mode": "review", "query": "q", "delete": delete})
+
+    topics = {
+        "sift.review-status": [status("a", 1.0), status("b", 2.0), status("c", 3.0)],
+        "sift.profiles": [spec("a"), spec("b"), spec("c"), spec("b", delete=True),
+                          orjson.dumps({"profile": "trade", "query": "trade"}), b"{bad", None,
+                          spec("c", delete=True), spec("c")],
+    }
+    monkeypatch.setattr(kafkaclient, "ensure_topics", lambda settings, names: None)
+    monkeypatch.setattr(harness, "read_all", lambda settings, topic, **kw: [
+        (None, v, 0, i) for i, v in enumerate(topics[topic])])
+    monkeypatch.setenv("SIFT_BROKER", "kafka://127.0.0.1:1")
+    assert main(["review", "status"]) == 0
+    assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines()] == ["a", "c"]
+    assert main(["review", "status", "b"]) == 1
+    assert capsys.readouterr().err.strip() == "sift review: error: review 'b' was deleted"
+    assert main(["review", "status", "zz"]) == 1
+    assert "no status for review 'zz'" in capsys.readouterr().err
