@@ -27,6 +27,8 @@ EPILOG = """examples:
 
 DEFAULT_TRAIN = "data/reuters21578/train.jsonl.gz"
 DEFAULT_TEST = "data/reuters21578/test.jsonl.gz"
+#: the source checkout this module is in (its data/ holds the bundled corpora)
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def _update(value: str) -> str | int:
@@ -195,7 +197,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--initial-positives must be >= 0, got {args.initial_positives}")
     if args.bags > 1 and args.full_training:
         raise ConfigError("--bags applies to adaptive filtering: --full-training has no pseudolabels to bag")
-    for path in (args.train, args.test):
+    for attr, default in (("train", DEFAULT_TRAIN), ("test", DEFAULT_TEST)):
+        path = getattr(args, attr)
+        if path == default and not Path(path).exists() and (CHECKOUT / default).exists():
+            path = str(CHECKOUT / default)  # run from elsewhere: the checkout's bundled data
+            setattr(args, attr, path)
         if not Path(path).exists():
             raise ConfigError(f"{path}: no such file (run from the repository root or pass --train/--test)")
     corpus = load_corpus(args.train, args.test, skip_bad=args.skip_bad)

@@ -181,6 +181,28 @@ def test_missing_file_and_bad_option(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert exc.value.code == 1
 
 
+def test_run_from_elsewhere_finds_the_checkouts_bundled_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --train/--test the bundled files are found from any working directory (they
+    were looked up relative to it); a path the user gives is never replaced."""
+    import sift.commands.replay as replay_cmd
+
+    checkout = tmp_path / "checkout"
+    data = checkout / "data" / "reuters21578"
+    data.mkdir(parents=True)
+    _write(data / "train.jsonl.gz", _docs(60, 0), gz=True)
+    _write(data / "test.jsonl.gz", _docs(30, 1000), gz=True)
+    monkeypatch.setattr(replay_cmd, "CHECKOUT", checkout)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["replay", "--out", "out", "--no-plot"]) == 0
+    assert orjson.loads((elsewhere / "out" / "metrics.json").read_bytes())["profiles"]
+    capsys.readouterr()
+    assert main(["replay", "--test", "test.jsonl.gz", "--out", "out", "--no-plot"]) == 1
+    assert "test.jsonl.gz: no such file" in capsys.readouterr().err
+
+
 def test_batched_protocol_equals_one_document_at_a_time(files: tuple[Path, Path]) -> None:
     corpus = load_corpus(*files)
     a = replay(corpus, ReplayConfig(batch_size=256))
