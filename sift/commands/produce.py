@@ -24,7 +24,7 @@ examples:
   sift produce judgments.jsonl --topic judgments
   sift produce profiles.jsonl --topic profiles
   sift produce anything.jsonl --topic documents --raw          # lines as they are
-  echo '{"doc_id": "r14832", "profile": "trade", "relevant": true}' \
+  echo '{"doc_id": "r14832", "profile": "trade", "relevant": true}' \\
     | sift produce - --topic judgments                          # - reads standard input
 
 Documents are keyed by id (a batch by its first id); judgments and profile specs
