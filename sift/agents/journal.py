@@ -172,9 +172,9 @@ def latest_after(epoch: str | None, model_version: int,
     older); ``None`` when it does not, or there is none (for tools reading the changelogs).
 
     >>> journal = encode_journal("p", "e1", [], {"threshold": 0.4, "model_version": 5,
-    ...                                          "n_judged": 2})
+    ...                                          "n_judged": 2, "n_pending": 1})
     >>> latest_after("e1", 3, journal)
-    {'threshold': 0.4, 'model_version': 5, 'n_judged': 2}
+    {'threshold': 0.4, 'model_version': 5, 'n_judged': 2, 'n_pending': 1}
     >>> latest_after("e1", 3, encode_journal("p", "e0", [], {"model_version": 5})) is None
     True
     """
@@ -190,7 +190,24 @@ def latest_after(epoch: str | None, model_version: int,
     if not isinstance(version, int) or version < model_version:
         return None
     return {"threshold": latest.get("threshold"), "model_version": version,
-            "n_judged": latest.get("n_judged", 0)}
+            "n_judged": latest.get("n_judged", 0), "n_pending": latest.get("n_pending", 0)}
+
+
+def pending_in_state(state: dict[str, Any]) -> int:
+    """How many judgments a profile's state (decoded JSON; a bagged profile's too) holds
+    back for its update policy's next model update (``update`` = n): received, not yet
+    learned, so not in ``n_judged``.
+
+    >>> pending_in_state({"kind": "profile", "pending": {"labels": [1, 0]}})
+    2
+    >>> pending_in_state({"kind": "bagged_profile", "members": [{"pending": {"labels": [1]}}]})
+    1
+    """
+    if state.get("kind") == "bagged_profile":
+        members = state.get("members") or [{}]
+        state = members[0]
+    pending = state.get("pending") or {}
+    return len(pending.get("labels") or ())
 
 
 def judged_keys(record: dict[str, Any], journal: bytes | None) -> list[str]:

@@ -1412,7 +1412,8 @@ class Service:
         last = self._jraw.get(name)
         p = entry.profile
         latest = {"threshold": None if math.isinf(p.threshold_) else p.threshold_,
-                  "model_version": p.version_, "n_judged": p.n_judged_}
+                  "model_version": p.version_, "n_judged": p.n_judged_,
+                  "n_pending": p.n_pending_}
         # the journal value goes on from the batches after the record (the value this
         # worker wrote or learned last), or starts again
         jraw = (append(last, piece, name, entry.epoch, latest)

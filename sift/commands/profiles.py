@@ -191,22 +191,24 @@ _UNREADABLE = (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, Attribut
 def _record(data: bytes, journal: bytes | None = None) -> dict[str, Any]:
     """The summary of a profile table value (plain or zlib-compressed orjson): its spec,
     model, update policy, measure, threshold (``inf`` for none), model version and the
-    number of judgments learned; after the batches of the profile's judgment
+    number of judgments learned and of those waiting for the update policy's next
+    model update (``update`` = n); after the batches of the profile's judgment
     ``journal`` when it continues the record (the record is rewritten only now and
     then). Raises one of :data:`_UNREADABLE` for anything else."""
-    from sift.agents.journal import latest_after
+    from sift.agents.journal import latest_after, pending_in_state
 
     rec = orjson.loads(data if data[:1] == b"{" else zlib.decompress(data))
     st = rec["state"]
     now = latest_after((rec.get("journal") or {}).get("epoch"), st["model_version"], journal) or {
         "threshold": st["threshold"], "model_version": st["model_version"],
-        "n_judged": st["n_judged"]}
+        "n_judged": st["n_judged"], "n_pending": pending_in_state(st)}
     thr = now["threshold"]
     return {"spec": rec.get("spec"), "model": st["params"]["model"],
             "bags": int(st["params"].get("bags", 1)),
             "update": st["params"]["update"], "measure": st["params"]["measure"],
             "threshold": math.inf if thr is None else float(thr),
-            "model_version": int(now["model_version"]), "judged": int(now["n_judged"])}
+            "model_version": int(now["model_version"]), "judged": int(now["n_judged"]),
+            "waiting": int(now["n_pending"])}
 
 
 def list_profiles(settings: Settings) -> list[dict[str, Any]]:
@@ -262,14 +264,14 @@ def run(args: argparse.Namespace) -> int:
                 sys.stdout.write(orjson.dumps(r).decode() + "\n")
         else:
             print(f"{'profile':24} {'model':8} {'bags':>4} {'update':6} {'threshold':>10} "
-                  f"{'version':>7} {'judged':>6} {'shard':>5}")
+                  f"{'version':>7} {'judged':>6} {'waiting':>7} {'shard':>5}")
             for r in rows:
                 if "error" in r:
                     print(f"{r['profile']:24} {r['error']}")
                     continue
                 print(f"{r['profile']:24} {r['model']:8} {r['bags']:>4} {r['update']!s:6} "
                       f"{r['threshold']:>10.4f} {r['model_version']:>7} {r['judged']:>6} "
-                      f"{r['shard']:>5}")
+                      f"{r['waiting']:>7} {r['shard']:>5}")
             print(f"{len(rows)} profiles")
     return 0
 

@@ -255,6 +255,10 @@ class BaggedProfile:
     def n_relevant_(self) -> int:
         return self.members[0].n_relevant_
 
+    @property
+    def n_pending_(self) -> int:
+        return self.members[0].n_pending_
+
     def judgments(self) -> tuple[sp.csr_matrix, NDArray[np.bool_], NDArray[np.float64]]:
         """The real judgments the bag holds, oldest first (every member learns them all:
         the first member's, :meth:`Profile.judgments`)."""

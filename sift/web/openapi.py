@@ -81,7 +81,8 @@ def openapi() -> dict[str, Any]:
                            "relevant": {"type": "integer"}, "judgments": {"type": "integer"},
                            "precision": _NUM, "pending": {"type": "integer"},
                            "threshold": _NUM, "model_version": _INT,
-                           "learned_judgments": _INT, "last_update": _NUM}},
+                           "learned_judgments": _INT, "waiting_judgments": _INT,
+                           "last_update": _NUM}},
         "PendingItem": {
             "type": "object",
             "description": "A document awaiting judgment: a profile's delivery (score, "

@@ -188,10 +188,13 @@ def judge_page(profile: str, items: list[dict[str, Any]], summary: dict[str, Any
                  f'{fmt(review.get("found"), 0)} · R-hat {fmt(review.get("r_hat"), 1)} · recall '
                  f'so far {fmt(review.get("recall"), 3)}{stop}</p>')
     elif summary is not None:
+        waiting = summary.get("waiting_judgments")
+        held = (f' · {fmt(waiting)} judgments wait for the next model update (every '
+                f'{esc(str(summary.get("update")))})' if waiting else "")
         stats = (f'<p class="help">Delivered {fmt(summary["delivered"])} · judged '
                  f'{fmt(summary["judged"])} · precision {fmt(summary["precision"], 3)} · '
                  f'threshold {fmt(summary["threshold"], 4)} · model v'
-                 f'{fmt(summary["model_version"])}</p>')
+                 f'{fmt(summary["model_version"])}{held}</p>')
     body = f"""
 <h1>Judge <q>{esc(profile)}</q> <span class="muted help"><span id="count">{len(items)}</span>
 awaiting judgment</span></h1>

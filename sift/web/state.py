@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from sift.agents.journal import latest_after
+from sift.agents.journal import latest_after, pending_in_state
 from sift.observability import RateMeter, Registry
 from sift.topics.codecs import decode_document_batch, loads
 from sift.topics.errors import RecordError
@@ -170,6 +170,7 @@ def summarize_state(raw: bytes) -> dict[str, Any]:
             "threshold": _finite(st.get("threshold")),
             "model_version": _count(st.get("model_version", 0)),
             "n_judged": _count(st.get("n_judged", 0)),
+            "n_pending": _count(pending_in_state(st)),
             "epoch": str((rec.get("journal") or {}).get("epoch", ""))}
 
 
@@ -182,7 +183,7 @@ def overlay_journal(summary: dict[str, Any], raw: bytes) -> dict[str, Any]:
         return summary
     return {**summary, "threshold": _finite(latest["threshold"]),
             "model_version": _count(latest["model_version"]),
-            "n_judged": _count(latest["n_judged"])}
+            "n_judged": _count(latest["n_judged"]), "n_pending": _count(latest["n_pending"])}
 
 
 class WebState:
@@ -651,7 +652,7 @@ class WebState:
                 "judgments": view.judgments, "precision": view.precision,
                 "pending": len(view.pending), "threshold": threshold,
                 "model_version": version, "learned_judgments": st.get("n_judged"),
-                "last_update": last}
+                "waiting_judgments": st.get("n_pending"), "last_update": last}
 
     def snapshot(self, now: float | None = None) -> dict[str, Any]:
         """Everything the dashboard shows, JSON-safe."""

@@ -393,3 +393,45 @@ def test_the_command_lines_summary_is_the_profile_after_its_journal(
     other = next(iter(PROFILES))
     moved = journal[other].replace(b'"epoch":"', b'"epoch":"x', 1)
     assert _record(table[other], moved) == _record(table[other])
+
+
+@pytest.mark.parametrize("bags", [1, 3])
+def test_judgments_waiting_for_the_update_policy_are_shown(
+        training: TrainingSet, stream: list[dict[str, str]], bags: int) -> None:
+    """Under ``update`` = n the judgments received before the n-th are held, not learned:
+    `sift profiles list` and the web show them as waiting (they showed 0 judgments, as if
+    the judgments were lost), from the record and from the journal after it."""
+    from sift.commands.profiles import _record
+    from sift.web.pages import judge_page
+    from sift.web.state import WebState
+
+    table: dict[str, bytes] = {}
+    journal: dict[str, bytes] = {}
+    svc = make(training, journal)
+    spec = {"profile": "wheat", "query": "wheat", "update": 3, **({"bags": bags} if bags > 1 else {})}
+    assert not svc.apply_specs([spec_msg(svc, **spec)], table).dead_letters
+    seen(svc, stream)
+    record = table["wheat"]
+    judged = [{"id": f"j{i}", "doc_id": stream[i]["id"], "profile": "wheat", "relevant": i == 0}
+              for i in range(5)]
+    assert _record(record)["waiting"] == 0
+    counts = []
+    for j in judged:
+        res = svc.apply_judgments([InputMessage(orjson.dumps(j), "judgments",
+                                                svc.shard("wheat"), 0)], table)
+        assert not res.dead_letters
+        live = svc.entry("wheat", table)
+        assert live is not None
+        summary = _record(table["wheat"], journal.get("wheat"))
+        assert summary["waiting"] == live.profile.n_pending_
+        counts.append((summary["judged"], summary["waiting"]))
+        web = WebState()
+        web.on_profile_state("wheat", table["wheat"], 1.0)
+        if "wheat" in journal:
+            web.on_profile_journal("wheat", journal["wheat"], 2.0)
+        row = web.snapshot()["profiles"][0]
+        assert (row["learned_judgments"], row["waiting_judgments"]) == counts[-1]
+        page = judge_page("wheat", [], row)
+        assert ("2 judgments wait for the next model update (every 3)" in page) == (
+            counts[-1][1] == 2)
+    assert counts == [(0, 1), (0, 2), (3, 0), (3, 1), (3, 2)]
