@@ -14,7 +14,10 @@ RUN pip install . \
  && chown -R sift /app/.cache
 
 USER sift
+# the package is installed, not run from the checkout: name the bundled training corpus
+# (IDF, pseudolabels, positives by id), which default_corpus() finds only in a checkout
 ENV SIFT_BROKER=kafka://kafka:9092 \
+    SIFT_IDF_CORPUS=/app/data/reuters21578/train.jsonl.gz \
     SIFT_WEB_HOST=0.0.0.0 \
     SIFT_DATA_DIR=/app/.cache/sift-worker
 EXPOSE 6066

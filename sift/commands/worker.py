@@ -42,6 +42,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
+def log_training(training: Any) -> str:
+    """Say which corpus the IDF and the profiles' initial training come from, and warn
+    when there is none (an installed package has no bundled data: a worker then runs,
+    but without IDF, pseudolabels or training-document positives). Returns the line."""
+    if training.path:
+        line = (f"training corpus {training.path}: {len(training.ids)} documents "
+                "(IDF, initial training, positives by id)")
+        log.info(line)
+    else:
+        line = ("no training corpus: SIFT_IDF_CORPUS is unset and the bundled "
+                "data/reuters21578/train.jsonl.gz is not beside this installation; vectors "
+                "have no IDF, profiles no pseudolabels, and positives must be texts")
+        log.warning(line)
+    return line
+
+
 class StopWatchdog:
     """Ends the process if a stop takes longer than ``timeout`` seconds.
 
@@ -131,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         # document store and watch the partitions' tails: some hundred lines at a start);
         # its warnings and errors still show
         logging.getLogger("kafka").setLevel(logging.WARNING)
+    log_training(worker.service.training)
     restore_documents(settings, worker.service)
     watchdog = StopWatchdog(settings.stop_timeout)
     freeze_heap()

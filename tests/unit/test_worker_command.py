@@ -4,8 +4,13 @@ tests/reliability/test_broker_restart.py) and its frozen heap."""
 from __future__ import annotations
 
 import gc
+import logging
+import re
 import threading
 import time
+from pathlib import Path
+
+import pytest
 
 from sift.commands.worker import StopWatchdog, freeze_heap
 
@@ -78,3 +83,28 @@ def test_the_gc_watch_times_collections_by_generation() -> None:
     before = watch.summary()["collections"]
     gc.collect()
     assert watch.summary()["collections"] == before
+
+
+def test_the_worker_says_which_training_corpus_it_uses(caplog: pytest.LogCaptureFixture) -> None:
+    from sift.agents.service import TrainingSet
+    from sift.commands.worker import log_training
+    from sift.filters.vectorize import Vectorizer
+
+    with caplog.at_level(logging.INFO, logger="sift.worker"):
+        line = log_training(TrainingSet(Vectorizer(), None, {"a": 0, "b": 1}, "train.jsonl"))
+        assert line.startswith("training corpus train.jsonl: 2 documents")
+        line = log_training(TrainingSet.load(None))
+    assert line.startswith("no training corpus") and "SIFT_IDF_CORPUS" in line
+    assert [r.levelname for r in caplog.records] == ["INFO", "WARNING"]
+
+
+def test_the_docker_image_names_a_training_corpus_it_contains() -> None:
+    """The image installs the package (not the checkout), where the bundled corpus is not
+    found by itself: the Dockerfile names it, and the build context keeps it."""
+    root = Path(__file__).resolve().parents[2]
+    docker = (root / "Dockerfile").read_text()
+    match = re.search(r"SIFT_IDF_CORPUS=/app/(\S+)", docker)
+    assert match and "COPY . /app" in docker
+    assert (root / match.group(1)).is_file()
+    ignored = (root / ".dockerignore").read_text().split()
+    assert not any(match.group(1).startswith(p.rstrip("/*") + "/") for p in ignored if p.rstrip("/*"))
