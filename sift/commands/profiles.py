@@ -263,14 +263,14 @@ def run(args: argparse.Namespace) -> int:
             for r in rows:
                 sys.stdout.write(orjson.dumps(r).decode() + "\n")
         else:
-            print(f"{'profile':24} {'model':8} {'bags':>4} {'update':6} {'threshold':>10} "
+            print(f"{'profile':24} {'model':8} {'bags':>4} {'update':6} {'measure':9} {'threshold':>10} "
                   f"{'version':>7} {'judged':>6} {'waiting':>7} {'shard':>5}")
             for r in rows:
                 if "error" in r:
                     print(f"{r['profile']:24} {r['error']}")
                     continue
                 print(f"{r['profile']:24} {r['model']:8} {r['bags']:>4} {r['update']!s:6} "
-                      f"{r['threshold']:>10.4f} {r['model_version']:>7} {r['judged']:>6} "
+                      f"{r['measure']:9} {r['threshold']:>10.4f} {r['model_version']:>7} {r['judged']:>6} "
                       f"{r['waiting']:>7} {r['shard']:>5}")
             print(f"{len(rows)} profiles")
     return 0
