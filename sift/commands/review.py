@@ -142,9 +142,10 @@ def _send(settings: Settings, topic: str, messages: Iterator[tuple[bytes | None,
     return send_all(settings, topic, messages)
 
 
-def statuses(settings: Settings, *, idle: float = 1.0) -> dict[str, ReviewStatus]:
+def statuses(settings: Settings, *, idle: float = 1.0,
+             deleted: set[str] | None = None) -> dict[str, ReviewStatus]:
     """The last status of every review on the review-status topic, but those of reviews
-    deleted since (see :func:`deleted_reviews`)."""
+    deleted since (``deleted``, read by :func:`deleted_reviews` when not given)."""
     from sift.agents.harness import read_all
     from sift.kafkaclient import ensure_topics
 
@@ -158,7 +159,9 @@ def statuses(settings: Settings, *, idle: float = 1.0) -> dict[str, ReviewStatus
             continue
         if st.review not in out or st.ts >= out[st.review].ts:
             out[st.review] = st
-    for name in deleted_reviews(settings, idle=idle) & out.keys():
+    if deleted is None:
+        deleted = deleted_reviews(settings, idle=idle)
+    for name in deleted & out.keys():
         del out[name]
     return out
 
@@ -334,10 +337,11 @@ def run(args: argparse.Namespace) -> int:
         _send(settings, settings.topic("profiles"), iter([(args.name.encode(), dumps(obj))]))
         print(f"sent deletion of review {args.name!r} to {settings.topic('profiles')}")
         return 0
-    found = statuses(settings)
+    gone = deleted_reviews(settings)
+    found = statuses(settings, deleted=gone)
     rows = [found[args.name]] if args.name in found else [] if args.name else list(found.values())
     if args.name and not rows:
-        if args.name in deleted_reviews(settings):
+        if args.name in gone:
             raise SiftError(f"review {args.name!r} was deleted")
         raise SiftError(f"no status for review {args.name!r} on {settings.topic(STATUS_TOPIC)}")
     for st in sorted(rows, key=lambda s: s.review):

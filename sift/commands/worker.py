@@ -8,9 +8,12 @@ import logging
 import os
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sift.settings import Settings
+
+if TYPE_CHECKING:
+    from sift.agents.service import TrainingSet
 
 log = logging.getLogger("sift.worker")
 
@@ -42,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
-def log_training(training: Any) -> str:
+def log_training(training: TrainingSet) -> str:
     """Say which corpus the IDF and the profiles' initial training come from, and warn
     when there is none (an installed package has no bundled data: a worker then runs,
     but without IDF, pseudolabels or training-document positives). Returns the line."""
