@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from sift.commands._common import Progress, write_json
+from sift.commands._common import Progress, positive_int, write_json
 from sift.errors import SiftError
 from sift.settings import Settings
 from sift.topics.records import MAX_BAGS
@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--train", type=Path, default=REUTERS / "train.jsonl.gz")
     p.add_argument("--test", type=Path, default=REUTERS / "test.jsonl.gz")
-    p.add_argument("--limit", type=int, default=None, help="stream only the first N test documents")
+    p.add_argument("--limit", type=positive_int, default=None, help="stream only the first N test documents")
     p.add_argument("--chunk", type=int, default=20,
                    help="documents sent before waiting for their judgments (default 20)")
     p.add_argument("--port", type=int, default=9092, help="port of the local broker")
