@@ -91,7 +91,9 @@ def broker_for(settings: Settings, port: int, keep: bool) -> Iterator[str]:
             raise SiftError(f"SIFT_BROKER={settings.broker} does not answer")
         yield settings.broker
         return
-    broker = DevBroker(port=port, controller_port=port + 1)
+    # a broker the demo stops at its end also ends with it however it ends (SIGTERM,
+    # SIGKILL, a closed terminal): it was left running, a JVM of 512 MB on the port
+    broker = DevBroker(port=port, controller_port=port + 1, die_with_parent=not keep)
     if broker.is_running() or admin_ready(broker.bootstrap, timeout=3.0):
         print(f"demo: using the broker already running on {broker.bootstrap}")
         yield broker.url

@@ -59,3 +59,55 @@ def test_demo_review_names_the_datasets_it_knows(capsys: pytest.CaptureFixture[s
     assert main(["demo", "--review", "nope"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Donners_2021" in err
+
+
+def _free_pair() -> int:
+    """A port whose next port is free too (the demo's broker and its controller)."""
+    import socket
+
+    from sift.devbroker import free_port
+
+    for _ in range(50):
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise AssertionError("no two free ports in a row")
+
+
+def test_a_terminated_demo_takes_its_broker_with_it(tmp_path: Path) -> None:
+    """``kill`` (SIGTERM) of a running demo left the local broker it had started running
+    (a 512 MB JVM on the port), since only its own clean end stopped it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from sift.devbroker import port_open
+
+    port = _free_pair()
+    env = {k: v for k, v in os.environ.items() if k != "SIFT_BROKER"}
+    proc = subprocess.Popen([sys.executable, "-m", "sift.cli", "demo", "--port", str(port),
+                             "--no-compare", "--chunk", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for raw in proc.stdout:  # until the stream has begun: broker and worker up
+            lines.append(raw.decode(errors="replace"))
+            if "profiles trained" in lines[-1]:
+                break
+        assert port_open(port), lines
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while port_open(port) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not port_open(port), "the demo's broker outlived it"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
