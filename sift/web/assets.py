@@ -190,7 +190,8 @@ JS = r"""
     const lag = document.getElementById('lag-topics');
     if (lag) {
       const parts = Object.entries(s.lag).map(([k, v]) => k + ' ' + v);
-      lag.textContent = parts.length ? parts.join(' · ') : 'unknown';
+      lag.textContent = parts.length ? parts.join(' · ')
+        : (s.lag_error ? 'unknown: ' + s.lag_error : 'unknown');
     }
     const upd = document.getElementById('updated');
     if (upd) upd.textContent = new Date(s.ts * 1000).toLocaleTimeString();

@@ -215,7 +215,9 @@ class KafkaFeed:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if str(exc) != self._lag_error:  # say it once, not every 3 s
-                    log.warning("consumer lag unavailable: %s", exc)
-                    self._lag_error = str(exc)
+                reason = str(exc) or type(exc).__name__
+                self.state.lag_unavailable(reason)
+                if reason != self._lag_error:  # say it once, not every 3 s
+                    log.warning("consumer lag unavailable: %s", reason)
+                    self._lag_error = reason
             await asyncio.sleep(LAG_INTERVAL)

@@ -118,6 +118,9 @@ def openapi() -> dict[str, Any]:
                 "lag": {"type": "object", "description": "Consumer lag of the workers' group "
                         "per topic.", "additionalProperties": {"type": "integer"}},
                 "lag_total": _INT, "lag_ts": _NUM,
+                "lag_error": {"type": ["string", "null"],
+                              "description": "Why the last lag reading failed (the lag is "
+                                             "then unknown: empty, lag_total null)."},
                 "profiles": {"type": "array", "items": _ref("Profile")},
                 "reviews": {"type": "array", "items": _ref("Review")},
                 "skipped": {"type": "object", "additionalProperties": {"type": "integer"}}}},

@@ -116,7 +116,8 @@ def dashboard(s: dict[str, Any]) -> str:
     rows = "\n".join(profile_row(p, now) for p in s["profiles"])
     reviews = "\n".join(review_row(r) for r in s["reviews"])
     reasons = " · ".join(f"{esc(k)} {v}" for k, v in sorted(s["dead_letters_by_reason"].items()))
-    lag = " · ".join(f"{esc(k)} {v}" for k, v in sorted(s["lag"].items()))
+    lag = " · ".join(f"{esc(k)} {v}" for k, v in sorted(s["lag"].items())) or (
+        f"unknown: {esc(s['lag_error'])}" if s.get("lag_error") else "")
     heads = "".join(f"<th>{esc(label)}</th>" for _, _, label in PROFILE_COLUMNS)
     body = f"""
 <h1>Dashboard <span class="muted help">updated <span id="updated">{

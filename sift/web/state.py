@@ -228,6 +228,8 @@ class WebState:
         self.claimed: set[tuple[str, str]] = set()
         self.lag: dict[str, int] = {}
         self.lag_ts: float | None = None
+        #: why the last lag reading failed ("" when it did not): the lag is unknown then
+        self.lag_error = ""
         self.started = time.time()
         self.rates = {k: RateMeter(10.0) for k in ("documents", "decisions", "judgments",
                                                     "dead_letters")}
@@ -612,6 +614,14 @@ class WebState:
     def set_lag(self, lag: dict[str, int], ts: float | None = None) -> None:
         self.lag = dict(lag)
         self.lag_ts = time.time() if ts is None else ts
+        self.lag_error = ""
+
+    def lag_unavailable(self, reason: str) -> None:
+        """The lag could not be read (the broker unreachable, say): it is unknown, not the
+        last value read (which the dashboard showed as current, 0 with the broker down),
+        and ``sift_consumer_lag`` has no series until it is read again."""
+        self.lag = {}
+        self.lag_error = reason or "unknown error"
 
     # -- outputs ------------------------------------------------------------------------------
     def refresh_states(self, now: float | None = None) -> None:
@@ -668,7 +678,7 @@ class WebState:
                        "dead_letters": sum(self.dead_by_reason.values())},
             "dead_letters_by_reason": dict(self.dead_by_reason),
             "lag": dict(self.lag), "lag_total": sum(self.lag.values()) if self.lag else None,
-            "lag_ts": self.lag_ts,
+            "lag_ts": self.lag_ts, "lag_error": self.lag_error or None,
             "profiles": [self.profile_summary(self.profiles[n]) for n in self.shown_names()],
             "reviews": [self.review_summary(n) for n in sorted(self.reviews)],
             "skipped": dict(self.skipped),

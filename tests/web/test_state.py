@@ -314,3 +314,22 @@ def test_a_review_request_shows_its_document_after_the_recent_ones_moved_on() ->
     (item,) = state.pending("wilson")
     assert item["title"] == "Record 0" and item["snippet"].startswith("abstract 0 abstract 0")
     assert len(item["snippet"]) <= 321 and state.document_text("c0") is None
+
+
+def test_an_unreadable_lag_is_unknown_not_the_last_value() -> None:
+    """With the broker down the lag reading fails: the dashboard showed the last value
+    read (0, as if caught up); now it is unknown, with the reason, and has no metric."""
+    from sift.web.pages import dashboard
+
+    st = WebState()
+    st.set_lag({"documents": 0, "judgments": 3})
+    snap = st.snapshot()
+    assert (snap["lag_total"], snap["lag_error"]) == (3, None)
+    st.lag_unavailable("KafkaConnectionError: Unable to bootstrap")
+    snap = st.snapshot()
+    assert snap["lag"] == {} and snap["lag_total"] is None
+    assert snap["lag_error"] == "KafkaConnectionError: Unable to bootstrap"
+    assert "unknown: KafkaConnectionError: Unable to bootstrap" in dashboard(snap)
+    assert "sift_consumer_lag{" not in st.metrics()
+    st.set_lag({"documents": 5})
+    assert st.snapshot()["lag_error"] is None and st.snapshot()["lag_total"] == 5
