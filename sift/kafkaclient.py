@@ -97,13 +97,24 @@ def failure_reason(reasons: list[str], sasl: bool = False) -> str | None:
 
 @contextlib.contextmanager
 def _failures() -> Iterator[_FailureLog]:
+    """kafka-python's failure records while a client connects. A caller that silenced
+    that logger (``sift web`` sets it to CRITICAL) still gets them, without their being
+    printed: its level is lowered and its propagation cut for the time being."""
     handler = _FailureLog()
     logger = logging.getLogger("kafka")
+    level, propagate = logger.level, logger.propagate
+    silenced = logger.getEffectiveLevel() > logging.WARNING
+    if silenced:
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False
     logger.addHandler(handler)
     try:
         yield handler
     finally:
         logger.removeHandler(handler)
+        if silenced:
+            logger.setLevel(level)
+            logger.propagate = propagate
 
 
 def _connect(settings: Settings, make: Callable[[], Any]) -> Any:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from sift.kafkaclient import _failures, failure_reason
 
 SASL_REFUSED = ("Bootstrap connection to bootstrap-0 failed: [Error 58] SaslAuthenticationFailedError: "
@@ -54,3 +56,33 @@ def test_the_handler_is_removed_afterwards() -> None:
     before = list(logging.getLogger("kafka").handlers)
     logged(CLOSED)
     assert logging.getLogger("kafka").handlers == before
+
+
+def test_a_silenced_kafka_logger_still_gives_the_reason_and_prints_nothing(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``sift web`` sets kafka-python's logger to CRITICAL: its connection failures were
+    never recorded, so the web's error said only "Unable to bootstrap"."""
+    from kafka.errors import KafkaTimeoutError
+
+    from sift.kafkaclient import KafkaClientError, _connect
+    from sift.settings import Settings
+
+    kafka_log = logging.getLogger("kafka")
+    root = logging.getLogger()
+    printed = logging.StreamHandler()  # what a configured root handler would print
+    root.addHandler(printed)
+    old = kafka_log.level
+    kafka_log.setLevel(logging.CRITICAL)
+    try:
+        def make() -> None:
+            logging.getLogger("kafka.net.manager").error(
+                "Connection failed: KafkaConnectionError: 111 ECONNREFUSED")
+            raise KafkaTimeoutError("Unable to bootstrap from ['127.0.0.1:9999']")
+
+        with pytest.raises(KafkaClientError, match=r"ECONNREFUSED \(nothing listens there"):
+            _connect(Settings(broker="kafka://127.0.0.1:9999"), make)
+        assert kafka_log.level == logging.CRITICAL and kafka_log.propagate
+    finally:
+        kafka_log.setLevel(old)
+        root.removeHandler(printed)
+    assert "ECONNREFUSED" not in capsys.readouterr().err
