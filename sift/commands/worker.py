@@ -144,7 +144,14 @@ def run(args: argparse.Namespace) -> int:
     prepare_topics(settings)
     worker = create_app(settings, web=args.web)
     level = settings.log_level.upper()
-    logging.basicConfig(level=level, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    if settings.log_json:
+        # one JSON object a line for every logger, Faust's too: its own set-up (plain
+        # text) is then left out (override_logging below)
+        from sift.observability import configure_logging
+
+        configure_logging(level, json_lines=True)
+    else:
+        logging.basicConfig(level=level, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     if level != "DEBUG":
         # kafka-python's connection chatter (the clients that check the topics, restore the
         # document store and watch the partitions' tails: some hundred lines at a start);
@@ -171,7 +178,13 @@ def run(args: argparse.Namespace) -> int:
             await super().on_startup_finished()
             log.info("froze %d objects out of the garbage collector's passes", freeze_heap())
 
-    fw = Worker(worker.app, loglevel=level, quiet=True, redirect_stdouts=False)
+    fw = Worker(worker.app, loglevel=level, quiet=True, redirect_stdouts=False,
+                override_logging=not settings.log_json)
+    if settings.log_json:
+        # Faust drops its terminal spinner when it sets up logging at INFO or below; left
+        # on, it writes cursor codes among the JSON lines and says "OK" instead of
+        # logging "Ready"
+        fw.spinner = None
     try:
         fw.execute_from_commandline()
     except SystemExit as exc:

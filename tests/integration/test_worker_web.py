@@ -31,12 +31,14 @@ def sample(text: str, name: str) -> float:
 
 def test_worker_serves_metrics_and_stats(broker_url: str, topic_prefix: str, tmp_path: Path,
                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+    """With ``SIFT_LOG_JSON`` (the other broker tests log plain text): every line of the
+    worker's log is a JSON object, Faust's own too (the worker ignored the setting)."""
     corpus, train, test = make_corpus(tmp_path_factory)
     port = free_port()
     settings = Settings(broker=broker_url, topic_prefix=topic_prefix,
                         app_id=f"sift-{uuid.uuid4().hex[:8]}", partitions=2,
                         data_dir=str(tmp_path / "w1"), idf_corpus=str(corpus), web_port=port)
-    w = WorkerProcess(settings, "w1", args=["--web"]).start()
+    w = WorkerProcess(settings, "w1", args=["--web"], extra_env={"SIFT_LOG_JSON": "true"}).start()
     try:
         w.wait_ready()
         specs = specs_for(train, 1)
@@ -66,3 +68,10 @@ def test_worker_serves_metrics_and_stats(broker_url: str, topic_prefix: str, tmp
         assert stats["partitions"] == [0, 1]
     finally:
         w.stop()
+    lines = [line for line in w.log_path.read_text().splitlines() if line.strip()]
+    records = [orjson.loads(line) for line in lines]  # each line parses
+    assert all({"ts", "level", "logger", "message"} <= r.keys() for r in records)
+    messages = [r["message"] for r in records]
+    assert any(m.startswith("training corpus ") for m in messages)
+    assert any("Worker]: Ready" in m for m in messages)
+    assert any(m.startswith("dead letter bad_json from ") for m in messages)
