@@ -186,6 +186,20 @@ def deleted_reviews(settings: Settings, *, idle: float = 1.0) -> set[str]:
     return {name for name, gone in deleted.items() if gone}
 
 
+def status_of(settings: Settings, name: str) -> ReviewStatus:
+    """Review ``name``'s last status; a one-line error when it was deleted or has none
+    (never started, or no worker has taken its spec yet)."""
+    gone = deleted_reviews(settings)
+    found = statuses(settings, deleted=gone)
+    if name in found:
+        return found[name]
+    if name in gone:
+        raise SiftError(f"review {name!r} was deleted")
+    raise SiftError(f"no status for review {name!r} on {settings.topic(STATUS_TOPIC)}: start it "
+                    f"with 'sift review start {name} --query ... --wait 30' (a worker answers "
+                    "with its first status)")
+
+
 def describe(st: ReviewStatus) -> str:
     stop = "STOP" if st.stop else ("complete" if st.complete else "continue")
     return (f"{st.review}: {st.documents} documents, screened {st.screened}, found {st.found}, "
@@ -320,13 +334,16 @@ def run(args: argparse.Namespace) -> int:
         if args.batch > settings.max_batch_documents:
             raise SiftError(f"--batch must be at most {settings.max_batch_documents}")
         docs = list(collection(args.file, args.name, args.limit))  # every line checked first
+        status_of(settings, args.name)  # documents of a review that does not exist are lost
         batches = (docs[i : i + args.batch] for i in range(0, len(docs), args.batch))
         _send(settings, settings.topic("documents"),
               ((b[0].id.encode(), dumps({"documents": [d.to_obj() for d in b]})) for b in batches))
         print(f"sent {len(docs)} documents of review {args.name!r} to {settings.topic('documents')}")
         return 0
     if args.verb == "answer":
-        answer(settings, args.name, gold_labels(args.gold), args.until_stop, args.limit)
+        gold = gold_labels(args.gold)
+        status_of(settings, args.name)  # else it would wait for requests that never come
+        answer(settings, args.name, gold, args.until_stop, args.limit)
         return 0
     if args.verb == "rm":
         obj = {"profile": args.name, "mode": "review", "delete": True}
@@ -337,13 +354,7 @@ def run(args: argparse.Namespace) -> int:
         _send(settings, settings.topic("profiles"), iter([(args.name.encode(), dumps(obj))]))
         print(f"sent deletion of review {args.name!r} to {settings.topic('profiles')}")
         return 0
-    gone = deleted_reviews(settings)
-    found = statuses(settings, deleted=gone)
-    rows = [found[args.name]] if args.name in found else [] if args.name else list(found.values())
-    if args.name and not rows:
-        if args.name in gone:
-            raise SiftError(f"review {args.name!r} was deleted")
-        raise SiftError(f"no status for review {args.name!r} on {settings.topic(STATUS_TOPIC)}")
+    rows = [status_of(settings, args.name)] if args.name else list(statuses(settings).values())
     for st in sorted(rows, key=lambda s: s.review):
         print(orjson.dumps(st.to_obj()).decode() if args.json else describe(st))
     return 0

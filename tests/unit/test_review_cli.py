@@ -131,3 +131,17 @@ def test_status_leaves_out_reviews_deleted_since(monkeypatch: pytest.MonkeyPatch
     assert capsys.readouterr().err.strip() == "sift review: error: review 'b' was deleted"
     assert main(["review", "status", "zz"]) == 1
     assert "no status for review 'zz'" in capsys.readouterr().err
+    # documents or answers for a review that is not there are refused before anything is
+    # sent (the worker dead-lettered the documents; answering waited for nothing)
+    import sift.commands.review as review_cmd
+
+    sent: list[str] = []
+    monkeypatch.setattr(review_cmd, "_send", lambda settings, topic, messages: sent.append(topic))
+    for name, why in (("b", "review 'b' was deleted"), ("zz", "start it with 'sift review start zz")):
+        assert main(["review", "load", name, str(DATA), "--limit", "3"]) == 1
+        assert why in capsys.readouterr().err
+        assert main(["review", "answer", name, "--gold", str(DATA), "--until-stop", "1"]) == 1
+        assert why in capsys.readouterr().err
+    assert sent == []
+    assert main(["review", "load", "a", str(DATA), "--limit", "3"]) == 0
+    assert sent == ["sift.documents"] and "sent 3 documents" in capsys.readouterr().out
