@@ -816,6 +816,10 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         # Faust: the request timeout must not be below the session timeout
         broker_request_timeout=max(90.0, settings.session_timeout + 30.0),
         web_enabled=web,
+        # Faust's web_host only names the server in its URLs; web_bind is the interface
+        # it listens on, all of them by default: /metrics and /sift/stats were open to
+        # the network whatever SIFT_WEB_HOST said
+        web_bind=settings.web_host,
         web_host=settings.web_host,
         web_port=settings.web_port,
         key_serializer="raw",

@@ -10,6 +10,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from sift.errors import SiftError
 from sift.settings import Settings
 
 if TYPE_CHECKING:
@@ -59,6 +60,26 @@ def log_training(training: TrainingSet) -> str:
                 "have no IDF, profiles no pseudolabels, and positives must be texts")
         log.warning(line)
     return line
+
+
+def check_web_port(host: str, port: int) -> None:
+    """A one-line error, before anything starts, when ``--web`` cannot listen on
+    ``host:port`` (Faust found out only once the worker had joined its group, and ended
+    in a traceback)."""
+    import socket
+
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise SiftError(f"SIFT_WEB_HOST {host!r} does not resolve: {exc}") from None
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp binds
+        try:
+            s.bind(addr)
+        except OSError as exc:
+            raise SiftError(f"--web cannot listen on {host}:{port} (SIFT_WEB_HOST, "
+                            f"SIFT_WEB_PORT): {exc.strerror or exc}; each worker on a "
+                            "machine needs its own SIFT_WEB_PORT") from None
 
 
 class StopWatchdog:
@@ -141,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
     if settings.partitions < 1:
         print("sift worker: error: partitions must be >= 1", file=sys.stderr)
         return 1
+    if args.web:
+        check_web_port(settings.web_host, settings.web_port)
     prepare_topics(settings)
     worker = create_app(settings, web=args.web)
     level = settings.log_level.upper()

@@ -90,6 +90,19 @@ def test_the_group_session_settings_reach_faust(tmp_path: Any) -> None:
                 conf.broker_request_timeout) == (session, heartbeat, request)
 
 
+
+def test_the_web_server_listens_where_the_settings_say(tmp_path: Any) -> None:
+    """Faust's ``web_host`` only names the server; it listened on ``web_bind``, every
+    interface by default, so ``/metrics`` was open to the network with SIFT_WEB_HOST
+    127.0.0.1."""
+    vec = Vectorizer(n_features=2**12).fit(TRAIN)
+    training = TrainingSet(vec, vec.transform(TRAIN), {f"t{i}": i for i in range(len(TRAIN))})
+    for host in ("127.0.0.1", "0.0.0.0"):
+        settings = Settings(broker="kafka://127.0.0.1:1", app_id="sift-test", partitions=2,
+                            data_dir=str(tmp_path / host), web_host=host, web_port=6123)
+        conf = create_app(settings, training=training, web=True).app.conf
+        assert (conf.web_bind, conf.web_port, conf.web_enabled) == (host, 6123, True)
+
 def agent(worker: Any, name: str) -> Any:
     return next(a for a in worker.app.agents.values() if a.name.endswith(name))
 

@@ -108,3 +108,22 @@ def test_the_docker_image_names_a_training_corpus_it_contains() -> None:
     assert (root / match.group(1)).is_file()
     ignored = (root / ".dockerignore").read_text().split()
     assert not any(match.group(1).startswith(p.rstrip("/*") + "/") for p in ignored if p.rstrip("/*"))
+
+
+def test_a_web_port_in_use_is_a_one_line_error_before_the_worker_starts() -> None:
+    """A second ``sift worker --web`` on the same port joined its group, then ended in
+    Faust's traceback."""
+    import socket
+
+    from sift.commands.worker import check_web_port
+    from sift.errors import SiftError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SiftError, match=f"cannot listen on 127.0.0.1:{port} .*own SIFT_WEB_PORT"):
+            check_web_port("127.0.0.1", port)
+    check_web_port("127.0.0.1", port)  # free again
+    with pytest.raises(SiftError, match="does not resolve"):
+        check_web_port("nonexistent.invalid", port)
