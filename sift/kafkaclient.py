@@ -197,7 +197,12 @@ def ensure_topics(settings: Settings, names: Iterable[str], partitions: int | No
     client = admin(settings, timeout)
     try:
         existing = set(client.list_topics())
-        new = [NewTopic(t, n, 1, topic_configs=dict(configs or {}))
+        brokers = len(client.describe_cluster().get("brokers") or ()) if set(wanted) - existing else 0
+        if brokers and settings.replication_factor > brokers:
+            raise KafkaClientError(
+                f"cannot create topics on {settings.broker}: SIFT_REPLICATION_FACTOR is "
+                f"{settings.replication_factor}, more than the cluster's {brokers} broker(s)")
+        new = [NewTopic(t, n, settings.replication_factor, topic_configs=dict(configs or {}))
                for t in wanted if t not in existing]
         if new:
             with contextlib.suppress(TopicAlreadyExistsError):

@@ -35,6 +35,9 @@ class Settings:
     topic_prefix: str = "sift."
     app_id: str = "sift"
     partitions: int = 4
+    #: Replicas of every topic sift creates, the tables' changelogs included (1 fits the
+    #: single local broker; a cluster wants 3, or a broker lost loses profile state).
+    replication_factor: int = 1
     batch_size: int = 256
     #: How long a take waits to fill a batch: at a low rate most of a document's
     #: latency (at 1,000 profiles, 1,000 doc/s, one a message: p99 110 ms with 0.05 s,
@@ -118,7 +121,8 @@ class Settings:
 
     def __post_init__(self) -> None:
         # the upper bounds: what the Kafka protocol's 32-bit fields and the broker take
-        for name, high in (("partitions", 10_000), ("batch_size", 1_000_000),
+        for name, high in (("partitions", 10_000), ("replication_factor", 32_767),
+                           ("batch_size", 1_000_000),
                            ("batch_bytes", 2**31 - 1), ("judgment_batch_size", 1_000_000),
                            ("max_batch_documents", 1_000_000), ("fetch_max_wait_ms", 300_000),
                            ("max_document_bytes", 2**31 - 1)):

@@ -25,7 +25,8 @@ example:
 
 Settings come from SIFT_* environment variables (see docs/streaming.md), among
 them SIFT_BROKER, SIFT_TOPIC_PREFIX, SIFT_APP_ID (the consumer group),
-SIFT_PARTITIONS, SIFT_IDF_CORPUS, SIFT_SECURITY_PROTOCOL, SIFT_SASL_MECHANISM,
+SIFT_PARTITIONS, SIFT_REPLICATION_FACTOR (3 on a cluster), SIFT_IDF_CORPUS,
+SIFT_SECURITY_PROTOCOL, SIFT_SASL_MECHANISM,
 SIFT_SASL_USERNAME, SIFT_SASL_PASSWORD, SIFT_SSL_CAFILE, SIFT_SSL_CERTFILE and
 SIFT_SSL_KEYFILE. Workers with the same SIFT_APP_ID share the profiles; each
 needs its own SIFT_DATA_DIR (and SIFT_WEB_PORT with --web).

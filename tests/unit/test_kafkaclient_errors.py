@@ -86,3 +86,37 @@ def test_a_silenced_kafka_logger_still_gives_the_reason_and_prints_nothing(
         kafka_log.setLevel(old)
         root.removeHandler(printed)
     assert "ECONNREFUSED" not in capsys.readouterr().err
+
+
+def test_topics_get_the_replication_factor_of_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every topic was created with one replica (the tables' changelogs too, through
+    Faust), whatever the cluster: a broker lost lost profile state. A factor above the
+    cluster's brokers is a one-line error."""
+    import sift.kafkaclient as kc
+    from sift.agents.app import create_app
+    from sift.agents.service import TrainingSet
+    from sift.settings import Settings
+
+    created: list[tuple[str, int]] = []
+
+    class FakeAdmin:
+        def list_topics(self) -> list[str]:
+            return [t for t, _ in created]
+
+        def describe_cluster(self) -> dict[str, list[dict[str, int]]]:
+            return {"brokers": [{"node_id": i} for i in range(3)]}
+
+        def create_topics(self, new: list, timeout_ms: int) -> None:  # type: ignore[type-arg]
+            created.extend((t.name, t.replication_factor) for t in new)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(kc, "admin", lambda settings, timeout=30.0: FakeAdmin())
+    three = Settings(broker="kafka://a:1", replication_factor=3)
+    kc.ensure_topics(three, ["sift.documents", "sift.judgments"])
+    assert created == [("sift.documents", 3), ("sift.judgments", 3)]
+    with pytest.raises(kc.KafkaClientError, match="SIFT_REPLICATION_FACTOR is 4, more than the "
+                                                  r"cluster's 3 broker\(s\)"):
+        kc.ensure_topics(Settings(broker="kafka://a:1", replication_factor=4), ["sift.x"])
+    assert create_app(three, training=TrainingSet.load(None)).app.conf.topic_replication_factor == 3

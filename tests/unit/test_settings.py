@@ -59,6 +59,7 @@ def test_environment_values_are_parsed_by_the_field_type() -> None:
      r"SIFT_BROKER must be kafka://HOST:PORT \(several separated by ';'\), got 'http://127.0.0.1:9092'"),
     ({"SIFT_BROKER": "127.0.0.1:9092"}, "SIFT_BROKER must be kafka://HOST:PORT"),
     ({"SIFT_BROKER": "kafka://a:1;kafka://"}, "got 'kafka://'"),
+    ({"SIFT_REPLICATION_FACTOR": "0"}, r"SIFT_REPLICATION_FACTOR must be in \[1, 32767\], got 0"),
 ])
 def test_bad_values_raise_one_clear_error(env: dict[str, str], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
