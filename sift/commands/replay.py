@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from sift.commands._common import Progress, nonnegative_int, positive_int, write_json
+from sift.devbroker import REPO_ROOT
 from sift.errors import ConfigError
 from sift.filters.bagging import RULES as BAG_RULES
 from sift.replay import FullTrainingConfig, ReplayConfig, default_specs, load_corpus, read_specs, replay
@@ -27,8 +28,6 @@ EPILOG = """examples:
 
 DEFAULT_TRAIN = "data/reuters21578/train.jsonl.gz"
 DEFAULT_TEST = "data/reuters21578/test.jsonl.gz"
-#: the source checkout this module is in (its data/ holds the bundled corpora)
-CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def _update(value: str) -> str | int:
@@ -199,8 +198,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--bags applies to adaptive filtering: --full-training has no pseudolabels to bag")
     for attr, default in (("train", DEFAULT_TRAIN), ("test", DEFAULT_TEST)):
         path = getattr(args, attr)
-        if path == default and not Path(path).exists() and (CHECKOUT / default).exists():
-            path = str(CHECKOUT / default)  # run from elsewhere: the checkout's bundled data
+        if path == default and not Path(path).exists() and (REPO_ROOT / default).exists():
+            path = str(REPO_ROOT / default)  # run from elsewhere: the checkout's bundled data
             setattr(args, attr, path)
         if not Path(path).exists():
             raise ConfigError(f"{path}: no such file (run from the repository root or pass --train/--test)")

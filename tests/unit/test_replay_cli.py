@@ -192,7 +192,7 @@ def test_run_from_elsewhere_finds_the_checkouts_bundled_data(
     data.mkdir(parents=True)
     _write(data / "train.jsonl.gz", _docs(60, 0), gz=True)
     _write(data / "test.jsonl.gz", _docs(30, 1000), gz=True)
-    monkeypatch.setattr(replay_cmd, "CHECKOUT", checkout)
+    monkeypatch.setattr(replay_cmd, "REPO_ROOT", checkout)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
