@@ -62,8 +62,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("demo", help="the streaming job on Reuters-21578: broker, worker, judge",
                        description="Run the whole streaming job end to end and evaluate it.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--train", type=Path, default=REUTERS / "train.jsonl.gz")
-    p.add_argument("--test", type=Path, default=REUTERS / "test.jsonl.gz")
+    p.add_argument("--train", type=Path, default=REUTERS / "train.jsonl.gz",
+                   help="training JSONL: the corpus weights and the profiles (default: the bundled Reuters-21578)")
+    p.add_argument("--test", type=Path, default=REUTERS / "test.jsonl.gz",
+                   help="stream JSONL, produced in file order (default: the bundled Reuters-21578)")
     p.add_argument("--limit", type=positive_int, default=None, help="stream only the first N test documents")
     p.add_argument("--chunk", type=int, default=20,
                    help="documents sent before waiting for their judgments (default 20)")
@@ -77,7 +79,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "screened in the worker, a simulated reviewer answering from its labels")
     p.add_argument("--target-recall", type=float, default=0.95,
                    help="with --review: the review's target recall (default 0.95)")
-    p.add_argument("--out", type=Path, default=Path(".cache/demo/result.json"))
+    p.add_argument("--out", type=Path, default=Path(".cache/demo/result.json"),
+                   help="where the result JSON is written (default .cache/demo/result.json)")
     p.set_defaults(func=run)
 
 

@@ -374,7 +374,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "nominate",
         help="learn to rank from a few positives by fusing dissimilarities (ILP)",
-        description=__doc__,
+        description=(__doc__ or "").replace("``", ""),  # the docstring, without its markup
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -394,6 +394,7 @@ def register(subparsers: Any) -> None:
                    help="what the ILP optimises (default: maxrank, the paper's)")
     p.add_argument("--time-limit", type=float, default=30.0,
                    help="seconds per ILP solve (default 30)")
-    p.add_argument("--seed", type=nonnegative_int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the draws (default 0)")
     p.add_argument("--out", required=True, help="output directory")
     p.set_defaults(func=_run)

@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Validate and push JSONL records to Kafka.", epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", type=Path, help="a JSONL file (.gz allowed), or - for standard input")
-    p.add_argument("--topic", choices=sorted(PARSERS), default="documents")
+    p.add_argument("--topic", choices=sorted(PARSERS), default="documents",
+                   help="which sift topic the records go to (default documents)")
     p.add_argument("--batch", type=positive_int, default=100,
                    help="documents per message (default 100; 1 sends one per message)")
     p.add_argument("--limit", type=positive_int, default=None, help="send at most this many records")

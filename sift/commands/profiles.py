@@ -49,9 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add = verbs.add_parser("add", help="create or replace a profile", formatter_class=raw,
                            epilog='example:\n  sift profiles add wheat --query "wheat grain exports" --positive r5')
     add.add_argument("name")
-    add.add_argument("--query", default="")
-    add.add_argument("--model", default="rocchio")
-    add.add_argument("--measure", default="t11su")
+    add.add_argument("--query", default="", help="query text (default none)")
+    add.add_argument("--model", default="rocchio",
+                     help="rocchio (default), kantor, knn or fusion")
+    add.add_argument("--measure", default="t11su",
+                     help="what TROT optimises: t11su (default), t11f, f1, t11u, precision or "
+                          "utility:R:N (credit R a relevant delivery, N a non-relevant one)")
     add.add_argument("--update", default="every", help="every, never or a positive integer")
     add.add_argument("--positive", action="append", default=[], help="document id or text")
     add.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",

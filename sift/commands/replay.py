@@ -127,14 +127,17 @@ def register(sub: Any) -> None:
                    "positives are training document ids or texts (whitespace inside); "
                    "without positives a profile gets the first --initial-positives "
                    "training documents of the category named like it")
-    p.add_argument("--model", default="rocchio", choices=["rocchio", "kantor", "knn", "fusion"])
+    p.add_argument("--model", default="rocchio", choices=["rocchio", "kantor", "knn", "fusion"],
+                   help="scoring model (default rocchio)")
     p.add_argument("--param", action="append", type=_param, default=[], metavar="KEY=VALUE",
                    help="model hyperparameter, repeatable (e.g. --param k=20)")
     p.add_argument("--update", default="every", type=_update, help="every | never | N (default every)")
     p.add_argument("--measure", default="t11su", choices=["t11su", "t11f", "f1", "t11u", "precision"],
                    help="measure TROT optimises (default t11su; under --full-training with "
                    "--threshold trot only)")
-    p.add_argument("--initial-positives", type=int, default=3, metavar="N")
+    p.add_argument("--initial-positives", type=int, default=3, metavar="N",
+                   help="the first N positive training documents of each category are its "
+                        "profile's initial positives (default 3)")
     p.add_argument("--truncate", type=positive_int, default=None, metavar="N",
                    help="keep the first N characters of every token (a stand-in for stemming; "
                         "6 raised adaptive Rocchio's T11F on the validation split)")
@@ -184,7 +187,8 @@ def register(sub: Any) -> None:
                         "default 1: one profile)")
     p.add_argument("--bag-rule", choices=list(BAG_RULES), default="margin",
                    help="how bagged profiles decide together (default margin)")
-    p.add_argument("--seed", type=nonnegative_int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the pseudolabel draws (default 0)")
     p.add_argument("--out", default="runs/replay", help="output folder (default runs/replay)")
     p.add_argument("--skip-bad", action="store_true", help="skip malformed lines and count them")
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")

@@ -277,16 +277,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     src.add_argument("--data", metavar="FILE", help="labelled .jsonl(.gz) file")
     src.add_argument("--all", metavar="FOLDER", help="run every file of FOLDER, print a table")
     p.add_argument("--topic", help="topic text (default: the title in reviews.json beside FILE)")
-    p.add_argument("--target-recall", type=float, default=0.95)
-    p.add_argument("--estimator", choices=("ht", "hh", "bound"), default="bound")
-    p.add_argument("--seed", type=nonnegative_int, default=0)
-    p.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per file with --all")
+    p.add_argument("--target-recall", type=float, default=0.95,
+                   help="recall the stopping rule aims at, in (0, 1] (default 0.95)")
+    p.add_argument("--estimator", choices=("ht", "hh", "bound"), default="bound",
+                   help="stopping rule: ht / hh stop when the relevant found reach the target "
+                        "times the Horvitz-Thompson / Hansen-Hurwitz estimate of R; bound "
+                        "when a lower confidence bound on recall reaches it (default bound)")
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the sampling and the temporary negatives (default 0)")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="seeds 0..N-1 per file with --all (default 1)")
     p.add_argument("--out", metavar="DIR", help="output folder")
-    p.add_argument("--draws", type=int, default=DEFAULTS["draws"], help="b: draws per batch")
+    p.add_argument("--draws", type=int, default=DEFAULTS["draws"],
+                   help=f"b: draws per batch (default {DEFAULTS['draws']})")
     p.add_argument("--n-top", type=int, default=DEFAULTS["n_top"],
-                   help="best-ranked documents judged with certainty per batch")
+                   help="best-ranked documents judged with certainty per batch "
+                        f"(default {DEFAULTS['n_top']})")
     p.add_argument("--negatives", type=int, default=DEFAULTS["n_negatives"],
-                   help="k: random temporary negatives per batch")
+                   help=f"k: random temporary negatives per batch (default {DEFAULTS['n_negatives']})")
     p.add_argument("--exponent", type=float, default=DEFAULTS["exponent"],
-                   help="power-law exponent of the sampling distribution")
+                   help="power-law exponent of the sampling distribution "
+                        f"(default {DEFAULTS['exponent']})")
     p.set_defaults(func=_run)

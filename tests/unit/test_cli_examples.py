@@ -51,3 +51,14 @@ def test_an_example_parses(name: str, cmd: str) -> None:
         build_parser().parse_args(argv[1:])
     except SystemExit as exc:  # pragma: no cover - the failure's message says which
         pytest.fail(f"`sift {name}` help example does not parse (exit {exc.code}): {cmd}")
+
+
+def test_every_option_says_what_it_does() -> None:
+    """Each option of each command has a help line: ``--seed SEED`` alone leaves the user
+    guessing what is seeded and from what default."""
+    bare = [f"sift {name} {action.option_strings[-1]}"
+            for name, sub in subparsers(build_parser())
+            for action in sub._actions
+            if action.option_strings and not isinstance(action, argparse._HelpAction)
+            and not action.help]
+    assert bare == []
