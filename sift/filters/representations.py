@@ -47,7 +47,7 @@ from sift.filters.errors import ParameterError, StateError
 from sift.filters.fusion import ContextWeights, FusionContext, FusionError
 from sift.filters.sparse import restrict
 from sift.filters.state import check_version, decode_array, encode_array
-from sift.filters.vectorize import Vectorizer, normalize_rows
+from sift.filters.vectorize import Vectorizer, _documents, _integer, _switch, normalize_rows
 
 REPRESENTATIONS: tuple[str, ...] = ("word", "char", "lsa")
 
@@ -178,7 +178,7 @@ class FusionVectorizer(Vectorizer):
     Parameters
     ----------
     n_features
-        Total number of columns (both blocks).
+        Total number of columns (both blocks), 4 to ``2**31 - 1``.
     char_weight
         Share ``c`` of the character block in the dot product, in ``[0, 1)``;
         0 leaves the character block out.
@@ -221,7 +221,8 @@ class FusionVectorizer(Vectorizer):
         stop_words: str | Iterable[str] = "default",
         ngram_max: int = 1,
     ) -> None:
-        if not isinstance(n_features, int) or n_features < 4:
+        n_features = _integer(n_features)
+        if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 4:
             raise ParameterError(f"n_features must be an integer >= 4, got {n_features!r}")
         if not (isinstance(char_weight, int | float) and 0.0 <= char_weight < 1.0):
             raise ParameterError(f"char_weight must be in [0, 1), got {char_weight!r}")
@@ -235,7 +236,7 @@ class FusionVectorizer(Vectorizer):
             raise ParameterError(f"lsa_components must be an integer >= 0, got {lsa_components!r}")
         if not isinstance(lsa_columns, int) or lsa_columns < 2:
             raise ParameterError(f"lsa_columns must be an integer >= 2, got {lsa_columns!r}")
-        if not normalize:
+        if not _switch("normalize", normalize):
             raise ParameterError("FusionVectorizer always normalises (normalize=True)")
         super().__init__(n_features, tf=tf, idf=idf, normalize=True, stop_words=stop_words,
                          ngram_max=ngram_max)
@@ -262,7 +263,7 @@ class FusionVectorizer(Vectorizer):
     # -- learning -----------------------------------------------------------------
     def fit(self, texts: Iterable[str]) -> FusionVectorizer:
         """Learn document frequencies of both blocks, then the LSA projection."""
-        docs = list(texts)
+        docs = _documents(texts)
         super().fit(docs)
         self.lsa_cols_ = np.zeros(0, dtype=np.int64)
         self.lsa_map_ = np.zeros((0, 0))
@@ -283,12 +284,12 @@ class FusionVectorizer(Vectorizer):
 
     def partial_fit(self, texts: Iterable[str]) -> FusionVectorizer:
         """Add documents to both blocks' document frequencies (the LSA is not refitted)."""
-        docs = list(texts)
-        words = sp.csr_matrix(self._hasher.transform(docs))
+        docs = _documents(texts)
+        words = self._hash(self._hasher, docs)
         self.n_docs_ += words.shape[0]
         self.df_[: self.word_stop] += np.bincount(words.indices, minlength=self.word_stop)
         if self.has_char:
-            chars = sp.csr_matrix(self._char_hasher.transform(docs))
+            chars = self._hash(self._char_hasher, docs)
             n_char = self.n_features - self.word_stop
             self.df_[self.word_stop :] += np.bincount(chars.indices, minlength=n_char)
         self._weights = None
@@ -309,6 +310,14 @@ class FusionVectorizer(Vectorizer):
         return ContextWeights(super().feature_weights(), self.context())
 
     # -- transforming ---------------------------------------------------------------
+    @staticmethod
+    def _hash(hasher: HashingVectorizer, docs: list[Any]) -> sp.csr_matrix:
+        """The term counts of ``docs`` from ``hasher``; 0 rows for no documents (where
+        scikit-learn's hasher raises StopIteration)."""
+        if not docs:
+            return sp.csr_matrix((0, hasher.n_features), dtype=np.float64)
+        return sp.csr_matrix(hasher.transform(docs))
+
     def _weigh(self, X: sp.csr_matrix, offset: int, scale: float) -> sp.csr_matrix:
         X = sp.csr_matrix(X, dtype=np.float64)
         if self.tf == "log":
@@ -325,12 +334,12 @@ class FusionVectorizer(Vectorizer):
 
     def transform(self, texts: Sequence[str] | Iterable[str]) -> sp.csr_matrix:
         """Vectorize texts into a CSR matrix of shape (n_texts, n_features)."""
-        docs = list(texts)
+        docs = _documents(texts)
         c = self.char_weight
-        words = self._weigh(self._hasher.transform(docs), 0, math.sqrt(1.0 - c))
+        words = self._weigh(self._hash(self._hasher, docs), 0, math.sqrt(1.0 - c))
         n_char = self.n_features - self.word_stop
         if self.has_char:
-            chars = self._weigh(self._char_hasher.transform(docs), self.word_stop, math.sqrt(c))
+            chars = self._weigh(self._hash(self._char_hasher, docs), self.word_stop, math.sqrt(c))
         else:
             chars = sp.csr_matrix((len(docs), n_char))
         X = sp.csr_matrix(sp.hstack([words, chars], format="csr"), dtype=np.float64)
@@ -363,23 +372,27 @@ class FusionVectorizer(Vectorizer):
 
     @classmethod
     def from_state(cls, state: Any) -> FusionVectorizer:
+        """Rebuild a fitted vectorizer from :meth:`to_state` output, validating it (the
+        parameters, ``n_docs`` and document frequencies as
+        :meth:`Vectorizer.from_state <sift.filters.vectorize.Vectorizer.from_state>` does,
+        then the LSA projection).
+
+        Raises
+        ------
+        StateError
+            If the state is not a fusion vectorizer state of this version, or corrupt.
+        """
         s = check_version(state, "fusion_vectorizer")
+        v = cls._from_params(s, "fusion_vectorizer")
+        v._load_counts(s, "fusion_vectorizer")
         try:
-            v = cls(**s["params"])
-            idx = decode_array(s["df_index"], name="df_index", dtype=np.int64, ndim=1)
-            cnt = decode_array(s["df_count"], name="df_count", dtype=np.float64, ndim=1)
             cols = decode_array(s["lsa_cols"], name="lsa_cols", dtype=np.int64, ndim=1)
             lsa = decode_array(s["lsa_map"], name="lsa_map", dtype=np.float64, ndim=2)
-            n_docs = int(s["n_docs"])
-        except (KeyError, TypeError, ValueError, ParameterError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"fusion_vectorizer: {exc}") from None
-        if idx.shape != cnt.shape or (idx.size and (idx.min() < 0 or idx.max() >= v.n_features)):
-            raise StateError("fusion_vectorizer: document-frequency arrays are inconsistent")
         if lsa.shape[0] != cols.size or (cols.size and (cols.min() < 0 or cols.max() >= v.word_stop
                                                         or np.any(np.diff(cols) <= 0))):
             raise StateError("fusion_vectorizer: LSA columns and projection are inconsistent")
-        v.df_[idx] = cnt
-        v.n_docs_ = n_docs
         v.lsa_cols_ = cols
         v.lsa_map_ = lsa if cols.size else np.zeros((0, 0))
         return v

@@ -52,7 +52,8 @@ class Rocchio(ScoringModel):
     corpus_weight
         ``"none"`` (document vectors already carry IDF), ``"idf"`` or ``"idf2"``.
     nonnegative
-        Zero the negative coefficients.
+        Zero the negative coefficients (a bool; a numpy bool is taken as the same
+        Python bool).
     top_k
         Keep only the ``top_k`` largest coefficients (``None``: all).
 
@@ -91,7 +92,9 @@ class Rocchio(ScoringModel):
         self.beta = beta
         self.gamma = gamma
         self.corpus_weight = corpus_weight
-        self.nonnegative = nonnegative
+        if not isinstance(nonnegative, bool | np.bool_):
+            raise ParameterError(f"nonnegative must be a bool, got {nonnegative!r}")
+        self.nonnegative = bool(nonnegative)
         self.top_k = top_k
         for name in ("alpha", "beta", "gamma"):
             check_positive(name, getattr(self, name), allow_zero=True, at_most=MAX_WEIGHT)

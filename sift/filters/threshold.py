@@ -21,6 +21,7 @@ inf
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -46,7 +47,7 @@ def trot(
     labels
         ``1`` (or True) for relevant, ``-1``/``0`` (or False) for non-relevant.
     weights
-        Weight of each example (default 1).
+        Weight of each example (default 1): finite and non-negative (0 leaves it out).
     measure
         Name of a measure in :mod:`sift.filters.measures` or a callable of (a, b, c, d).
     placement
@@ -59,6 +60,12 @@ def trot(
     -------
     float
         The threshold (``math.inf`` when answering No to everything is best).
+
+    Raises
+    ------
+    FilterError
+        If ``placement`` is outside ``[0, 1)``, the arrays differ in length, a score is
+        not finite, or a weight is negative or not finite.
 
     Examples
     --------
@@ -107,7 +114,8 @@ def trot_with_value(
 
 def _examples(scores: ArrayLike, labels: ArrayLike, weights: ArrayLike | None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Scores, relevance flags and weights as flat arrays, validated."""
+    """Scores, relevance flags and weights as flat arrays, validated: scores finite,
+    weights finite and non-negative (0 leaves an example out)."""
     s = np.asarray(scores, dtype=np.float64).ravel()
     y = np.asarray(labels).ravel() > 0
     w = np.ones_like(s) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
@@ -116,7 +124,10 @@ def _examples(scores: ArrayLike, labels: ArrayLike, weights: ArrayLike | None
             f"scores, labels and weights must have one entry per example, got {s.shape}, {y.shape}, {w.shape}"
         )
     if s.size and not np.all(np.isfinite(s)):
-        raise FilterError("scores must be finite")
+        raise FilterError(f"scores must be finite, got {float(s[~np.isfinite(s)][0])!r}")
+    if weights is not None and w.size and not (w.min() >= 0.0 and w.max() < math.inf):  # (NaN fails the first)
+        bad = w[~((w >= 0.0) & (w < math.inf))]
+        raise FilterError(f"weights must be finite and non-negative, got {float(bad[0])!r}")
     return s, y, w
 
 
@@ -294,7 +305,9 @@ def zero_utility_threshold(
     ``credit_relevant * a + credit_nonrelevant * b`` of saying Yes to every example at
     or above the score is computed for each, and the sweep stops before the first
     negative value. Returns ``start`` when the utility at ``start`` is already negative
-    or no example scores at or below it (``placement`` as in :func:`trot`).
+    or no example scores at or below it, and an infinite ``start`` unchanged
+    (``placement`` as in :func:`trot`). A NaN ``start``, like a non-finite score or a
+    negative or non-finite weight, raises :class:`FilterError`.
 
     >>> import numpy as np
     >>> s = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
@@ -306,6 +319,8 @@ def zero_utility_threshold(
     """
     if not 0.0 <= placement < 1.0:
         raise FilterError(f"placement must be in [0, 1), got {placement!r}")
+    if isinstance(start, bool) or not isinstance(start, numbers.Real) or math.isnan(start):
+        raise FilterError(f"start must be a number (or an infinity), got {start!r}")
     s, y, w = _examples(scores, labels, weights)
     if not math.isfinite(start) or s.size == 0:
         return start

@@ -35,7 +35,7 @@ import hashlib
 import itertools
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import scipy.sparse as sp
@@ -43,8 +43,8 @@ from numpy.typing import NDArray
 from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.utils import murmurhash3_32
 
-from sift.filters.errors import ParameterError
-from sift.filters.state import check_version, decode_array, encode_array
+from sift.filters.errors import ParameterError, StateError
+from sift.filters.state import MAX_COUNT, check_version, decode_array, encode_array
 
 # A deliberately small list of function words. Content words that are stop
 # words elsewhere ("interest", "computer", "system", ...) stay: they can be a
@@ -260,6 +260,52 @@ def _murmur3(buf: NDArray[np.uint8], start: NDArray[np.int64], length: NDArray[n
     return out
 
 
+#: The most columns a vectorizer may have: hashed columns are 32-bit indices (and
+#: :meth:`Profile.from_state <sift.filters.profile.Profile.from_state>` takes no wider state).
+MAX_FEATURES = 2**31 - 1
+
+
+def _integer(value: Any) -> Any:
+    """``value`` as a Python int if it is an integer (numpy integer scalars included, bool
+    not), else unchanged (for the validation to refuse)."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def _switch(name: str, value: Any) -> bool:
+    """A boolean switch as a Python bool: ``True``/``False`` or a numpy bool, nothing else.
+
+    Raises
+    ------
+    ParameterError
+        If ``value`` is of another type (a truthy string such as ``"no"`` included).
+    """
+    if not isinstance(value, bool | np.bool_):
+        raise ParameterError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
+def _documents(texts: Any) -> list[Any]:
+    """The documents of ``texts`` as a list; a bare string (or bytes) is refused, as
+    scikit-learn's vectorizers refuse it, rather than read as one document per character.
+
+    Raises
+    ------
+    ParameterError
+        If ``texts`` is a ``str`` or ``bytes``, or not iterable.
+    """
+    if isinstance(texts, str | bytes):
+        more = "..." if len(texts) > 40 else ""
+        raise ParameterError(f"texts: an iterable of texts expected, got a {type(texts).__name__} "
+                             f"({texts[:40]!r}{more}); pass [text] for a single document")
+    try:
+        docs = iter(texts)
+    except TypeError:
+        raise ParameterError(f"texts: an iterable of texts expected, got {type(texts).__name__}") from None
+    return list(docs)
+
+
 def _as_text(doc: Any) -> str:
     """What HashingVectorizer's decoder does before the analyzer (bytes are UTF-8)."""
     if isinstance(doc, bytes):
@@ -403,15 +449,18 @@ class Vectorizer:
     Parameters
     ----------
     n_features
-        Number of hashed columns (a power of two is customary).
+        Number of hashed columns, 2 to ``MAX_FEATURES`` (``2**31 - 1``; a power of two
+        is customary). A numpy integer is taken as the same Python int.
     tf
         ``"log"`` (``1 + ln tf``), ``"raw"`` or ``"binary"``.
     idf
         ``"idf"``, ``"idf2"`` (squared) or ``"none"``.
     normalize
-        Scale every document vector to unit Euclidean length.
+        Scale every document vector to unit Euclidean length (a bool; a numpy bool is
+        taken as the same Python bool).
     stop_words
-        ``"default"`` (the small built-in list), ``"none"``, or an iterable of words.
+        ``"default"`` (the small built-in list), ``"none"``, or an iterable of words
+        (strings). ``None`` is refused: say ``"none"`` for no stop words.
     ngram_max
         1 for words only, 2 to add word bigrams.
     truncate
@@ -475,30 +524,31 @@ class Vectorizer:
         char_ngrams: tuple[int, int] | list[int] = (3, 5),
         char_top: int | None = 200,
     ) -> None:
-        self.n_features = n_features
+        self.n_features = _integer(n_features)
         self.tf = tf
         self.idf = idf
         self.normalize = normalize
         self.stop_words = stop_words
-        self.ngram_max = ngram_max
-        self.truncate = truncate
+        self.ngram_max = _integer(ngram_max)
+        self.truncate = _integer(truncate)
         self.chars = chars
         self.char_ngrams = char_ngrams
-        self.char_top = char_top
+        self.char_top = _integer(char_top)
         self._validate()
+        self.normalize = bool(self.normalize)  # (a numpy bool: the Python one, for the state)
         # with n-grams: words in [0, half), n-grams in [half, n_features)
         self._half = self.n_features // 2 if self.chars else self.n_features
         self._grams = (int(self.char_ngrams[0]), int(self.char_ngrams[1]))
         self._char_columns: dict[str, NDArray[np.int64]] = {}  # chunk -> n-gram columns (small batches)
         self.n_docs_ = 0
-        self.df_: NDArray[np.float64] = np.zeros(n_features, dtype=np.float64)
+        self.df_: NDArray[np.float64] = np.zeros(self.n_features, dtype=np.float64)
         self._weights: NDArray[np.float64] | None = None
         self._fingerprint: tuple[NDArray[np.float64], str] | None = None
         self._stop = self._stop_set()
         self._stop_table, self._stop_mult, self._stop_shift, self._stop_long = _stop_keys(self._stop)
         self._columns: dict[str, int] = {}  # token -> column, for small batches
         self._hasher = HashingVectorizer(
-            n_features=n_features,
+            n_features=self.n_features,
             analyzer=self._analyze,
             alternate_sign=False,
             norm=None,
@@ -506,13 +556,15 @@ class Vectorizer:
         )
 
     def _validate(self) -> None:
-        if not isinstance(self.n_features, int) or self.n_features < 2:
-            raise ParameterError(f"n_features must be an integer >= 2, got {self.n_features!r}")
+        n = self.n_features
+        if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_FEATURES:
+            raise ParameterError(f"n_features must be an integer in [2, 2**31 - 1], got {n!r}")
         if self.tf not in ("log", "raw", "binary"):
             raise ParameterError(f"tf must be 'log', 'raw' or 'binary', got {self.tf!r}")
         if self.idf not in ("idf", "idf2", "none"):
             raise ParameterError(f"idf must be 'idf', 'idf2' or 'none', got {self.idf!r}")
-        if self.ngram_max not in (1, 2):
+        _switch("normalize", self.normalize)
+        if isinstance(self.ngram_max, bool) or self.ngram_max not in (1, 2):
             raise ParameterError(f"ngram_max must be 1 or 2, got {self.ngram_max!r}")
         if self.truncate is not None and (not isinstance(self.truncate, int)
                                           or isinstance(self.truncate, bool) or self.truncate < 1):
@@ -536,13 +588,22 @@ class Vectorizer:
                 raise ParameterError(f"chars > 0 needs 4 <= n_features < 2**31, got {self.n_features!r}")
 
     def _stop_set(self) -> frozenset[str]:
-        if isinstance(self.stop_words, str):
-            if self.stop_words == "default":
+        words = self.stop_words
+        if isinstance(words, str):
+            if words == "default":
                 return STOP_WORDS
-            if self.stop_words == "none":
+            if words == "none":
                 return frozenset()
-            raise ParameterError(f"stop_words must be 'default', 'none' or a list, got {self.stop_words!r}")
-        return frozenset(self.stop_words)
+        elif words is not None and not isinstance(words, bytes):
+            try:
+                stop = frozenset(words)
+            except TypeError:  # not iterable, or of unhashable items
+                pass
+            else:
+                if all(isinstance(w, str) for w in stop):
+                    return stop
+        raise ParameterError("stop_words must be 'default', 'none' (no stop words) or an iterable "
+                             f"of strings, got {words!r}")
 
     def _analyze(self, text: str) -> list[str]:
         tokens = tokenize(text, stop_words=self._stop)
@@ -554,10 +615,18 @@ class Vectorizer:
 
     # -- learning -----------------------------------------------------------------
     def fit(self, texts: Iterable[str]) -> Vectorizer:
-        """Learn document frequencies from a training set, replacing earlier ones."""
+        """Learn document frequencies from a training set, replacing earlier ones.
+
+        Raises
+        ------
+        ParameterError
+            If ``texts`` is a single ``str`` (or ``bytes``) or not iterable; the earlier
+            frequencies are then kept.
+        """
+        docs = _documents(texts)
         self.n_docs_ = 0
         self.df_ = np.zeros(self.n_features, dtype=np.float64)
-        return self.partial_fit(texts)
+        return self.partial_fit(docs)
 
     def partial_fit(self, texts: Iterable[str]) -> Vectorizer:
         """Add documents to the document-frequency counts (never call it on unseen stream documents)."""
@@ -619,10 +688,21 @@ class Vectorizer:
         :meth:`transform` after counting, so the result equals what :meth:`transform`
         gives for the texts bit for bit. ``copy=False`` weighs a float64 ``counts``
         in place (unless ``char_top`` drops n-grams from it: counts that
-        :meth:`transform_counts` gave never lose any)."""
+        :meth:`transform_counts` gave never lose any).
+
+        Raises
+        ------
+        ParameterError
+            If ``counts`` has another number of columns than ``n_features``, or a stored
+            count below 1 or not finite (log-TF would make its whole row NaN).
+        """
         C = sp.csr_matrix(counts, dtype=np.float64, copy=copy)
         if C.shape[1] != self.n_features:
             raise ParameterError(f"counts must have {self.n_features} columns, got {C.shape[1]}")
+        d = C.data
+        if d.size and not (d.min() >= 1.0 and d.max() < np.inf):  # (NaN fails the first)
+            bad = d[~((d >= 1.0) & (d < np.inf))]
+            raise ParameterError(f"counts must be finite term counts of at least 1, got {float(bad[0])!r}")
         return self._weigh_counts(*self._keep_top_grams(C, np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))))
 
     def _tf(self, counts: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -698,9 +778,11 @@ class Vectorizer:
         Columns are sorted within rows and duplicates summed. Bigrams, and more columns
         than 32-bit indices hold, take scikit-learn's (slower) path.
         """
-        docs = list(texts)
+        docs = _documents(texts)
         n = len(docs)
-        if self.ngram_max != 1 or self.n_features > 2**31 - 1:
+        # (scikit-learn's hasher raises StopIteration on an empty batch: no documents take
+        # the path below whatever the options, which gives a 0-row matrix)
+        if n and (self.ngram_max != 1 or self.n_features > 2**31 - 1):
             X = sp.csr_matrix(self._hasher.transform(docs), dtype=np.float64)
             return X, np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
         try:
@@ -879,26 +961,54 @@ class Vectorizer:
 
     @classmethod
     def from_state(cls, state: Any) -> Vectorizer:
-        """Rebuild a fitted vectorizer from :meth:`to_state` output, validating it."""
-        from sift.filters.errors import StateError
+        """Rebuild a fitted vectorizer from :meth:`to_state` output, validating it.
 
+        Raises
+        ------
+        StateError
+            If the state is not a vectorizer state of this version, or corrupt: its
+            width is checked before anything of that width is allocated.
+        """
         s = check_version(state, "vectorizer")
-        try:
-            v = cls(**s["params"])
-            idx = decode_array(s["df_index"], name="df_index", dtype=np.int64, ndim=1)
-            cnt = decode_array(s["df_count"], name="df_count", dtype=v.df_.dtype, ndim=1)
-            n_docs = s["n_docs"]
-        except (KeyError, TypeError, ValueError, ParameterError) as exc:
-            raise StateError(f"vectorizer: {exc}") from None
-        if isinstance(n_docs, bool) or not isinstance(n_docs, int) or n_docs < 0:
-            raise StateError(f"vectorizer: n_docs must be a count, got {n_docs!r}")
-        if idx.shape != cnt.shape or (idx.size and (idx.min() < 0 or idx.max() >= v.n_features)):
-            raise StateError("vectorizer: document-frequency arrays are inconsistent")
-        if cnt.size and (cnt.min() < 0 or cnt.max() > n_docs):
-            raise StateError(f"vectorizer: document frequencies must be in [0, n_docs = {n_docs}]")
-        v.df_[idx] = cnt
-        v.n_docs_ = n_docs
+        v = cls._from_params(s, "vectorizer")
+        v._load_counts(s, "vectorizer")
         return v
+
+    @classmethod
+    def _from_params(cls, s: dict[str, Any], kind: str) -> Self:
+        """A new instance made with the ``params`` of state ``s``; ``params.n_features`` is
+        checked against ``MAX_FEATURES`` first, so that a corrupt width is a
+        :class:`StateError` and not an allocation of that many columns."""
+        try:
+            params = s["params"]
+            width = _integer(params.get("n_features", 0)) if isinstance(params, dict) else 0
+            if isinstance(width, bool) or not isinstance(width, int) or width > MAX_FEATURES:
+                raise StateError(f"{kind}: params.n_features must be an integer of at most "
+                                 f"2**31 - 1, got {params['n_features']!r}")
+            return cls(**params)
+        except (KeyError, TypeError, ValueError, ParameterError) as exc:
+            raise StateError(f"{kind}: {exc}") from None
+
+    def _load_counts(self, s: dict[str, Any], kind: str) -> None:
+        """Set :attr:`n_docs_` and :attr:`df_` from state ``s`` (written by
+        :meth:`to_state`), validated: ``n_docs`` a count (at most ``MAX_COUNT``, which
+        a state can carry), column indices in range and
+        every document frequency in ``[0, n_docs]``."""
+        try:
+            idx = decode_array(s["df_index"], name="df_index", dtype=np.int64, ndim=1)
+            cnt = decode_array(s["df_count"], name="df_count", dtype=self.df_.dtype, ndim=1)
+            n_docs = s["n_docs"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"{kind}: {exc}") from None
+        if isinstance(n_docs, bool) or not isinstance(n_docs, int) or not 0 <= n_docs <= MAX_COUNT:
+            raise StateError(f"{kind}: n_docs must be a count in [0, 2**62], got {n_docs!r}")
+        if idx.shape != cnt.shape or (idx.size and (idx.min() < 0 or idx.max() >= self.n_features)):
+            raise StateError(f"{kind}: document-frequency arrays are inconsistent")
+        if cnt.size and not (cnt.min() >= 0 and cnt.max() <= n_docs):
+            raise StateError(f"{kind}: document frequencies must be in [0, n_docs = {n_docs}]")
+        self.df_[idx] = cnt
+        self.n_docs_ = n_docs
+        self._weights = None
 
 
 def normalize_rows(X: sp.csr_matrix) -> sp.csr_matrix:
