@@ -205,13 +205,17 @@ class ProfileBank:
         :meth:`Profile.learn_many` (one re-threshold per profile per batch, the same
         final state as one by one); its stacked scoring vector is refreshed on the next
         scoring call. Returns the names of the profiles whose model or threshold
-        changed. Unknown profile names raise :class:`FilterError` before anything is
-        applied.
+        changed. Unknown profile names and labels that are not booleans (or 1 and 0)
+        raise :class:`FilterError` before anything is applied.
         """
         groups: dict[str, tuple[list[sp.csr_matrix], list[bool]]] = {}
         for name, x, relevant in judgments:
             if name not in self._profiles:
                 raise FilterError(f"no profile named {name!r}")
+            if not isinstance(relevant, bool | np.bool_ | int | float | np.number) \
+                    or relevant not in (0, 1):  # not bool(): "false" would read as relevant
+                raise FilterError(f"relevant must be a boolean (or 1 or 0), got {relevant!r} "
+                                  f"for profile {name!r}")
             rows, rels = groups.setdefault(name, ([], []))
             rows.append(x)
             rels.append(bool(relevant))

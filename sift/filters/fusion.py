@@ -1852,6 +1852,15 @@ class FusionModel(ScoringModel):
         return D_loo
 
     @property
+    def no_evidence_score(self) -> float | None:
+        """Before the first solve the score is the Rocchio sub-model's, whose floor (0: a
+        document sharing no term with it) this is; the fused scores after it, negated
+        dissimilarities, have none (``None``). Without a Rocchio component: ``None``."""
+        if self.alpha_ is None and "rocchio" in self.components_:
+            return 0.0
+        return None
+
+    @property
     def weights_(self) -> dict[str, float]:
         """Current weight of each component on the ``[0, 1]``-scaled dissimilarities
         (empty before the first solve)."""

@@ -136,6 +136,16 @@ class Kantor(ScoringModel):
         self._vslots: NDArray[np.int64] = np.zeros(0, np.int64)
         self._smap = SlotMap()
 
+    @property
+    def no_evidence_score(self) -> float | None:
+        """1: a document sharing nothing with ``P`` (empty, say) scores ``sqrt(1 - d.N)``,
+        at most 1, and a score above 1 means the document is nearer ``P`` than ``N``.
+
+        >>> Kantor().no_evidence_score
+        1.0
+        """
+        return 1.0
+
     def get_params(self) -> dict[str, Any]:
         return {"a": self.a, "top_k": self.top_k, "query_weight": self.query_weight}
 
@@ -218,6 +228,11 @@ class Kantor(ScoringModel):
         return self.formula(np.asarray(D @ P), np.asarray(D @ N))
 
     def loo_scores(self) -> NDArray[np.float64]:
+        """Each example scored with its own weighted vector taken out of ``P``'s or ``N``'s
+        sum. Two things are not re-made without it: the query's weight keeps ``a^k``
+        with ``k`` counting the example's own judgment (``a^(k-1)`` would be exact; the
+        scores differ by about ``1 - a`` of the query's share), and ``top_k``'s
+        selection of terms."""
         ex = self._examples()
         if len(ex) == 0:
             return np.zeros(0)

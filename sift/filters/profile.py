@@ -135,6 +135,29 @@ def _look_alikes(scores: NDArray[np.float64], sample: NDArray[np.bool_], pos: ND
     return int(np.count_nonzero(scores[sample] >= scores[pos].min()))
 
 
+def _relevant_flags(relevant: ArrayLike) -> NDArray[np.bool_]:
+    """Judgment labels as booleans: booleans, or 1 and 0 (a string such as ``"false"``
+    would otherwise read as relevant)."""
+    given = np.asarray(relevant).ravel()
+    if given.dtype != bool and not (given.dtype.kind in "iuf" and np.isin(given, (0, 1)).all()):
+        raise FilterError(f"relevant must be booleans (or 1 and 0), got {given[:3].tolist()!r}")
+    return given.astype(bool)
+
+
+def _check_values(X: sp.csr_matrix, what: str) -> sp.csr_matrix:
+    """``X`` with finite values of at most ``MAX_VALUE`` in magnitude (checked before
+    anything is learned: a value that overflows the sums would leave the model's scores
+    no longer finite), each column stored once (a column stored twice scores the same but
+    counts its halves' squares in the leave-one-out terms): a canonical copy if needed,
+    never the caller's matrix changed."""
+    if X.data.size and not (np.isfinite(X.data).all() and np.abs(X.data).max() <= MAX_VALUE):
+        raise FilterError(f"{what} must hold finite values of at most {MAX_VALUE:g} in magnitude")
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return X
+
+
 def _check_update(update: Any) -> str | int:
     if update in ("every", "never"):
         return str(update)
@@ -338,7 +361,11 @@ class Profile:
         self.name = name
         self.query = query
         self.model = model
+        if model_params is not None and not isinstance(model_params, dict):
+            raise ParameterError(f"model_params must be a dict of parameters or None, got {model_params!r}")
         self.model_params = dict(model_params or {})
+        if not isinstance(measure, str):  # a profile's state names its measure
+            raise ParameterError(f"measure must be a measure's name, got {measure!r}")
         self.measure = measure
         self.update = _check_update(update)
         if pseudolabel is not None and not isinstance(pseudolabel, dict):
@@ -393,12 +420,17 @@ class Profile:
             raise ParameterError(f"model_params for {model!r}: unknown {', '.join(map(repr, unknown))}"
                                  f" (it takes {', '.join(known)})")
         self.model_ = cls(**self.model_params)
+        if max_examples is not None and (isinstance(max_examples, bool)
+                                         or not isinstance(max_examples, int)
+                                         or max_examples < 1):
+            raise ParameterError(f"max_examples must be a positive integer or None, got {max_examples!r}")
         self.examples_ = ExampleSet(max_examples, 1)
         self.threshold_ = math.inf
         self.version_ = 0
         self.n_judged_ = 0
         self.n_ignored_ = 0
         self.n_features_ = 0
+        self._weighted = False  # bound to a vectorizer's corpus weights (fit, from_state)
         # judgments waiting for the update policy: (rows, labels +1/-1, weights) blocks
         self._pending: list[tuple[sp.csr_matrix, NDArray[np.int8], NDArray[np.float64]]] = []
         self._fitted = False
@@ -453,6 +485,7 @@ class Profile:
 
     def _bind(self, n_features: int, feature_weights: NDArray[np.float64] | None) -> None:
         self.n_features_ = n_features
+        self._weighted = feature_weights is not None
         if self.examples_.n_features != n_features:
             self.examples_ = ExampleSet(self.max_examples, n_features)
         self.model_.bind(n_features, feature_weights, self.examples_)
@@ -475,9 +508,13 @@ class Profile:
         query_vector
             The vectorized query text (1 x F), or ``None``.
         X_train
-            Training documents (m x F), or ``None``.
+            Training documents (m x F), or ``None``. When every row ends up labelled
+            (full training) the example set keeps this matrix itself, not a copy, and
+            profiles fitted on the same matrix share its compact form: do not change it
+            in place afterwards.
         positives
-            Rows of ``X_train`` known relevant (weight 1).
+            Rows of ``X_train`` known relevant (weight 1): integer row numbers (a boolean
+            mask is refused; pass ``np.flatnonzero(mask)``).
         labels
             Alternatively, a label per training row: 1 relevant, -1 non-relevant,
             0 unknown (full training passes every label; pseudolabeling then only
@@ -490,6 +527,26 @@ class Profile:
         width = next((m.shape[1] for m in (query_vector, X_train) if m is not None), n_features)
         if width is None:
             raise FilterError("fit needs a query vector, a training matrix or n_features")
+        # every argument checked before anything changes: a failed fit leaves the
+        # profile as it was
+        if X_train is not None:
+            X_train = _check_values(X_train if isinstance(X_train, sp.csr_matrix)
+                                    else sp.csr_matrix(X_train), "X_train")
+        if query_vector is not None:
+            query_vector = _check_values(sp.csr_matrix(query_vector), "query_vector")
+            if query_vector.shape != (1, width):
+                raise FilterError(f"query_vector must be 1 x {width}, got {query_vector.shape}")
+        if feature_weights is not None:
+            fw = np.asarray(feature_weights)
+            if fw.shape != (width,) or not np.isfinite(fw).all():
+                raise FilterError(f"feature_weights must be {width} finite numbers (one per column), "
+                                  f"got shape {fw.shape}")
+        given = np.asarray(positives)
+        if given.size and given.dtype.kind not in "iu":
+            raise FilterError(f"positives must be row numbers of the training matrix, got "
+                              f"{given.dtype} values {given.ravel()[:3].tolist()!r} (for a boolean "
+                              f"mask pass np.flatnonzero(mask))")
+        self._fitted = False
         self._bind(int(width), feature_weights)
         self.examples_ = ExampleSet(self.max_examples, int(width))
         self.model_.bind(int(width), feature_weights, self.examples_)
@@ -500,7 +557,7 @@ class Profile:
             lab = np.asarray(labels, dtype=np.int8).copy()
             if lab.shape != (m,):
                 raise FilterError(f"labels must have one entry per training row ({m}), got {lab.shape}")
-        pos_rows = np.asarray(positives, dtype=np.int64)
+        pos_rows = given.astype(np.int64).ravel()
         if pos_rows.size and (pos_rows.min() < 0 or pos_rows.max() >= m):
             raise FilterError(f"positives must be rows of the training matrix (0..{m - 1})")
         lab[pos_rows] = 1
@@ -520,7 +577,9 @@ class Profile:
                 self._add_query_example(q)
             scores = self.model_.score(X_train)
             rng = np.random.default_rng(self.seed)
-            idx, plab, pw = self._pseudo.select(scores, lab, rng)
+            # a pseudo-positive must outscore a document sharing nothing with the model
+            blank = float(self.model_.score(sp.csr_matrix((1, int(width))))[0])
+            idx, plab, pw = self._pseudo.select(scores, lab, rng, no_evidence=blank)
             self.size_floor_ = self._size_floor(scores, lab, int(np.count_nonzero(plab < 0)))
             lab[idx] = plab
             weights[idx] = pw
@@ -536,7 +595,6 @@ class Profile:
                 sub = X_train if share else X_train[rows]
                 self.examples_.add(sub, lab[rows], weights[rows], real[rows], share=share)
         self._add_query_example(q)
-        self._fitted = True
         # a refit starts afresh: no judgment applied, ignored or waiting (the version goes on)
         self.n_judged_ = self.n_ignored_ = self.n_relevant_ = 0
         self._pending = []
@@ -559,9 +617,16 @@ class Profile:
             else:
                 scores = self.model_.score(X_train)
             top = max(math.ceil(self.fallback_rate * scores.size), 1)
-            self.fallback_threshold_ = self._evidence_cut(
-                float(np.partition(scores, scores.size - top)[scores.size - top]))
+            cut = float(np.partition(scores, scores.size - top)[scores.size - top])
+            floor = self.model_.no_evidence_score
+            if floor is not None and cut <= floor:
+                # fewer than the top fallback_rate carry evidence (a query of rare words,
+                # or of words no training document has): deliver each document that
+                # does, rather than none ever
+                cut = math.nextafter(floor, math.inf)
+            self.fallback_threshold_ = self._evidence_cut(cut)
         self._rethreshold()
+        self._fitted = True
         self.silenced_at_fit_ = self.silenced_
 
     def _size_floor(self, scores: NDArray[np.float64], labels: NDArray[np.int8], n_sample: int) -> int:
@@ -605,7 +670,8 @@ class Profile:
         x = x if isinstance(x, sp.csr_matrix) else sp.csr_matrix(x)
         if x.shape != (1, self.n_features_):
             raise FilterError(f"expected a 1 x {self.n_features_} vector, got {x.shape}")
-        if not (isinstance(weight, int | float) and math.isfinite(weight) and 0 < weight <= MAX_VALUE):
+        if isinstance(weight, bool) or not (isinstance(weight, int | float | np.integer | np.floating)
+                                            and math.isfinite(weight) and 0 < weight <= MAX_VALUE):
             raise FilterError(f"weight must be a positive number of at most {MAX_VALUE:g}, got {weight!r}")
         self.learn_many(x, [relevant], [weight])
 
@@ -632,19 +698,12 @@ class Profile:
         """
         self._check_fitted()
         X = X if isinstance(X, sp.csr_matrix) else sp.csr_matrix(X)
-        given = np.asarray(relevant).ravel()
-        if given.dtype != bool and not (given.dtype.kind in "iuf" and np.isin(given, (0, 1)).all()):
-            raise FilterError(f"relevant must be booleans (or 1 and 0), got {given[:3].tolist()!r}")
-        rel = given.astype(bool)
+        rel = _relevant_flags(relevant)
         m = X.shape[0]
         if X.ndim != 2 or X.shape[1] != self.n_features_ or rel.size != m:
             raise FilterError(f"expected an m x {self.n_features_} matrix and m labels, "
                               f"got {X.shape} and {rel.size} labels")
-        # checked before anything is learned: a value that overflows the sums would
-        # leave the profile half-learned, its scores no longer finite
-        if X.data.size and not (np.isfinite(X.data).all() and np.abs(X.data).max() <= MAX_VALUE):
-            raise FilterError(f"document vectors must hold finite values of at most {MAX_VALUE:g} "
-                              f"in magnitude")
+        X = _check_values(X, "document vectors")
         w = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
         if w.size != m:
             raise FilterError(f"weights must be {m} positive finite numbers, got {w.size} weights")
@@ -657,7 +716,9 @@ class Profile:
         if self.update == "never":
             self.n_ignored_ += m
             return
-        self._pending.append((X, np.where(rel, 1, -1).astype(np.int8), w))
+        # the rows are the caller's: a buffer it fills again must not change what waits
+        self._pending.append((X if self.update == "every" else X.copy(),
+                              np.where(rel, 1, -1).astype(np.int8), w))
         every = 1 if self.update == "every" else int(self.update)
         waiting = self.n_pending_
         if waiting >= every:
@@ -690,7 +751,7 @@ class Profile:
         self._check_fitted()
         if not calls:
             return
-        labels = [np.asarray(rel, dtype=bool).ravel() for _, rel in calls]
+        labels = [_relevant_flags(rel) for _, rel in calls]
         for (X, _), rel in zip(calls, labels, strict=True):
             if X.ndim != 2 or X.shape[0] != rel.size:
                 raise FilterError(f"relearn: a call of {X.shape} rows and {rel.size} labels")
@@ -714,7 +775,7 @@ class Profile:
         (1, True)
         """
         self._check_fitted()
-        rel = np.asarray(relevant, dtype=bool).ravel()
+        rel = _relevant_flags(relevant)
         counts = [int(n) for n in sizes]
         if X.ndim != 2 or X.shape[0] != rel.size or sum(counts) != rel.size \
                 or any(n < 0 for n in counts):
@@ -992,6 +1053,7 @@ class Profile:
             "version": STATE_VERSION,
             "params": self.get_params(),
             "n_features": self.n_features_,
+            "feature_weights": self._weighted,
             "threshold": None if math.isinf(self.threshold_) else self.threshold_,
             "fallback_threshold": (None if math.isinf(self.fallback_threshold_)
                                    else self.fallback_threshold_),
@@ -1014,7 +1076,9 @@ class Profile:
 
         ``n_features`` (or the length of ``feature_weights``) is the width of the
         vectorizer the profile will score with; a state of another width is refused
-        before anything of that width is allocated.
+        before anything of that width is allocated. A profile fitted with corpus weights
+        needs ``feature_weights`` (the same vectorizer's) to load; one fitted without
+        them loads without them, whatever is given.
         """
         s = check_version(state, "profile")
         expected = n_features if feature_weights is None else int(np.asarray(feature_weights).size)
@@ -1037,6 +1101,17 @@ class Profile:
             if expected is not None and width != expected:
                 raise StateError(f"profile: state of {width} features for a vectorizer of "
                                  f"{expected}")
+            # whether it was fitted with a vectorizer's corpus weights (None: a state from
+            # before the flag, bound to what is given): loaded as fitted, so that it scores
+            # what its threshold was trained on
+            weighted = s.get("feature_weights")
+            if weighted is not None and not isinstance(weighted, bool):
+                raise StateError(f"profile: feature_weights must be a boolean, got {weighted!r}")
+            if weighted and feature_weights is None:
+                raise StateError("profile: fitted with a vectorizer's corpus weights; pass "
+                                 "feature_weights (Vectorizer.feature_weights()) to load it")
+            if weighted is False:
+                feature_weights = None
             p._bind(width, feature_weights)
             p.examples_ = ExampleSet.from_state(s["examples"])
             if p.examples_.n_features != width:

@@ -20,7 +20,12 @@ scores one shared sample instead of one per profile (see
 One guard beyond the design: ranks are absolute, so on a small training set the
 top ``max_pos_rank`` are a large share of it and mostly not relevant. Positive
 pseudolabels are only given when at least ``min_pool`` examples are ranked
-(default 200: the top 10 are then at most the top 5%).
+(default 200: the top 10 are then at most the top 5%). And a second: an example
+is only labelled relevant if it scores above ``no_evidence`` (what the model gives a
+document with nothing in common with it, when the caller says so). When a query
+matches no training document every score ties there, the "top" ranks are the first
+rows in file order, and pseudo-positives drawn from them would teach the model
+unrelated documents. Such picks are skipped like picks that carry a real label.
 
 Examples
 --------
@@ -108,7 +113,8 @@ class Pseudolabeler:
         return self.min_neg_rank == 1
 
     def select(
-        self, scores: ArrayLike, labels: ArrayLike, rng: np.random.Generator
+        self, scores: ArrayLike, labels: ArrayLike, rng: np.random.Generator,
+        no_evidence: float | None = None,
     ) -> tuple[NDArray[np.int64], NDArray[np.int8], NDArray[np.float64]]:
         """Pick examples to pseudolabel.
 
@@ -120,6 +126,9 @@ class Pseudolabeler:
             Current labels: ``1`` relevant, ``-1`` non-relevant, ``0`` unlabelled.
         rng
             Seeded random generator.
+        no_evidence
+            The score of a document that shares nothing with the model; a pick scoring
+            no higher is not labelled relevant (``None``: no such score).
 
         Returns
         -------
@@ -139,6 +148,8 @@ class Pseudolabeler:
         if n_pos > 0:
             picked = _smallest(top, key, n_pos)
             picked = picked[lab[picked] == 0]
+            if no_evidence is not None:
+                picked = picked[s[picked] > no_evidence]
             out_idx.append(picked.astype(np.int64))
             out_lab.append(np.ones(picked.size, dtype=np.int8))
             out_w.append(np.full(picked.size, self.pos_weight))

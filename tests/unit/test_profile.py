@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from sift.filters.bank import Hit, ProfileBank
 from sift.filters.errors import FilterError, ParameterError, StateError
-from sift.filters.profile import Profile
+from sift.filters.profile import DEFAULT_PSEUDOLABEL, Profile
 from sift.filters.vectorize import Vectorizer
 
 TRAIN = [
@@ -113,13 +113,39 @@ def test_query_only_profile_delivers_whatever_the_score_scale(vec: Vectorizer, m
     assert all("oil" in TRAIN[i] for i in np.flatnonzero(delivered))
 
 
-def test_fallback_cut_at_the_no_evidence_score_delivers_nothing(vec: Vectorizer) -> None:
+def test_fallback_cut_at_the_no_evidence_score_delivers_the_documents_with_evidence(
+        vec: Vectorizer) -> None:
     # Rocchio's no-evidence score is 0: with most documents sharing no term with the query,
-    # the top quarter's cut is 0, and a threshold there would deliver them all
+    # the top quarter's cut is 0, and a threshold there would deliver them all; +inf (as
+    # until the forty-third session) would deliver none, ever, not even those naming gold
     p = Profile("gold", query="gold", pseudolabel={}, fallback_rate=0.25)
     X = vec.transform(TRAIN)
     p.fit(vec.transform(["gold"]), X)
-    assert p.fallback_threshold_ == math.inf and p.threshold_ == math.inf
+    assert p.threshold_ == p.fallback_threshold_ == math.nextafter(0.0, math.inf)
+    delivered = np.flatnonzero(p.decide(X))
+    assert delivered.size and [TRAIN[i] for i in delivered] == [t for t in TRAIN if "gold" in t]
+
+
+@pytest.mark.parametrize("model", ["rocchio", "kantor", "knn", "fusion"])
+def test_a_query_no_training_document_shares_gets_no_pseudo_positives(
+        vec: Vectorizer, model: str) -> None:
+    """Every training document scores what an empty one does, so the "top" ranks are the
+    first rows in file order: none of them may become a pseudo-positive, and the profile
+    delivers the stream documents that share its query's words, not those rows."""
+    X = vec.transform(TRAIN)
+    fitted = []
+    for pos_fraction in (1.0, 0.0):  # the top 3 picked (and skipped), or none picked
+        pseudolabel = {**DEFAULT_PSEUDOLABEL, "max_pos_rank": 3, "pos_fraction": pos_fraction,
+                       "min_pool": 0}
+        p = Profile("covid", query="covid pandemic", model=model, pseudolabel=pseudolabel)
+        p.fit(vec.transform(["covid pandemic"]), X, feature_weights=vec.feature_weights())
+        fitted.append(p)
+    # the same examples (the same pseudo-negatives, kNN's query document) either way
+    got, without = (q.examples_ for q in fitted)
+    assert np.array_equal(got.labels, without.labels) and np.array_equal(got.weights, without.weights)
+    assert np.count_nonzero(got.labels > 0) == (1 if model == "knn" else 0)  # kNN: its query
+    assert p.decide(vec.transform(["covid pandemic cases", TRAIN[0], ""])).tolist() == [
+        True, False, False]
 
 
 def test_errors_name_the_parameter(vec: Vectorizer) -> None:
@@ -163,7 +189,8 @@ def test_state_of_another_width_is_refused_before_allocating(vec: Vectorizer, mo
     p = _fit(vec, model)
     good = orjson.loads(orjson.dumps(p.to_state()))
     assert Profile.from_state(good, vec.feature_weights()).n_features_ == vec.n_features
-    assert Profile.from_state(good, None, n_features=vec.n_features).n_features_ == vec.n_features
+    with pytest.raises(StateError, match="pass feature_weights"):  # fitted with them
+        Profile.from_state(good, None, n_features=vec.n_features)
     for width in (100, 2**31 - 1, 100.0, True):
         bad = {**good, "n_features": width}
         with pytest.raises(StateError, match=r"n_features|features for a vectorizer"):
@@ -695,8 +722,12 @@ def test_knn_never_delivers_a_document_it_scores_zero(vec: Vectorizer) -> None:
     assert p.decide(vec.transform(["opec oil output", "alpha wheat"])).tolist() == [False, True]
     state = orjson.loads(orjson.dumps(p.to_state(), option=orjson.OPT_SERIALIZE_NUMPY))
     assert Profile.from_state(state, vec.feature_weights()).threshold_ == p.threshold_
-    # models whose scores may be negative or zero on purpose have no such floor
-    assert Profile("y", model="fusion").model_.no_evidence_score is None
+    # models whose scores may be negative or zero on purpose have no such floor: fusion
+    # once its weights are solved (before, it scores with its Rocchio sub-model's floor)
+    fused = Profile("y", query="", model="fusion", pseudolabel={})
+    assert fused.model_.no_evidence_score == 0.0
+    fused.fit(None, vec.transform(docs), positives=[0, 1, 2], feature_weights=vec.feature_weights())
+    assert fused.model_.weights_ and fused.model_.no_evidence_score is None
     signed = Profile("z", query="", model="knn", model_params={"vote": "signed"}, pseudolabel={})
     assert signed.model_.no_evidence_score is None
 
