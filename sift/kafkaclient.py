@@ -170,6 +170,49 @@ def producer(settings: Settings, **overrides: Any) -> Any:
     return _connect(settings, lambda: KafkaProducer(**cfg))
 
 
+class Sends:
+    """The outcome of a producer's sends: kafka-python's ``flush`` does not raise for a
+    record the broker refused (larger than its ``message.max.bytes``, a topic it would
+    not write, ...), so without this a refused message is reported sent, and lost.
+
+    ``send`` sends and remembers a failure under a label that says which record it was;
+    ``failed`` is the first failure so far (a long run can stop early); ``flush`` flushes
+    and raises :class:`KafkaClientError` naming the first refused message.
+    """
+
+    def __init__(self, prod: Any) -> None:
+        self.prod = prod
+        self.failures: list[tuple[str, BaseException]] = []
+
+    def send(self, topic: str, key: bytes | None, value: bytes, label: str) -> None:
+        future = self.prod.send(topic, key=key, value=value)
+        future.add_errback(lambda exc: self.failures.append((label, exc)))
+
+    @property
+    def failed(self) -> str | None:
+        return self._reason(*self.failures[0]) if self.failures else None
+
+    def flush(self, timeout: float = 60.0) -> None:
+        try:
+            self.prod.flush(timeout=timeout)
+        except Exception as exc:  # kafka-python's KafkaTimeoutError and kin
+            raise KafkaClientError(f"not every message was sent within {timeout:g} s: "
+                                   f"{type(exc).__name__}: {exc}") from None
+        if self.failures:
+            more = len(self.failures) - 1
+            raise KafkaClientError(self._reason(*self.failures[0])
+                                   + (f" ({more} more messages refused)" if more else ""))
+
+    @staticmethod
+    def _reason(label: str, exc: BaseException) -> str:
+        name = type(exc).__name__
+        if "MessageSizeTooLarge" in name:
+            return (f"{label}: refused by the broker as too large ({name}): its "
+                    "message.max.bytes (1 MiB on a stock broker) is below the message; "
+                    "send fewer records a message")
+        return f"{label}: not sent: {name}: {exc}"
+
+
 def consumer(settings: Settings, *topics: str, **overrides: Any) -> Any:
     """A KafkaConsumer of raw bytes (no group unless ``group_id`` is given)."""
     from kafka import KafkaConsumer

@@ -607,9 +607,9 @@ def replay(
         vec: Vectorizer = FusionVectorizer(**cfg.vectorizer)
     else:
         vec = Vectorizer(**cfg.vectorizer)
-    vec.fit(d.text for d in corpus.train)
-    X_train = vec.transform([d.text for d in corpus.train])
-    X_test = vec.transform([d.text for d in corpus.test])
+    vec.fit(d.scored_text for d in corpus.train)
+    X_train = vec.transform([d.scored_text for d in corpus.train])
+    X_test = vec.transform([d.scored_text for d in corpus.test])
     mask = None
     Y = full_training_labels(corpus, specs) if cfg.full_training else None
     if Y is not None and cfg.full.select_features:

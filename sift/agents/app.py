@@ -89,6 +89,8 @@ TRIM_INTERVAL = 30.0
 #: long one must stay behind its high-water mark, without progress, to be sought back.
 TAIL_CHECK_INTERVAL = 2.0
 TAIL_STALL_S = 10.0
+#: Seconds between loads of the held shards' profiles from the table (load_profiles_held).
+LOAD_INTERVAL = 5.0
 TABLE = "profile_to_state"
 #: The profiles' judgment journals (sift.agents.journal), co-partitioned with TABLE.
 JOURNAL_TABLE = "profile_to_journal"
@@ -1303,6 +1305,17 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     @keep_going_here("trim_memory")
     async def trim_memory() -> None:
         await trimmer.tick()
+
+    @app.timer(interval=LOAD_INTERVAL)  # type: ignore[untyped-decorator]
+    @keep_going_here("load_profiles_held")
+    async def load_profiles_held() -> None:
+        """Load the profiles of the shards held here from the recovered table. Without it a
+        restarted worker decoded them at its first document, and until then its log line,
+        /sift/stats and sift_worker_profiles said it held none (forty-third session's
+        audit); a no-op pass over the table's keys when nothing changed."""
+        here = shards_here()
+        if here:
+            service.sync_shards(sorted(here), table)
 
     @app.timer(interval=10.0)  # type: ignore[untyped-decorator]
     @keep_going_here("log_progress")

@@ -249,16 +249,18 @@ def recovered_profiles(settings: Settings, service: Any, *, idle: float = 1.5) -
 
 def send_all(settings: Settings, topic: str,
              messages: Iterable[tuple[bytes | None, bytes]]) -> int:
-    """Send (key, value) pairs and flush; the count sent."""
-    from sift.kafkaclient import producer
+    """Send (key, value) pairs and flush; the count sent (a message the broker refused
+    raises :class:`~sift.kafkaclient.KafkaClientError`)."""
+    from sift.kafkaclient import Sends, producer
 
     prod = producer(settings)
+    sends = Sends(prod)
     n = 0
     try:
         for key, value in messages:
-            prod.send(topic, key=key, value=value)
             n += 1
-        prod.flush(timeout=60)
+            sends.send(topic, key, value, f"message {n} to {topic} ({len(value):,} bytes)")
+        sends.flush(timeout=60)
     finally:
         prod.close(timeout=10)
     return n

@@ -626,7 +626,7 @@ class ReviewService:
                 for name in names:
                     ids, texts = groups.setdefault(name, ([], []))
                     ids.append(doc.id)
-                    texts.append(doc.text)
+                    texts.append(doc.scored_text)
         out.documents = [ReviewDocuments(n, tuple(i), tuple(t)) for n, (i, t) in groups.items()]
         return out
 

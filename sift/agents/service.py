@@ -611,6 +611,9 @@ class ProfileEntry:
     #: the journal's batches after the state record, and its bytes
     journal_batches: int = 0
     journal_bytes: int = 0
+    #: this profile's spec replaced a profile of the same name (what `sift profiles add
+    #: --wait` says), rather than creating a new one
+    replaces: bool = False
 
     def remember(self, key: str) -> None:
         self.judged[key] = None
@@ -626,6 +629,8 @@ def encode_profile_record(entry: ProfileEntry, *, compress: bool = False) -> byt
     """
     obj = {"format": RECORD_FORMAT, "spec": entry.spec.to_obj(), "state": entry.profile.to_state(),
            "judged": list(entry.judged), "journal": {"epoch": entry.epoch, "seq": entry.seq}}
+    if entry.replaces:
+        obj["replaces"] = True
     raw = orjson.dumps(obj)
     return zlib.compress(raw, 1) if compress else raw
 
@@ -652,6 +657,9 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
         if (not isinstance(epoch, str) or isinstance(seq, bool) or not isinstance(seq, int)
                 or seq < 0):
             raise ServiceError(f"bad journal position in the record: {journal!r}")
+        replaces = obj.get("replaces", False)
+        if not isinstance(replaces, bool):
+            raise ServiceError(f"bad 'replaces' in the record: {replaces!r}")
     except ServiceError:
         raise
     except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, AttributeError,
@@ -660,7 +668,8 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
         # core's own checks let through (e.g. a 2**64 column count): still this record's
         # fault, so only this profile is skipped.
         raise ServiceError(f"bad profile record: {type(exc).__name__}: {exc}") from None
-    return ProfileEntry(spec, profile, judged, epoch=epoch, seq=seq, record_bytes=len(data))
+    return ProfileEntry(spec, profile, judged, epoch=epoch, seq=seq, record_bytes=len(data),
+                        replaces=replaces)
 
 
 # ----------------------------------------------------------------------------- training set
@@ -687,7 +696,7 @@ class TrainingSet:
         if not docs:
             raise ServiceError(f"training corpus {path}: no documents")
         vec = Vectorizer(**vectorizer)
-        texts = [d.text for d in docs]
+        texts = [d.scored_text for d in docs]
         vec.fit(texts)
         return cls(vec, vec.transform(texts), {d.id: i for i, d in enumerate(docs)}, str(path))
 
@@ -861,7 +870,7 @@ class Service:
                 self._dead(dead, msg, err, original)
 
         value = msg.value
-        if value is None:
+        if not value:  # None, or no bytes: the same reason as on the other topics
             reject(RecordError("empty", "message has no value"))
             return []
         try:
@@ -1029,7 +1038,7 @@ class Service:
         if not docs:
             self.processed(fresh)
             return RouteResult([], dead, 0)
-        X, counts = self.vectorizer.transform_counts([d.text for d in docs])
+        X, counts = self.vectorizer.transform_counts([d.scored_text for d in docs])
         if self.store.holds_any(seen):
             keep = self._kept_texts_only(docs, origin, X, dead)
             if keep is not None:
@@ -1061,7 +1070,7 @@ class Service:
             if d.id not in seen and d.id not in self.store:
                 seen.add(d.id)
                 ids.append(d.id)
-                texts.append(d.text)
+                texts.append(d.scored_text)
         for a in range(0, len(ids), chunk):
             X, _ = self.vectorizer.transform_counts(texts[a : a + chunk])
             self.store.put(ids[a : a + chunk], X)
@@ -1535,7 +1544,8 @@ class Service:
                 continue
             judged = self._carry_judgments(spec, profile, table)
             # a new epoch: a journal left by an earlier profile of this name is not ours
-            entry = ProfileEntry(spec, profile, judged=judged, epoch=uuid.uuid4().hex)
+            entry = ProfileEntry(spec, profile, judged=judged, epoch=uuid.uuid4().hex,
+                                 replaces=spec.profile in table)
             raw = encode_profile_record(entry)
             limit = self.max_record_bytes
             if limit is not None and len(raw) > limit:

@@ -265,9 +265,10 @@ def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[s
                  interval=POLL)
         print(f"demo: {len(specs)} profiles trained; streaming {len(corpus.test)} documents")
         progress = Progress(len(corpus.test), "demo")
-        from sift.kafkaclient import producer
+        from sift.kafkaclient import Sends, producer
 
         prod = producer(settings)
+        sends = Sends(prod)
         docs_topic = settings.topic("documents")
         judg_topic = settings.topic("judgments")
         sent = 0
@@ -275,9 +276,9 @@ def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[s
         for start in range(0, len(corpus.test), chunk):
             part = corpus.test[start:start + chunk]
             plain = [Document(d.id, d.text, d.title, d.date).to_obj() for d in part]
-            prod.send(docs_topic, key=str(plain[0]["id"]).encode(),
-                      value=orjson.dumps({"documents": plain}))
-            prod.flush()
+            sends.send(docs_topic, str(plain[0]["id"]).encode(), orjson.dumps({"documents": plain}),
+                       f"test documents {start + 1}-{start + len(part)}")
+            sends.flush()
             sent += len(part)
             # scored against every profile; then a snapshot of the counters written
             # after that: the worker counts a batch's documents before it scores them
@@ -302,9 +303,10 @@ def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[s
                 j = {"id": f"{d['profile']}|{d['doc_id']}", "doc_id": d["doc_id"],
                      "profile": d["profile"], "relevant": d["profile"] in gold[d["doc_id"]],
                      "judge": "gold"}
-                prod.send(judg_topic, key=d["profile"].encode(), value=orjson.dumps(j))
+                sends.send(judg_topic, d["profile"].encode(), orjson.dumps(j),
+                           f"the judgment of {d['doc_id']!r} for {d['profile']!r}")
                 n_judgments += 1
-            prod.flush()
+            sends.flush()
             wait_for(functools.partial(_reached, worker, ("judgments", "judgments_duplicate"),
                                        n_judgments), 120, "judgments applied", interval=POLL)
             progress.update(len(part))

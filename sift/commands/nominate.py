@@ -301,7 +301,7 @@ def load_texts(path: str) -> tuple[list[str], list[set[str]]]:
     texts: list[str] = []
     labels: list[set[str]] = []
     for doc in read_jsonl(path, Document.from_obj):
-        texts.append(doc.text)
+        texts.append(doc.scored_text)
         labels.append(set(doc.topics))
     return texts, labels
 

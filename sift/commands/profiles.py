@@ -92,15 +92,18 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 
 def send_spec(settings: Settings, obj: dict[str, Any]) -> ProfileSpec:
-    from sift.kafkaclient import ensure_topics, producer
+    from sift.kafkaclient import Sends, ensure_topics, producer
 
     spec = ProfileSpec.from_obj(obj)
     topic = settings.topic("profiles")
     ensure_topics(settings, [topic])
     prod = producer(settings)
     try:
-        prod.send(topic, key=spec.profile.encode(), value=dumps(obj))
-        prod.flush(timeout=30)
+        value = dumps(obj)
+        sends = Sends(prod)
+        sends.send(topic, spec.profile.encode(), value,
+                   f"profile spec {spec.profile!r} ({len(value):,} bytes)")
+        sends.flush(timeout=30)
     finally:
         prod.close(timeout=10)
     return spec
@@ -183,8 +186,10 @@ def _record_answer(value: bytes | None, want: dict[str, Any], delete: bool) -> s
     if rec["spec"] != want:
         return None  # the record of an earlier spec, rewritten meanwhile
     bags = f", {rec['bags']} bagged" if rec["bags"] > 1 else ""
-    return (f"created ({rec['model']}{bags}, threshold {rec['threshold']:.4f}, "
-            f"version {rec['model_version']})")
+    verb = "replaced" if rec["replaces"] else "created"
+    learned = f", {rec['judged']} judgments learned" if rec["judged"] else ""
+    return (f"{verb} ({rec['model']}{bags}, threshold {rec['threshold']:.4f}, "
+            f"version {rec['model_version']}{learned})")
 
 
 #: what a table value that is not a profile record raises in :func:`_record`
@@ -211,7 +216,7 @@ def _record(data: bytes, journal: bytes | None = None) -> dict[str, Any]:
             "update": st["params"]["update"], "measure": st["params"]["measure"],
             "threshold": math.inf if thr is None else float(thr),
             "model_version": int(now["model_version"]), "judged": int(now["n_judged"]),
-            "waiting": int(now["n_pending"])}
+            "waiting": int(now["n_pending"]), "replaces": rec.get("replaces") is True}
 
 
 def list_profiles(settings: Settings) -> list[dict[str, Any]]:
@@ -234,7 +239,7 @@ def list_profiles(settings: Settings) -> list[dict[str, Any]]:
         except _UNREADABLE:
             out.append({"profile": name, "error": "unreadable state"})
             continue
-        del rec["spec"]
+        del rec["spec"], rec["replaces"]
         out.append({"profile": name, **rec, "shard": shard_of(name, settings.partitions)})
     return out
 

@@ -267,11 +267,12 @@ def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float,
     screened), at most ``timeout`` seconds, or until ``limit`` requests are answered;
     returns the judgments sent. Requests published before are answered too (a judgment
     sent twice is skipped by the worker)."""
-    from sift.kafkaclient import producer
+    from sift.kafkaclient import Sends, producer
 
     cons = _follow(settings, [settings.topic(REQUESTS_TOPIC), settings.topic(STATUS_TOPIC)],
                    seek_end=False)
     prod = producer(settings)
+    sends = Sends(prod)
     answered: set[str] = set()
     last: ReviewStatus | None = None
     deadline = time.monotonic() + timeout
@@ -302,11 +303,12 @@ def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float,
                     j = {"id": f"{name}/{req.doc_id}", "doc_id": req.doc_id, "profile": name,
                          "relevant": gold[req.doc_id], "judge": f"gold-{uuid.uuid4().hex[:6]}",
                          "ts": time.time()}
-                    prod.send(settings.topic("judgments"), key=name.encode(), value=dumps(j))
+                    sends.send(settings.topic("judgments"), name.encode(), dumps(j),
+                               f"the judgment of {req.doc_id!r}")
                     answered.add(req.doc_id)
                     sent += 1
             if sent:
-                prod.flush(timeout=30)
+                sends.flush(timeout=30)
             if limit is not None and len(answered) >= limit:
                 print(f"answered {len(answered)} requests (--limit)")
                 return len(answered)

@@ -24,6 +24,7 @@ The TREC 2002 filtering measures:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -127,9 +128,12 @@ def get_measure(name: str | Measure) -> Measure:
     if isinstance(name, str) and name.startswith("utility:"):
         try:
             _, cr, cn = name.split(":")
-            return linear_utility(float(cr), float(cn))
+            credits = float(cr), float(cn)
         except ValueError:
             pass
+        else:
+            if all(math.isfinite(c) for c in credits):
+                return linear_utility(*credits)
     raise ParameterError(
         f"measure must be one of {', '.join(MEASURES)} or 'utility:R:N', got {name!r}"
     )

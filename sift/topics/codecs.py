@@ -40,6 +40,14 @@ def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
+def _message(data: bytes | None) -> Any:
+    """A message's value parsed; no value (``None`` or no bytes) is the reason ``empty``
+    on every topic, not ``bad_json``."""
+    if not data:
+        raise RecordError("empty", "message has no value")
+    return loads(data)
+
+
 def decode_documents(data: bytes, *, max_batch: int = 1000) -> list[Document]:
     """Decode one message of the documents topic: a document or ``{"documents": [...]}``.
 
@@ -59,7 +67,7 @@ def decode_document_batch(
 
     Raises RecordError when the envelope itself is unusable.
     """
-    obj = loads(data)
+    obj = _message(data)
     if isinstance(obj, dict) and "documents" in obj and "id" not in obj:
         items = obj["documents"]
         if not isinstance(items, list):
@@ -83,12 +91,12 @@ def encode_documents(docs: list[Document]) -> bytes:
     return dumps({"documents": [d.to_obj() for d in docs]})
 
 
-def decode_judgment(data: bytes) -> Judgment:
-    return Judgment.from_obj(loads(data))
+def decode_judgment(data: bytes | None) -> Judgment:
+    return Judgment.from_obj(_message(data))
 
 
-def decode_profile_spec(data: bytes) -> ProfileSpec:
-    return ProfileSpec.from_obj(loads(data))
+def decode_profile_spec(data: bytes | None) -> ProfileSpec:
+    return ProfileSpec.from_obj(_message(data))
 
 
 def decode_decision(data: bytes) -> Decision:

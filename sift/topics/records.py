@@ -15,6 +15,20 @@ from typing import Any
 from sift.topics.errors import RecordError
 
 MODELS = ("rocchio", "kantor", "knn", "fusion")
+
+
+def _is_utility(measure: Any) -> bool:
+    """Whether ``measure`` is ``utility:R:N`` with finite credits (as
+    :func:`sift.filters.measures.get_measure` reads it)."""
+    if not isinstance(measure, str) or not measure.startswith("utility:"):
+        return False
+    parts = measure.split(":")
+    try:
+        return len(parts) == 3 and all(math.isfinite(float(c)) for c in parts[1:])
+    except ValueError:
+        return False
+
+
 MEASURES = ("t11su", "t11f", "f1", "t11u", "precision")
 #: a bagged profile's rules (those of sift.filters.bagging; a test keeps them equal)
 BAG_RULES = ("margin", "abstain", "vote")
@@ -140,6 +154,23 @@ class Document:
             raise RecordError("bad_topics", "document field 'topics' must be a list of non-empty strings")
         assert doc_id is not None
         return cls(doc_id, text, title, date, meta, topics)
+
+    @property
+    def scored_text(self) -> str:
+        r"""What is vectorized and scored: the title and the text, the title once. A title
+        is not only for display (a producer following the wire contract's example sends
+        it apart from the text); the bundled Reuters texts and screening records already
+        begin with their titles, and stay as they are.
+
+        >>> Document("d1", "Officials said output rose.", "OPEC OUTPUT UP").scored_text
+        'OPEC OUTPUT UP\nOfficials said output rose.'
+        >>> Document("d2", "OPEC OUTPUT UP\nOfficials said.", "OPEC OUTPUT UP").scored_text
+        'OPEC OUTPUT UP\nOfficials said.'
+        """
+        title = self.title.strip()
+        if not title or self.text.lstrip().startswith(title):
+            return self.text
+        return f"{title}\n{self.text}"
 
     def to_obj(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "text": self.text}
@@ -275,9 +306,11 @@ class ProfileSpec:
                 raise RecordError("bad_params", f"profile spec param {key!r} must be a finite number, "
                                   "string, boolean or a flat list of them")
         measure = o.get("measure", "t11su")
-        if measure not in MEASURES:
+        if measure not in MEASURES and not _is_utility(measure):
             raise RecordError(
-                "bad_measure", f"profile spec field 'measure' must be one of {', '.join(MEASURES)}, got {measure!r}"
+                "bad_measure", f"profile spec field 'measure' must be one of {', '.join(MEASURES)} "
+                f"or 'utility:R:N' (finite credits of a relevant and a non-relevant delivery), "
+                f"got {measure!r}"
             )
         update = o.get("update", "every")
         valid_update = update in ("every", "never") or (isinstance(update, int) and 1 <= update <= MAX_UPDATE)
@@ -300,6 +333,9 @@ class ProfileSpec:
         if bag_rule not in BAG_RULES:
             raise RecordError("bad_bags", f"profile spec field 'bag_rule' must be one of "
                               f"{', '.join(BAG_RULES)}, got {bag_rule!r}")
+        if bags == 1 and bag_rule != "margin":  # else dropped: a plain profile, unasked
+            raise RecordError("bad_bags", f"profile spec field 'bag_rule' {bag_rule!r} needs "
+                              "'bags' above 1: one profile has no members to combine")
         reset = o.get("reset", False)
         if not isinstance(reset, bool):
             raise RecordError("bad_reset", "profile spec field 'reset' must be true or false")

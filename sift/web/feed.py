@@ -179,8 +179,13 @@ class KafkaFeed:
 
         if self._lag_consumer is None:
             self._lag_consumer = consumer(self.settings)
-        ends = self._lag_consumer.end_offsets([TopicPartition(tp.topic, tp.partition)
-                                               for tp in tps])
+        try:
+            ends = self._lag_consumer.end_offsets([TopicPartition(tp.topic, tp.partition)
+                                                   for tp in tps])
+        except KeyError as exc:  # kafka-python: a partition whose leader is not known
+            raise RuntimeError(f"no end offset for {exc.args[0] if exc.args else 'a partition'}: "
+                               "its leader is not known (a broker restarting, or the topic "
+                               "being created?)") from None
         return {(tp.topic, tp.partition): int(n) for tp, n in ends.items()}
 
     async def lag(self) -> dict[str, int]:

@@ -139,6 +139,23 @@ def test_profiles_score_documents_once_per_shard(service: Service) -> None:
     assert "n1" in service.store
 
 
+def test_a_documents_title_is_scored_with_its_text(service: Service) -> None:
+    """The wire contract's example carries the title apart from the text: its words
+    count (they were display only, so a document whose topic was in its title alone was
+    never delivered), once when the text already begins with it."""
+    table: dict[str, bytes] = {}
+    service.apply_specs([spec_msg(service, profile="oil", query="crude oil opec",
+                                  positives=["t3", "t8"])], table)
+    docs = [{"id": "apart", "title": "OPEC CRUDE OIL OUTPUT", "text": "officials met on tuesday"},
+            {"id": "in-text", "text": "OPEC CRUDE OIL OUTPUT\nofficials met on tuesday"},
+            {"id": "both", "title": "OPEC CRUDE OIL OUTPUT",
+             "text": "OPEC CRUDE OIL OUTPUT\nofficials met on tuesday"},
+            {"id": "neither", "text": "officials met on tuesday"}]
+    scores = {d.doc_id: d.score for d in score_all(service, table, docs)}
+    assert set(scores) == {"apart", "in-text", "both"}
+    assert scores["apart"] == scores["in-text"] == scores["both"]
+
+
 EIGHT_PROFILES = ["wheat", "oil", "gold", "grain", "crude", "bullion", "egypt", "opec"]
 FIVE_TEXTS = [{"id": f"n{i}", "text": t} for i, t in enumerate(
     ["wheat exports to egypt", "opec crude oil output", "gold bullion steady",
@@ -363,6 +380,22 @@ def test_a_changed_profile_scores_with_its_new_model_at_once(service: Service) -
     np.testing.assert_array_equal(service.sync_shard(shard, table).score(X)[:, 0], new.score(X))
 
 
+def test_a_record_says_whether_its_spec_replaced_a_profile(service: Service) -> None:
+    """`sift profiles add --wait` said "created" for a spec that replaced a profile."""
+    from sift.commands.profiles import _record, _record_answer
+
+    table: dict[str, bytes] = {}
+    add_wheat(service, table)
+    first = service.entry("wheat", table)
+    assert first is not None and not first.replaces
+    assert (_record_answer(table["wheat"], first.spec.to_obj(), False) or "").startswith("created (")
+    add_wheat(service, table)
+    again = service.entry("wheat", table)
+    assert again is not None and again.replaces and _record(table["wheat"])["replaces"]
+    assert (_record_answer(table["wheat"], again.spec.to_obj(), False) or "").startswith("replaced (")
+    assert decode_profile_record(encode_profile_record(again), service.weights).replaces
+
+
 def test_profile_record_round_trip_is_exact(service: Service) -> None:
     table: dict[str, bytes] = {}
     add_wheat(service, table)
@@ -423,12 +456,40 @@ def test_a_bagged_profile_is_created_scored_judged_and_stored(service: Service) 
 
 
 @pytest.mark.parametrize("bad", [{"bags": 0}, {"bags": 6}, {"bags": "3"}, {"bags": True},
-                                 {"bags": 2, "bag_rule": "mean"}])
+                                 {"bags": 2, "bag_rule": "mean"},
+                                 # a rule for one profile was dropped, unsaid
+                                 {"bag_rule": "vote"}, {"bags": 1, "bag_rule": "abstain"}])
 def test_bad_bags_are_dead_lettered(service: Service, bad: dict[str, object]) -> None:
     table: dict[str, bytes] = {}
     res = service.apply_specs([spec_msg(service, profile="wheat", query="wheat", **bad)], table)
     assert [d.reason for d in res.dead_letters] == ["bad_bags"] and table == {}
     assert "\n" not in res.dead_letters[0].message and "bag" in res.dead_letters[0].message
+
+
+def test_a_linear_utility_is_a_measure_a_spec_may_name(service: Service) -> None:
+    """``utility:R:N`` (the core's linear utility, which `sift profiles add --measure`
+    offers) was refused as ``bad_measure``; credits that are not finite still are."""
+    table: dict[str, bytes] = {}
+    res = service.apply_specs([spec_msg(service, profile="wheat", query="wheat", measure="utility:3:-1"),
+                               spec_msg(service, profile="oil", query="oil", measure="utility:nan:-1"),
+                               spec_msg(service, profile="gold", query="gold", measure="utility:3")],
+                              table)
+    assert [d.reason for d in res.dead_letters] == ["bad_measure", "bad_measure"]
+    entry = service.entry("wheat", table)
+    assert entry is not None and entry.profile.measure == "utility:3:-1"
+
+
+@pytest.mark.parametrize("value", [None, b""])
+def test_a_message_without_a_value_is_empty_on_every_topic(service: Service,
+                                                             value: bytes | None) -> None:
+    """It was ``empty`` on the documents topic only for ``None``, and ``bad_json`` otherwise."""
+    table: dict[str, bytes] = {}
+    reasons = [d.reason for d in service.route([InputMessage(value, "documents", 0, 0)]).dead_letters]
+    reasons += [d.reason for d in service.apply_judgments(
+        [InputMessage(value, "judgments", 0, 0)], table).dead_letters]
+    reasons += [d.reason for d in service.apply_specs(
+        [InputMessage(value, "profiles", 0, 0)], table).dead_letters]
+    assert reasons == ["empty", "empty", "empty"]
 
 
 def test_the_wire_contract_knows_the_cores_bag_rules() -> None:

@@ -69,6 +69,9 @@ def test_profiles_add_list_rm_with_the_workers_answer(
         assert main(["profiles", "add", "gold", "--query", "gold"]) == 0
         assert "sent profile 'gold'" in capsys.readouterr().out
         wait_for(lambda: worker.stats()["stats"].get("profiles_created", 0) == 2, 60, "gold")
+        # sent again: said to be a replacement (it said "created")
+        assert main(["profiles", "add", "gold", "--query", "gold", "--wait", "60"]) == 0
+        assert "'gold': replaced (rocchio, threshold" in capsys.readouterr().out
 
         # documents through `sift produce` (batched, then one a message), decisions
         # through `sift tail`; a file with a bad line is refused whole, with its line

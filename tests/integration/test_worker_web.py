@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import urllib.request
 import uuid
 from pathlib import Path
@@ -68,6 +69,16 @@ def test_worker_serves_metrics_and_stats(broker_url: str, topic_prefix: str, tmp
         assert stats["partitions"] == [0, 1]
     finally:
         w.stop()
+    # a restarted worker (a fresh data dir: recovered from the changelog) says it holds the
+    # profile before any document arrives: it said 0 until its first document
+    again = WorkerProcess(dataclasses.replace(settings, data_dir=str(tmp_path / "w2")), "w2").start()
+    try:
+        again.wait_ready()
+        wait_for(lambda: again.stats().get("profiles") == [specs[0]["profile"]], 60,
+                 "the held profile loaded without a document")
+        assert total([again], "documents") == 0
+    finally:
+        again.stop()
     lines = [line for line in w.log_path.read_text().splitlines() if line.strip()]
     records = [orjson.loads(line) for line in lines]  # each line parses
     assert all({"ts", "level", "logger", "message"} <= r.keys() for r in records)

@@ -333,3 +333,23 @@ def test_an_unreadable_lag_is_unknown_not_the_last_value() -> None:
     assert "sift_consumer_lag{" not in st.metrics()
     st.set_lag({"documents": 5})
     assert st.snapshot()["lag_error"] is None and st.snapshot()["lag_total"] == 5
+
+
+def test_a_partition_without_a_known_leader_gives_a_readable_lag_error() -> None:
+    """kafka-python's ``end_offsets`` raises a bare ``KeyError(TopicPartition(...))`` for a
+    partition whose leader it does not know (a broker or worker restarting): the
+    dashboard's ``lag_error`` showed only the partition's repr."""
+    from kafka.structs import TopicPartition
+
+    from sift.settings import Settings
+    from sift.web.feed import KafkaFeed
+
+    class NoLeader:
+        def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+            raise KeyError(tps[0])
+
+    feed = KafkaFeed(Settings(), WebState())
+    feed._lag_consumer = NoLeader()
+    with pytest.raises(RuntimeError, match=r"^no end offset for TopicPartition\(topic='sift.documents', "
+                                           r"partition=0\): its leader is not known"):
+        feed._end_offsets([TopicPartition("sift.documents", 0)])
