@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterable
+from itertools import chain, islice
+from typing import Any
 
 import orjson
 
@@ -33,6 +36,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
+def render(value: bytes | None) -> str:
+    """The line printed for a message's value: its JSON (compacted), ``{"empty": true}``
+    for a message with no value (``None`` or no bytes: a tombstone, or what the worker
+    dead-letters as ``empty``), or ``{"undecodable": "..."}`` for bytes that are not JSON.
+
+    >>> render(b'{"a": 1}'), render(None), render(b"")
+    ('{"a":1}', '{"empty":true}', '{"empty":true}')
+    >>> render(b"not json")
+    '{"undecodable":"not json"}'
+    """
+    if not value:
+        return orjson.dumps({"empty": True}).decode()
+    try:
+        return orjson.dumps(orjson.loads(value)).decode()
+    except orjson.JSONDecodeError:
+        return orjson.dumps({"undecodable": value.decode("utf-8", "replace")}).decode()
+
+
 def run(args: argparse.Namespace) -> int:
     from sift.kafkaclient import consumer
 
@@ -51,18 +72,13 @@ def run(args: argparse.Namespace) -> int:
                     break
                 continue
             last = time.monotonic()
-            for records in batch.values():
-                for r in records:
-                    try:
-                        obj = orjson.loads(r.value)
-                        line = orjson.dumps(obj).decode()
-                    except orjson.JSONDecodeError:
-                        line = orjson.dumps({"undecodable": r.value.decode("utf-8", "replace")}
-                                            ).decode()
-                    out.write(line + "\n")
-                    count += 1
-                    if args.max is not None and count >= args.max:
-                        break
+            # one poll holds records of several partitions: --max counts across them all
+            records: Iterable[Any] = chain.from_iterable(batch.values())
+            if args.max is not None:
+                records = islice(records, args.max - count)
+            for r in records:
+                out.write(render(r.value) + "\n")
+                count += 1
             out.flush()
     except KeyboardInterrupt:
         pass
