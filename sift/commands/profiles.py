@@ -223,6 +223,14 @@ def list_profiles(settings: Settings) -> list[dict[str, Any]]:
     """Summaries of the profiles in the table's changelog (last value per name)."""
     from sift.agents.harness import read_all
     from sift.agents.service import shard_of
+    from sift.kafkaclient import partition_counts
+
+    table = changelog_topic(settings)
+    if table not in partition_counts(settings, [table]):
+        # no worker of this app id ever ran here: "0 profiles" would hide a misspelt id
+        raise SiftError(f"no profile table on {settings.broker}: topic {table} does not exist; "
+                        f"is SIFT_APP_ID={settings.app_id} the workers' (a worker creates it "
+                        "when it starts)?")
 
     def last_values(topic: str) -> dict[str, bytes | None]:
         return {(key or b"").decode(): value

@@ -55,10 +55,14 @@ def render(value: bytes | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sift.kafkaclient import consumer
+    from sift.kafkaclient import consumer, partition_counts
 
     settings = Settings.from_env(broker=args.broker)
     topic = settings.topic(args.topic)
+    if topic not in partition_counts(settings, [topic]):
+        # waiting for it is right before the first worker starts, not with a misspelt prefix
+        print(f"sift tail: topic {topic} does not exist yet; waiting for it (is "
+              f"SIFT_TOPIC_PREFIX={settings.topic_prefix!r} right?)", file=sys.stderr)
     cons = consumer(settings, topic,
                     auto_offset_reset="earliest" if args.from_beginning else "latest")
     count = 0

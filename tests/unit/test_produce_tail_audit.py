@@ -182,6 +182,8 @@ def tail(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
          polls: list[dict[str, list[Any]]], *argv: str) -> list[str]:
     cons = FakeConsumer(polls)
     monkeypatch.setattr("sift.kafkaclient.consumer", lambda settings, *topics, **kw: cons)
+    monkeypatch.setattr("sift.kafkaclient.partition_counts",
+                        lambda settings, names: dict.fromkeys(names, 4))
     assert main(["tail", "dead-letters", "--timeout", "0.01", *argv]) == 0
     assert cons.closed
     return capsys.readouterr().out.splitlines()
@@ -311,3 +313,28 @@ def test_what_tail_prints_can_be_produced_again(
     assert [(k, [d["id"] for d in orjson.loads(v)["documents"]]) for _, k, v in prod.sent] == [
         (b"t1", ["t1", "t2", "t3"])]
 
+
+
+def test_tail_of_a_topic_that_does_not_exist_says_so_and_waits(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: None) -> None:
+    """A misspelt SIFT_TOPIC_PREFIX printed nothing at all; waiting is right before the
+    first worker creates the topics, so it waits, but says what it waits for."""
+    cons = FakeConsumer([])
+    monkeypatch.setattr("sift.kafkaclient.consumer", lambda settings, *topics, **kw: cons)
+    monkeypatch.setattr("sift.kafkaclient.partition_counts", lambda settings, names: {})
+    monkeypatch.setenv("SIFT_TOPIC_PREFIX", "zz9.")
+    assert main(["tail", "decisions", "--timeout", "0.01"]) == 0
+    err = capsys.readouterr().err
+    assert "topic zz9.decisions does not exist yet; waiting for it" in err
+    assert "SIFT_TOPIC_PREFIX='zz9.'" in err
+
+
+def test_profiles_list_without_a_profile_table_is_an_error(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: None) -> None:
+    """A misspelt SIFT_APP_ID printed "0 profiles"."""
+    monkeypatch.setattr("sift.kafkaclient.partition_counts", lambda settings, names: {})
+    monkeypatch.setenv("SIFT_APP_ID", "nosuchapp")
+    assert main(["profiles", "list"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "topic nosuchapp-profile_to_state-changelog does not exist" in err[0]
+    assert "is SIFT_APP_ID=nosuchapp the workers'" in err[0]
