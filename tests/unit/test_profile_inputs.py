@@ -16,17 +16,8 @@ from sift.filters.errors import FilterError, ParameterError, StateError
 from sift.filters.measures import t11f
 from sift.filters.profile import Profile
 from sift.filters.vectorize import Vectorizer
+from tests.unit.test_profile import TRAIN
 
-TRAIN = [
-    "wheat exports rose sharply this week",
-    "wheat crop forecast raised by usda",
-    "crude oil prices fell on opec output",
-    "gold mine output up in south africa",
-    "oil tanker attacked in the gulf",
-    "corn and wheat futures higher",
-    "bank raises interest rates",
-    "opec oil ministers meet",
-] * 3
 WHEAT = [i for i, t in enumerate(TRAIN) if "wheat" in t][:3]
 
 
