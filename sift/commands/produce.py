@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from sift.commands._common import Progress, positive_int
 from sift.errors import SiftError
 from sift.settings import Settings
-from sift.topics.codecs import dumps, loads
+from sift.topics.codecs import dumps, is_document_batch, loads
 from sift.topics.errors import RecordError
 from sift.topics.records import Document, Judgment, ProfileSpec
 
@@ -132,12 +132,6 @@ class Message(NamedTuple):
         return f"{source}:{span} ({self.records} {noun[self.records != 1]}, {len(self.value):,} bytes)"
 
 
-def is_batch(obj: Any) -> bool:
-    """Whether a parsed documents line is a batch, ``{"documents": [...]}``, as the worker
-    tells (an object with ``documents`` and no ``id``)."""
-    return isinstance(obj, dict) and "documents" in obj and "id" not in obj
-
-
 def raw_key(line: bytes, topic: str) -> bytes | None:
     """The key the wire contract gives a line sent with ``--raw``, when the line is a JSON
     object whose field is a string: a document's ``id`` (a batch's: its first document's),
@@ -158,7 +152,7 @@ def raw_key(line: bytes, topic: str) -> bytes | None:
         return None
     if topic != "documents":
         value = obj.get("profile")
-    elif is_batch(obj):
+    elif is_document_batch(obj):
         items = obj["documents"]
         first = items[0] if isinstance(items, list) and items else None
         value = first.get("id") if isinstance(first, dict) else None
@@ -172,7 +166,7 @@ def _documents(obj: Any, where: str, room: int | None) -> list[Document]:
     ``room`` of them when given), checked one by one, without their gold labels; a bad
     one is a :class:`SiftError` naming ``where`` (file:line) and its index in the batch."""
     parse = PARSERS["documents"]
-    if not is_batch(obj):
+    if not is_document_batch(obj):
         try:
             found = [parse(obj)]
         except RecordError as exc:

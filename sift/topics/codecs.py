@@ -48,6 +48,12 @@ def _message(data: bytes | None) -> Any:
     return loads(data)
 
 
+def is_document_batch(obj: Any) -> bool:
+    """Whether a parsed documents message is a batch, ``{"documents": [...]}``: an object
+    with ``documents`` and no ``id``."""
+    return isinstance(obj, dict) and "documents" in obj and "id" not in obj
+
+
 def decode_documents(data: bytes, *, max_batch: int = 1000) -> list[Document]:
     """Decode one message of the documents topic: a document or ``{"documents": [...]}``.
 
@@ -68,7 +74,7 @@ def decode_document_batch(
     Raises RecordError when the envelope itself is unusable.
     """
     obj = _message(data)
-    if isinstance(obj, dict) and "documents" in obj and "id" not in obj:
+    if is_document_batch(obj):
         items = obj["documents"]
         if not isinstance(items, list):
             raise RecordError("bad_batch", "field 'documents' must be a list")
