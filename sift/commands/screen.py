@@ -194,14 +194,15 @@ def _run_one(args: argparse.Namespace) -> int:
     path = Path(args.data)
     params = _params(args)
     rule = f"{args.estimator}@{float(args.target_recall)}"
-    result, _ = run_file(path, seed=args.seed, params=params, topic=args.topic)
+    seed = 0 if args.seed is None else args.seed
+    result, _ = run_file(path, seed=seed, params=params, topic=args.topic)
     m = metrics(result, rule)
-    m["seed"] = args.seed
+    m["seed"] = seed
     m["params"] = params
     out = Path(args.out)
     write_json(out / "metrics.json", m)
     name = path.name.split(".")[0]
-    plot_run(result, out / "recall.png", f"{name}, seed {args.seed}", rule)
+    plot_run(result, out / "recall.png", f"{name}, seed {seed}", rule)
     if m["stopped"]:
         r_hat = "n/a" if m["r_hat"] is None else f"{m['r_hat']:.1f}"
         what = (f"stopped ({rule}) after {m['cost_at_stop']:.1%} screened at recall "
@@ -221,18 +222,19 @@ def _run_all(args: argparse.Namespace) -> int:
         raise ScreeningError(f"{folder}: no *.jsonl.gz or *.jsonl files")
     params = _params(args)
     rule = f"{args.estimator}@{float(args.target_recall)}"
+    seeds = 1 if args.seeds is None else args.seeds
     rows: dict[str, list[dict[str, Any]]] = {}
-    bar = Progress(len(files) * args.seeds, "screen")
+    bar = Progress(len(files) * seeds, "screen")
     try:
         for f in files:
-            for seed in range(args.seeds):
+            for seed in range(seeds):
                 result, _ = run_file(f, seed=seed, params=params)
                 m = metrics(result, rule)
                 rows.setdefault(f.name.split(".")[0], []).append(m)
                 bar.update()
     finally:
         bar.close()
-    print(f"rule {rule}, {args.seeds} seeds; recall and cost at stop: mean (worst)")
+    print(f"rule {rule}, {seeds} seeds; recall and cost at stop: mean (worst)")
     print(f"{'dataset':26s} {'recall':>14s} {'cost':>14s} {'met':>5s} {'WSS@95':>7s}")
     for name, ms in rows.items():
         rec = [m["recall_at_stop"] for m in ms]
@@ -251,12 +253,21 @@ def _run_all(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if not 0.0 < args.target_recall <= 1.0:
         raise ScreeningError(f"--target-recall must be in (0, 1], got {args.target_recall}")
-    if args.seeds < 1:
+    if args.seeds is not None and args.seeds < 1:
         raise ScreeningError(f"--seeds must be >= 1, got {args.seeds}")
     if args.all:
+        # one seed, or one topic, for a whole folder of reviews would be a silent mistake
+        if args.seed is not None:
+            raise ScreeningError("--seed is for --data FILE; with --all give --seeds N "
+                                 "(seeds 0..N-1 on every file)")
+        if args.topic is not None:
+            raise ScreeningError("--topic is for --data FILE; with --all each file's topic "
+                                 "is its title in reviews.json beside it")
         return _run_all(args)
     if not args.data:
         raise ScreeningError("give --data FILE (or --all FOLDER)")
+    if args.seeds is not None:
+        raise ScreeningError("--seeds is for --all FOLDER; with --data give --seed S")
     if not args.out:
         raise ScreeningError("give --out DIR for metrics.json and the plot")
     return _run_one(args)
@@ -276,17 +287,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     src = p.add_mutually_exclusive_group()
     src.add_argument("--data", metavar="FILE", help="labelled .jsonl(.gz) file")
     src.add_argument("--all", metavar="FOLDER", help="run every file of FOLDER, print a table")
-    p.add_argument("--topic", help="topic text (default: the title in reviews.json beside FILE)")
+    p.add_argument("--topic", help="topic text, with --data (default: the title in reviews.json "
+                   "beside FILE)")
     p.add_argument("--target-recall", type=float, default=0.95,
                    help="recall the stopping rule aims at, in (0, 1] (default 0.95)")
     p.add_argument("--estimator", choices=("ht", "hh", "bound"), default="bound",
                    help="stopping rule: ht / hh stop when the relevant found reach the target "
-                        "times the Horvitz-Thompson / Hansen-Hurwitz estimate of R; bound "
-                        "when a lower confidence bound on recall reaches it (default bound)")
-    p.add_argument("--seed", type=nonnegative_int, default=0,
-                   help="seed of the sampling and the temporary negatives (default 0)")
-    p.add_argument("--seeds", type=int, default=1,
-                   help="seeds 0..N-1 per file with --all (default 1)")
+                        "times the Horvitz-Thompson / Hansen-Hurwitz estimate of R (ht's "
+                        "estimate is biased low on this adaptive design and tends to the "
+                        "number found, so ht often stops at its first check); bound when "
+                        "found / (R-hat + 1.645 sd) reaches it: a heuristic (normal "
+                        "approximation, plug-in variance), not a 95%% guarantee, that stops "
+                        "early when the relevant records left sit deep in the ranking "
+                        "(docs/screening.md) (default bound)")
+    p.add_argument("--seed", type=nonnegative_int, default=None,
+                   help="seed of the sampling and the temporary negatives, with --data "
+                        "(default 0)")
+    p.add_argument("--seeds", type=int, default=None,
+                   help="seeds 0..N-1 per file, with --all (default 1)")
     p.add_argument("--out", metavar="DIR", help="output folder")
     p.add_argument("--draws", type=int, default=DEFAULTS["draws"],
                    help=f"b: draws per batch (default {DEFAULTS['draws']})")

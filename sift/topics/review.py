@@ -190,7 +190,9 @@ class ReviewStatus:
     ``{"review", "documents", "screened", "found", "pending", "batches", "r_hat",
     "r_hat_var", "recall_estimate", "recall_lower", "estimator", "target_recall", "stop",
     "complete", "ts"}``: ``recall_estimate`` is ``found / R-hat``, ``recall_lower`` the
-    lower confidence bound on recall; ``stop`` is the stopping rule's signal (it can turn
+    bound rule's heuristic lower bound on recall (a normal approximation, not a
+    guaranteed confidence bound: docs/screening.md, forty-third session);
+    ``stop`` is the stopping rule's signal (it can turn
     false again when new documents join the collection); ``complete`` means every
     document is judged.
     """

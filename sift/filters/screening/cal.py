@@ -177,8 +177,41 @@ def _batch(obj: Any, t: int, n: int, exponent: float) -> dict[str, Any]:
             raise _bad(f"{where}.draw_p", draw_p.tolist(),
                        f"does not follow the power law of exponent {exponent!r} of the ranks")
     found_before = _int(obj["found_before"], f"{where}.found_before", 0, n)
+    # judged_before (since the forty-third session): the judgments made before the batch,
+    # from which its known relevant count is derived at estimate time; a state written
+    # before has none, and its batches keep the count stored when they were made
+    judged_before = (_int(obj["judged_before"], f"{where}.judged_before", found_before, n)
+                     if "judged_before" in obj else None)
     return {"ranks": ranks, "certain": certain, "draws": draws, "draw_p": draw_p,
-            "draw_new": draw_new, "found_before": found_before, "b": b}
+            "draw_new": draw_new, "found_before": found_before,
+            "judged_before": judged_before, "b": b}
+
+
+def _check_judged_before(batches: list[dict[str, Any]], order: list[str],
+                         index: dict[str, int], n: int) -> None:
+    """Each batch's ``judged_before`` against the judgment order (ScreeningError if not).
+
+    At most the judgments made, never decreasing; the documents a batch took or drew as
+    new were judged after it (or are not yet), the ones it re-drew before it.
+    """
+    pos = np.full(n, len(order) + 1, dtype=np.int64)  # unjudged: after every judgment
+    pos[np.fromiter((index[d] for d in order), dtype=np.int64, count=len(order))] = (
+        np.arange(len(order), dtype=np.int64))
+    last = 0
+    for t, b in enumerate(batches):
+        k = b["judged_before"]
+        if k is None:
+            continue
+        where = f"batches[{t}].judged_before"
+        if k > len(order) or k < last:
+            raise _bad(where, k, f"must be in [{last}, {len(order)}] (the judgments made, "
+                       "not fewer than the batch before's)")
+        new = np.concatenate([b["certain"], b["draws"][b["draw_new"]]])
+        old = b["draws"][~b["draw_new"]]
+        if np.any(pos[new] < k) or np.any(pos[old] >= k):
+            raise _bad(where, k, "does not match the order of the judgments and the "
+                       "batch's new documents")
+        last = k
 
 
 _DESIGN = re.compile(
@@ -250,12 +283,15 @@ class Review:
     target_recall
         Recall the stopping rule aims at.
     estimator
-        ``"ht"`` (Horvitz-Thompson, stop when found >= target * R-hat), ``"hh"``
-        (Hansen-Hurwitz, same rule) or ``"bound"`` (stop when a lower confidence
-        bound on recall, from the Hansen-Hurwitz estimate and its variance, reaches
-        the target).
+        ``"ht"`` (Horvitz-Thompson, stop when found >= target * R-hat; the HT estimate
+        is biased low on this adaptive design, see :meth:`estimate_ht`), ``"hh"``
+        (Hansen-Hurwitz, same rule) or ``"bound"`` (stop when ``found / (R-hat + z sd)``,
+        from the Hansen-Hurwitz estimate and its variance, reaches the target: a
+        heuristic lower bound on recall, not a confidence bound; see
+        :meth:`estimate_hh`).
     confidence
-        One-sided confidence level of the bound rule.
+        Nominal one-sided level of the bound rule (``z`` is its normal quantile); the
+        rule does not hold recall at the target with this probability (docs/screening.md).
     hh_window
         Number of latest batches whose Hansen-Hurwitz estimates are averaged (>= 1).
     hh_variance
@@ -408,8 +444,9 @@ class Review:
             v = getattr(self, name)
             if name == "min_batches" and v is None:
                 continue
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise bad(name, v, "must be an integer >= 0")
+            least = 1 if name == "hh_window" else 0  # a window of no batch averages nothing
+            if not isinstance(v, int) or isinstance(v, bool) or v < least:
+                raise bad(name, v, f"must be an integer >= {least}")
         if self.draws > MAX_DRAWS:  # each draw is stored: a huge b is a corrupt value
             raise bad("draws", self.draws, f"must be <= {MAX_DRAWS}")
         if isinstance(self.C, int | float) and 0 < self.C < MIN_C:  # liblinear never returns
@@ -582,6 +619,7 @@ class Review:
         )
         unjudged_mask = self.labels_ < 0
         found_before = int(np.sum(self.labels_ == 1))
+        judged_before = len(self.order_)  # the judgments so far: order_[:judged_before]
         self.log_miss_ += batch_miss_log(p, certain, b)
         self.ever_certain_ |= certain
         self.sampled_[top] = True
@@ -593,6 +631,7 @@ class Review:
             "draw_p": p[drawn],
             "draw_new": unjudged_mask[drawn],
             "found_before": found_before,
+            "judged_before": judged_before,
             "b": b,
         })
         new = unique(np.concatenate([top, drawn[unjudged_mask[drawn]]]))
@@ -673,6 +712,15 @@ class Review:
         by their inclusion probabilities over those batches (the variance likewise).
         Relevant documents judged outside that sample (judged unrequested, or in the
         batch still pending) are known: they add one each, with no variance.
+
+        The inclusion probabilities are the paper's, accumulated along the realised
+        (adaptive) path: a relevant document ranks near the top once it is found, so its
+        ``pi_i`` climbs towards 1. The estimate is therefore biased low and tends to
+        ``found``, and its variance (that of a fixed design) is too small; the
+        ``"ht"`` rule tends to stop at its first check (docs/screening.md, forty-third
+        session). The known documents outside the sample are also counted twice in
+        expectation (the sample's sum already estimates them), which errs high; neither
+        is changed, so the reported figures stay those of this estimator.
         """
         found = int(np.sum(self.labels_ == 1))
         batches = self._complete_batches()
@@ -701,19 +749,43 @@ class Review:
         outside = found - len(rel)
         return Estimate(r_hat + outside, var, found)
 
+    def _found_before(self, batches: Sequence[dict[str, Any]]) -> list[int]:
+        """Relevant documents known before each of ``batches``, by the *current* labels.
+
+        The documents judged before a batch are ``order_[:judged_before]``; counting
+        their relevant ones now (not when the batch was made) lets a corrected judgment
+        (a later judgment of the same id) reach every batch estimate. A batch of a state
+        written before ``judged_before`` was stored keeps its stored count.
+        """
+        at = np.fromiter((self.index_[d] for d in self.order_), dtype=np.int64,
+                         count=len(self.order_))
+        known = np.concatenate([[0], np.cumsum(self.labels_[at] == 1)])
+        return [int(b["found_before"]) if b.get("judged_before") is None
+                else int(known[b["judged_before"]]) for b in batches]
+
     def estimate_hh(self) -> Estimate:
         """Hansen-Hurwitz estimate: the mean of the batch estimates of the current epoch.
 
         Only the last ``hh_window`` batches are averaged (early rankings are poor and
-        their estimates noisy); each batch estimate is conditionally unbiased.
+        their estimates noisy); each batch estimate is conditionally unbiased given the
+        past. Its known part (the relevant documents judged before the batch) is read
+        from the current labels, so a corrected judgment changes it.
+
+        The variance is a plug-in estimate: when every draw of the window missed the
+        remaining relevant documents (typical when they sit deep in the ranking) the draws
+        contribute 0 and so does the within-batch variance, and ``r_hat`` falls to
+        ``found``; the spread of ``hh_variance="max"`` then measures how ``found`` grew
+        over the window, not the documents the draws never reached. A bound built from
+        it (:meth:`Estimate.upper`) is a heuristic, not a confidence bound
+        (docs/screening.md, forty-third session).
         """
         found = int(np.sum(self.labels_ == 1))
         batches = [b for b in self._complete_batches()[self.epoch_start_ :] if b["b"] > 0]
         if not batches:
             return Estimate(float(found), 0.0, found)
-        use = batches[-max(self.hh_window, 1) :]
+        use = batches[-self.hh_window :]
         ests, vars_ = [], []
-        for batch in use:
+        for batch, known in zip(use, self._found_before(use), strict=True):
             certain = batch["certain"]
             top_rel = float(np.sum(self.labels_[certain] == 1)) if len(certain) else 0.0
             # documents of the take-all stratum that were judged before the batch are
@@ -722,7 +794,7 @@ class Review:
             y = (self.labels_[draws] == 1) & batch["draw_new"]
             z = np.where(y, 1.0 / batch["draw_p"], 0.0)
             mean, v = hansen_hurwitz(z)
-            ests.append(batch["found_before"] + top_rel + mean)
+            ests.append(known + top_rel + mean)
             vars_.append(v)
         r_hat = max(float(np.mean(ests)), float(found))
         var = float(np.sum(vars_)) / len(use) ** 2
@@ -824,6 +896,8 @@ class Review:
                     "certain": _enc(b["certain"]),
                     "draws": _enc(b["draws"]), "draw_p": _enc(b["draw_p"]),
                     "draw_new": _enc(b["draw_new"]), "found_before": b["found_before"],
+                    **({} if b.get("judged_before") is None
+                       else {"judged_before": b["judged_before"]}),
                     "b": b["b"],
                 }
                 for b in self.batches_
@@ -861,6 +935,10 @@ class Review:
         params = state["params"]
         if not isinstance(params, dict):
             raise _bad("params", params, "must be an object")
+        hw = params.get("hh_window")
+        if type(hw) is int and hw == 0:
+            # written before hh_window had to be >= 1: a window of 0 always averaged 1 batch
+            params = {**params, "hh_window": 1}
         try:
             review = cls(**params)
         except ScreeningError as exc:
@@ -925,6 +1003,7 @@ class Review:
                 bad = int(np.argmax(arrays[name] != want))
                 raise _bad(name, f"{ids[bad]}: {bool(arrays[name][bad])}",
                            "does not match the batches")
+        _check_judged_before(review.batches_, order, review.index_, n)
         review.ever_certain_ = arrays["ever_certain"]
         review.sampled_ = arrays["sampled"]
         review.epoch_start_ = _int(state["epoch_start"], "epoch_start", 0, len(batches))

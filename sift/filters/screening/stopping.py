@@ -1,5 +1,9 @@
 """Stopping rules: target (point estimate), bound (variance-aware), knee, fixed budget.
 
+The bound rule's "bound" is a heuristic: a normal approximation with a plug-in variance
+(:meth:`~sift.filters.screening.estimators.Estimate.upper`), not a confidence bound; it
+stops early when the relevant records left sit deep in the ranking (docs/screening.md).
+
 >>> target_rule(found=19, r_hat=20.0, target=0.95)
 True
 >>> knee_rule([1] * 10 + [0] * 200)
@@ -30,7 +34,12 @@ def target_rule(found: int, r_hat: float, target: float) -> bool:
 
 
 def bound_rule(found: int, r_upper: float, target: float) -> bool:
-    """Stop when a lower confidence bound on recall, ``found / r_upper``, reaches ``target``."""
+    """Stop when a lower bound on recall, ``found / r_upper``, reaches ``target``.
+
+    ``r_upper`` is the review's normal-approximation upper value of R, so the rule holds
+    recall at ``target`` with the stated confidence only where that approximation
+    holds (many sampled relevant records), not when the draws missed the ones left.
+    """
     _check_target(target)
     return found > 0 and found >= target * r_upper
 
