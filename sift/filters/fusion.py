@@ -34,9 +34,12 @@ set of reachable rankings nor the optimum; weights are mapped back), and
   ``x_v`` is fixed to one;
 * members of ``S`` dominated by another member are dropped from the ``t`` rows.
 
-``J = 2`` is solved exactly by a sweep over the breakpoints of the upper
-envelope of the ``S`` lines. A time limit returns the best solution found (the
-better of HiGHS's incumbent and a sampled heuristic) with the MIP gap.
+``J = 2`` is solved by a sweep over the breakpoints of the upper envelope of
+the ``S`` lines (``meanrank`` / ``mrr``: over the crossings of the pairs); near-ties
+count as ties there, so its best count is a valid bound, and the result is called
+optimal only when the weights returned, counted again in the original units,
+reach it. A time limit returns the best solution found (the better of HiGHS's
+incumbent and a sampled heuristic) with the MIP gap.
 
 Two other objectives named in the paper are available: the mean rank of ``S``
 and the mean reciprocal rank of ``S`` (ranks of a member of ``S`` are counted
@@ -457,6 +460,10 @@ def _envelope(d: FloatArray, ps: IntArray) -> tuple[FloatArray, FloatArray]:
 _SWEEP_TIE = 1e-12
 #: at most this many of the sweep's optimal points are checked with the exact count
 _SWEEP_CHECKS = 64
+#: ... then this many middles of its best intervals wider than ``_SWEEP_SLIVER`` (in
+#: case the weights mapped back reproduce none of the ties its optimum relies on)
+_SWEEP_FALLBACK = 8
+_SWEEP_SLIVER = 1e-9
 
 
 def _sweep_maxrank(d: FloatArray, ps: IntArray, active: IntArray) -> tuple[float, int, int]:
@@ -476,8 +483,11 @@ def _sweep_maxrank(d: FloatArray, ps: IntArray, active: IntArray) -> tuple[float
 
 def _sweep_points(d: FloatArray, ps: IntArray, active: IntArray) -> tuple[FloatArray, int]:
     """The sweep's optimal points (``alpha`` on column 0), best first (the middles of the
-    optimal intervals, widest first, then optimal single points), and its count there
-    among ``active``: a lower bound, exact unless a tie is decided by rounding."""
+    optimal intervals, widest first, then optimal single points; then, in case none
+    survives rounding, the middles of the best intervals wider than ``_SWEEP_SLIVER``
+    and the two ends), and its best count among ``active``: a lower bound (a candidate
+    within ``_SWEEP_TIE`` of the envelope counts as tied), reached unless the optimum is
+    a tie that rounding decides the other way."""
     if active.size == 0:
         return np.array([0.5]), 0
     pts, g = _envelope(d, ps)
@@ -493,24 +503,29 @@ def _sweep_points(d: FloatArray, ps: IntArray, active: IntArray) -> tuple[FloatA
         first = np.argmax(ok, axis=1)
         last = pts.size - 1 - np.argmax(ok[:, ::-1], axis=1)
         r = np.arange(rows.size)
+        # h is linear between breakpoints, so {h <= tie} is an interval whose ends are
+        # found by interpolation: a candidate exactly tied with the envelope at a single
+        # point keeps an interval a hair wide there, and two such intervals that meet
+        # overlap (the ends of [0, 1/2] and [1/2, 1], interpolated, can land a few ulps
+        # apart the wrong way and miss the optimum at 1/2)
         left = pts[first].copy()
         inner = has & (first > 0)
         if inner.any():
             ii = r[inner]
             f0 = first[inner]
-            h0, h1 = h[ii, f0 - 1], h[ii, f0]
-            # h crosses 0 between the two points (h1 may be a hair above 0: no further)
-            left[inner] = np.minimum(
-                pts[f0 - 1] + (pts[f0] - pts[f0 - 1]) * h0 / (h0 - np.minimum(h1, 0.0)), pts[f0])
+            h0, h1 = h[ii, f0 - 1], h[ii, f0]  # h0 > tie >= h1
+            left[inner] = np.clip(
+                pts[f0 - 1] + (pts[f0] - pts[f0 - 1]) * (h0 - _SWEEP_TIE) / (h0 - h1),
+                pts[f0 - 1], pts[f0])
         right = pts[last].copy()
         inner = has & (last < pts.size - 1)
         if inner.any():
             ii = r[inner]
             l0 = last[inner]
-            h0, h1 = h[ii, l0], h[ii, l0 + 1]
-            right[inner] = np.maximum(
-                pts[l0] + (pts[l0 + 1] - pts[l0]) * np.minimum(h0, 0.0) / (np.minimum(h0, 0.0) - h1),
-                pts[l0])
+            h0, h1 = h[ii, l0], h[ii, l0 + 1]  # h0 <= tie < h1
+            right[inner] = np.clip(
+                pts[l0] + (pts[l0 + 1] - pts[l0]) * (_SWEEP_TIE - h0) / (h1 - h0),
+                pts[l0], pts[l0 + 1])
         lo[start : start + step] = np.where(has, left, np.inf)
         hi[start : start + step] = np.where(has, right, -np.inf)
     valid = np.isfinite(lo)
@@ -534,41 +549,226 @@ def _sweep_points(d: FloatArray, ps: IntArray, active: IntArray) -> tuple[FloatA
     widths = np.diff(events) if events.size > 1 else np.zeros(mids.size)
     tried = np.concatenate([mids[cm == best][np.argsort(-widths[cm == best], kind="stable")],
                             events[cp == best]])[:_SWEEP_CHECKS]
-    return tried, bound
+    # in case the weights mapped back reproduce none of these ties: the middles of the
+    # best intervals that are more than a rounding sliver wide (no tie inside), then the
+    # ends of the segment (one weight only: no rounding)
+    wide = np.flatnonzero(widths > _SWEEP_SLIVER)
+    wide = wide[np.lexsort((-widths[wide], -cm[wide]))][:_SWEEP_FALLBACK]
+    return np.concatenate([tried, mids[wide], [0.0, 1.0]]), bound
+
+
+def _expired(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+#: the J = 2 MRR sweep adds up changes of reciprocal ranks in floating point: values
+#: this close to its best count as equal (far above the rounding of the sums; MRRs of
+#: different rankings closer than this are not told apart)
+_SWEEP_MRR_SLACK = 1e-12
 
 
 def _sweep_pairs(
-    d: FloatArray, pos: IntArray, cand: IntArray, objective: Objective
-) -> tuple[float, float]:
-    """Exact J = 2 solve of ``meanrank`` / ``mrr`` by evaluating every crossing."""
+    d: FloatArray,
+    pos: IntArray,
+    cand: IntArray,
+    objective: Objective,
+    deadline: float | None = None,
+) -> tuple[FloatArray, float] | None:
+    """J = 2 solve of ``meanrank`` / ``mrr`` by sweeping the crossings of the pairs.
+
+    A candidate ``v`` ranks before a positive ``s`` on an interval of ``alpha`` (the
+    weight on column 0) that ends where their lines cross. Each such interval is
+    shrunk by ``_SWEEP_TIE`` (``v`` that close to ``s`` counts as tied, and a tie does
+    not outrank), its ends are sorted, and one pass gives the objective at every end
+    and between consecutive ends: ``O(P log P)`` for the ``P <= |S| |C|`` pairs that
+    cross, instead of one evaluation of all items per crossing.
+
+    Parameters
+    ----------
+    d
+        (n, 2) normalised dissimilarities.
+    pos, cand
+        Rows of ``S`` and of the candidates.
+    objective
+        ``"meanrank"`` or ``"mrr"``.
+    deadline
+        ``time.monotonic()`` after which the sweep gives up.
+
+    Returns
+    -------
+    tuple of ndarray and float, or None
+        The points to try (``alpha`` on column 0), best first: the middle of the
+        interval at the centre of each optimal run, widest run first (a point inside
+        an interval is no tie, so rounding cannot decide it the other way), then the
+        optimal ends themselves (an optimum can be a single tie point), then the
+        middles of the best intervals wider than ``_SWEEP_SLIVER`` and the two ends of
+        the segment (if no optimal point survives rounding); and the sweep's best value
+        (negated MRR for ``mrr``), a bound: near-ties count as ties, so no weights do
+        better. ``None`` if ``deadline`` passed first.
+    """
+    p, tie = pos.size, _SWEEP_TIE
     b_s, m_s = d[pos, 1], d[pos, 0] - d[pos, 1]
     b_v, m_v = d[cand, 1], d[cand, 0] - d[cand, 1]
-    xs = [np.array([0.0, 1.0])]
-    for k in range(pos.size):
-        dm = m_v - m_s[k]
-        ok = np.abs(dm) > 1e-15
-        x = (b_s[k] - b_v[ok]) / dm[ok]
-        xs.append(x[(x > 0) & (x < 1)])
-    pts = np.unique(np.concatenate(xs))
-    grid = np.unique(np.concatenate([pts, (pts[:-1] + pts[1:]) / 2]))
-    alphas = np.vstack([grid, 1.0 - grid])
-    vals = _objective_many(d, pos, cand, alphas, objective)
+    always = np.zeros(p, dtype=np.int64)
+    n_left = np.zeros(p, dtype=np.int64)
+    ends: list[FloatArray] = []
+    owner: list[IntArray] = []
+    is_left: list[NDArray[np.bool_]] = []
+    for k in range(p):
+        if _expired(deadline):
+            return None
+        c = b_v - b_s[k]  # v before s at alpha iff c + alpha e < -tie
+        e = m_v - m_s[k]
+        up, down = e > 0, e < 0
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            x = (-tie - c) / np.where(e != 0, e, 1.0)
+        # e > 0: before on [0, x); e < 0: before on (x, 1]; e = 0: everywhere or nowhere
+        always[k] = (np.count_nonzero((e == 0) & (c < -tie)) + np.count_nonzero(up & (x > 1))
+                     + np.count_nonzero(down & (x < 0)))
+        left = up & (x > 0) & (x <= 1)
+        right = down & (x >= 0) & (x < 1)
+        n_left[k] = np.count_nonzero(left)
+        ends.extend([x[left], x[right]])
+        owner.append(np.full(int(n_left[k]) + int(np.count_nonzero(right)), k, dtype=np.intp))
+        is_left.extend([np.ones(int(n_left[k]), dtype=bool),
+                        np.zeros(int(np.count_nonzero(right)), dtype=bool)])
+    ex = np.concatenate(ends) if ends else np.zeros(0)
+    es = np.concatenate(owner) if owner else np.zeros(0, dtype=np.intp)
+    el = np.concatenate(is_left) if is_left else np.zeros(0, dtype=bool)
+    u = np.unique(np.concatenate([[0.0, 1.0], ex]))
+    g = u.size
+    at = np.searchsorted(u, ex)
+    # states in order: 2k is the point u[k], 2k + 1 the open interval (u[k], u[k + 1]); a
+    # "left" pair stops being before s at its end (a tie there), a "right" one starts
+    # after its end
+    state = np.where(el, 2 * at, 2 * at + 1)
+    delta = np.where(el, -1, 1).astype(np.int64)
+    n_states = 2 * g - 1
+    r0 = 1 + always + n_left  # the ranks at alpha = 0
+    if objective == "meanrank":
+        moved = np.bincount(state, weights=delta, minlength=n_states)
+        vals = (float(r0.sum()) + np.cumsum(moved)) / p  # integer sums: exact
+        slack = 0.0
+    else:
+        steps = np.zeros(n_states)
+        if es.size:
+            # the change of 1 / rank(s) at each end, in sweep order within each s
+            order = np.lexsort((state, es))
+            so, dl = es[order], delta[order]
+            csum = np.cumsum(dl)
+            first = np.flatnonzero(np.r_[True, so[1:] != so[:-1]])
+            base = np.repeat(csum[first] - dl[first], np.diff(np.r_[first, so.size]))
+            after = r0[so] + (csum - base)
+            steps = np.bincount(state[order], weights=1.0 / after - 1.0 / (after - dl),
+                                minlength=n_states).astype(np.float64)
+        vals = -(float((1.0 / r0).sum()) + np.cumsum(steps)) / p
+        slack = _SWEEP_MRR_SLACK
     best = float(vals.min())
-    # prefer the middle of the widest run of optimal grid points
-    ok = vals <= best
-    i = int(np.flatnonzero(ok)[0])
-    runs: list[tuple[float, int, int]] = []
-    start = None
-    for k, flag in enumerate([*ok.tolist(), False]):
-        if flag and start is None:
-            start = k
-        elif not flag and start is not None:
-            runs.append((float(grid[k - 1] - grid[start]), start, k - 1))
-            start = None
-    if runs:
-        _, s0, s1 = max(runs)
-        i = (s0 + s1) // 2
-    return float(grid[i]), best
+    opt = vals <= best + slack
+    edge = np.diff(np.concatenate([[0], opt.astype(np.int8), [0]]))
+    first_s = np.flatnonzero(edge == 1)
+    last_s = np.flatnonzero(edge == -1) - 1
+    lo_x = u[first_s // 2]
+    hi_x = np.where(last_s % 2 == 0, u[last_s // 2], u[np.minimum(last_s // 2 + 1, g - 1)])
+    # the interval (state 2k + 1) of each run at its centre, if the run has one
+    k_lo, k_hi = first_s // 2, (last_s - 1) // 2
+    has = k_lo <= k_hi
+    centre = np.clip(np.searchsorted(u, (lo_x + hi_x) / 2, side="right") - 1, k_lo, k_hi)
+    widest = np.argsort(-(hi_x - lo_x)[has], kind="stable")
+    middles = (u[:-1] + u[1:]) / 2
+    inner = middles[centre[has][widest]]
+    points = u[np.flatnonzero(opt[0::2])]
+    tried = np.concatenate([inner, points])[:_SWEEP_CHECKS]
+    # in case the weights mapped back reproduce none of these ties: the middles of the
+    # best intervals more than a rounding sliver wide, then the ends of the segment
+    widths = np.diff(u)
+    wide = np.flatnonzero(widths > _SWEEP_SLIVER)
+    wide = wide[np.lexsort((-widths[wide], vals[1::2][wide]))][:_SWEEP_FALLBACK]
+    return np.concatenate([tried, middles[wide], [0.0, 1.0]]), best
+
+
+def _reported(prob: _Problem, w: FloatArray, objective: Objective) -> float:
+    """The objective of weights ``w`` (original units) as :func:`objective_value` computes
+    it: on the dissimilarities as given, one weight vector per product (a product with
+    several columns can round an exact tie the other way)."""
+    return float(_objective_many(prob.raw, prob.positives, prob.candidates, _as_given(w, prob),
+                                 objective)[0])
+
+
+def _original_values(prob: _Problem, alphas_n: FloatArray, objective: Objective) -> FloatArray:
+    """:func:`_reported` of normalised weights (columns of ``alphas_n``) once mapped back."""
+    return np.array([_reported(prob, _to_original(prob, a), objective) for a in alphas_n.T])
+
+
+#: near a tie point of the J = 2 sweep, items this close (normalised units) are taken
+#: for tied when their crossing is recomputed in the original units
+_SNAP_NEAR = 1e-9
+#: ... at so many of the sweep's points, and for so many crossings at most
+_SNAP_POINTS = 8
+_SNAP_MAX = 16
+
+
+def _sweep_choice(
+    prob: _Problem,
+    tried: FloatArray,
+    target: float,
+    objective: Objective,
+    deadline: float | None = None,
+) -> FloatArray:
+    """Weights (original units) for the J = 2 sweep's points ``tried`` (``alpha`` on
+    normalised column 0, best first): those of the first point that scores ``target``
+    as reported (:func:`_reported`).
+
+    A point where the sweep's optimum is a single tie is a crossing computed in
+    normalised units; mapped back, the tie can be decided the other way. If no point
+    reaches ``target``, the crossings of the items nearly tied at the first points are
+    computed again in the original units (exact when the tie is, e.g., at 1/2 on
+    integer data), and the weights there and a few ulps on either side are tried,
+    until ``deadline``. The best weights seen are returned; the caller reports their
+    value, and calls them optimal only if it is ``target``.
+    """
+    best_w, best_v = _to_original(prob, np.array([tried[0], 1.0 - tried[0]])), np.inf
+    for x in tried:
+        w = _to_original(prob, np.array([x, 1.0 - x]))
+        v = _reported(prob, w, objective)
+        if v < best_v:
+            best_w, best_v = w, v
+        if v <= target + 1e-9:
+            return w
+    c0, c1 = (int(c) for c in prob.cols)
+    raw, dn, pos, cand = prob.raw, prob.d, prob.positives, prob.candidates
+    pairs: list[FloatArray] = []
+    for x in tried[:_SNAP_POINTS]:
+        f = dn @ np.array([x, 1.0 - x])
+        tops = pos[f[pos] >= f[pos].max() - _SNAP_NEAR] if objective == "maxrank" else pos
+        for s in tops:
+            near = cand[np.abs(f[cand] - f[s]) <= _SNAP_NEAR]
+            a0, a1 = raw[near, c0] - raw[s, c0], raw[near, c1] - raw[s, c1]
+            ok = a1 != a0
+            # a0 w0 + a1 w1 = 0 with w0 + w1 = 1, each weight rounded on its own
+            pairs.append(np.column_stack([a1[ok] / (a1[ok] - a0[ok]),
+                                          a0[ok] / (a0[ok] - a1[ok])]))
+    at = np.unique(np.vstack(pairs), axis=0) if pairs else np.zeros((0, 2))
+    at = at[np.all((at >= 0) & (at <= 1), axis=1)][:_SNAP_MAX]
+    for w01 in at:
+        # there, and each weight moved by a few ulps: each probe rounds the ties its
+        # own way
+        for k, which in [(0, 0), *((k, i) for k in (-1, 1, -2, 2, -3, 3, -4, 4)
+                                     for i in (0, 1))]:
+            if _expired(deadline):
+                return best_w
+            w2 = w01.copy()
+            w2[which] += k * np.spacing(w2[which])
+            if w2.min() < 0 or w2.sum() <= 0:
+                continue
+            w = np.zeros(prob.n_cols)
+            w[c0], w[c1] = w2
+            v = _reported(prob, w, objective)
+            if v < best_v:
+                best_w, best_v = w, v
+            if v <= target + 1e-9:
+                return best_w
+    return best_w
 
 
 # --------------------------------------------------------------------------- heuristics
@@ -585,6 +785,35 @@ def _candidate_alphas(
     return np.hstack(cols)
 
 
+def _evaluate(
+    d: FloatArray,
+    pos: IntArray,
+    cand: IntArray,
+    alphas: FloatArray,
+    objective: Objective,
+    deadline: float | None,
+    first: int = 0,
+) -> FloatArray:
+    """``_objective_many`` of each column of ``alphas``; with a ``deadline``, the columns
+    after the first ``first`` in chunks, those left when it passed ``inf``."""
+    if deadline is None:
+        return _objective_many(d, pos, cand, alphas, objective)
+    k = alphas.shape[1]
+    out = np.full(k, np.inf)
+    if first:
+        out[:first] = _objective_many(d, pos, cand, alphas[:, :first], objective)
+    for start in range(first, k, _EVAL_CHUNK):
+        if _expired(deadline):
+            break
+        out[start : start + _EVAL_CHUNK] = _objective_many(
+            d, pos, cand, alphas[:, start : start + _EVAL_CHUNK], objective)
+    return out
+
+
+#: weight vectors the heuristic evaluates between two looks at its deadline
+_EVAL_CHUNK = 16
+
+
 def _heuristic(
     d: FloatArray,
     pos: IntArray,
@@ -593,17 +822,24 @@ def _heuristic(
     rng: np.random.Generator,
     starts: list[FloatArray],
     budget_cells: float = 2e8,
+    deadline: float | None = None,
 ) -> tuple[FloatArray, float]:
     """Best of the simplex vertices, the centre, given starts and random samples,
-    then a few rounds of pairwise weight moves."""
+    then a few rounds of pairwise weight moves.
+
+    The vertices, the centre and the starts are always evaluated; the samples and the
+    moves stop at ``deadline`` (``time.monotonic()`` seconds; ``None``: no limit).
+    """
     j = d.shape[1]
     k = int(min(128, max(0, budget_cells / max(1, d.shape[0] * j) / 2)))
     alphas = _candidate_alphas(j, rng, k, starts)
-    vals = _objective_many(d, pos, cand, alphas, objective)
+    vals = _evaluate(d, pos, cand, alphas, objective, deadline, first=j + 1 + len(starts))
     i = int(np.argmin(vals))
     best_a, best_v = alphas[:, i].copy(), float(vals[i])
     if j > 1:
         for step in (0.5, 0.25, 0.1, 0.05, 0.02):
+            if _expired(deadline):
+                break
             moves = []
             for src in range(j):
                 if best_a[src] <= 0:
@@ -620,7 +856,7 @@ def _heuristic(
             cand_a = np.array(moves).T
             if cand_a.shape[1] > 4 * k + 64:
                 cand_a = cand_a[:, rng.choice(cand_a.shape[1], 4 * k + 64, replace=False)]
-            vals = _objective_many(d, pos, cand, cand_a, objective)
+            vals = _evaluate(d, pos, cand, cand_a, objective, deadline)
             i = int(np.argmin(vals))
             if vals[i] < best_v:
                 best_a, best_v = cand_a[:, i].copy(), float(vals[i])
@@ -788,6 +1024,36 @@ def _milp_maxrank(
     )
 
 
+def _pairs_reserve(
+    d: FloatArray,
+    pos: IntArray,
+    cand: IntArray,
+    objective: Objective,
+    cutoff_rank: int,
+    deadline: float | None,
+) -> float | None:
+    """Seconds the ``meanrank`` / ``mrr`` MILP needs beyond HiGHS's own limit (building
+    its matrix, the root LP HiGHS does not interrupt, the polish LP after it), from
+    its size counted before it is built (one pass over the pairs, no matrix).
+
+    Returns ``None`` if ``deadline`` passed first.
+    """
+    j = d.shape[1]
+    dc = d[cand]
+    nnz, n_y = j, 0
+    for s in pos:
+        if _expired(deadline):
+            return None
+        diff = d[s] - dc
+        always = diff.min(axis=1) > 0
+        mixed = int(np.count_nonzero((diff.max(axis=1) > 0) & ~always))
+        n_y += mixed
+        nnz += mixed * (j + 1)  # its row: the J differences and -M y
+        if objective == "mrr":  # its rank indicators: one row per k, every free pair in it
+            nnz += max(0, cutoff_rank - int(np.count_nonzero(always))) * (mixed + 1)
+    return float(_MILP_OVERHEAD_FIXED + _MILP_OVERHEAD_PER_NNZ * nnz + _POLISH_PER_ROW * n_y)
+
+
 def _milp_pairs(
     d: FloatArray,
     pos: IntArray,
@@ -795,9 +1061,12 @@ def _milp_pairs(
     objective: Objective,
     cutoff_rank: int,
     time_limit: float | None,
+    reserve: float = 0.0,
 ) -> tuple[_MilpOut, int, FloatArray]:
     """MILP for ``meanrank`` / ``mrr``: a binary per (s, v) pair that can go either way.
 
+    ``time_limit`` is what is left of the call; HiGHS gets 90 % of it less ``reserve``
+    (from :func:`_pairs_reserve`; the caller decided the MILP is worth starting).
     Returns the solve, the number of (s, v) pairs fixed as "v before s", and the
     difference rows ``d_s - d_v`` of the free pairs (in variable order).
     """
@@ -852,17 +1121,8 @@ def _milp_pairs(
     lo = np.zeros(n_var)
     hi = np.ones(n_var)
     integrality = np.concatenate([np.zeros(j), np.ones(n_y + n_w)])
-    milp_time = time_limit
-    if time_limit is not None:
-        # as for maxrank: HiGHS gets what is left minus the work it does not interrupt
-        # (its presolve and root LP, about linear in the non-zeros) and the polish LP
-        # after it; with too little left it is not started at all
-        reserve = (_MILP_OVERHEAD_FIXED + _MILP_OVERHEAD_PER_NNZ * a.nnz
-                   + _POLISH_PER_ROW * n_y)
-        milp_time = _MILP_SHARE * (time_limit - reserve)
-        if milp_time < max(0.5, _MILP_MIN_RATIO * reserve):
-            return (_MilpOut(None, None, -np.inf, False, "time limit: MILP not started"),
-                    int(fixed.sum()), np.asarray(coef, dtype=np.float64))
+    # as for maxrank: HiGHS gets what is left minus the work it does not interrupt
+    milp_time = None if time_limit is None else _MILP_SHARE * (time_limit - reserve)
     out = _run_milp(
         c, a, np.concatenate(lbs), np.concatenate(ubs), Bounds(lo, hi), integrality, milp_time, j
     )
@@ -946,10 +1206,12 @@ class FusionResult:
     optimal
         Whether optimality is proven.
     method
-        ``"sweep"`` (exact, J = 2), ``"milp"``, ``"milp+search"`` (the MILP's
-        incumbent improved by line searches after the time limit stopped it),
-        ``"heuristic"`` (sampling and line searches; no better MILP incumbent,
-        or the MILP not started for lack of time) or ``"trivial"``.
+        ``"sweep"`` (J = 2; optimal unless the optimum is a single tie point that
+        no weights reproduce once rounded), ``"milp"``, ``"milp+search"`` (the
+        MILP's incumbent improved by line searches after the time limit stopped
+        it), ``"heuristic"`` (sampling and line searches; no better MILP
+        incumbent, the MILP not started or the J = 2 sweep stopped for lack of
+        time) or ``"trivial"``.
     seconds
         Wall time of the solve.
     n_candidates, n_removed, n_fixed, n_active
@@ -1041,7 +1303,11 @@ def solve_weights(
         loaded machine); if that leaves less than four times the estimate, the
         MILP is not started, the time goes to line searches and the bound is
         the trivial one (the count of candidates that always outrank). With a
-        ``runner`` the call returns at the limit even if HiGHS overruns.
+        ``runner`` the call returns at the limit even if HiGHS overruns. For
+        ``meanrank`` / ``mrr`` the same estimate is made from a count of the
+        program's pairs before it is built, the heuristic gets a tenth of the
+        limit when the MILP follows and all of it otherwise, and the J = 2 sweep
+        stops at the limit too (the bound is then unknown).
     method
         ``"auto"`` (sweep for J = 2; otherwise a sampled heuristic and exact
         line searches along segments of the simplex (each a J = 2 sweep) for
@@ -1101,44 +1367,67 @@ def solve_weights(
     if start is not None:
         starts.append(_to_normalised(prob, _check_weights(start, prob.n_cols, "start")))
     rng = np.random.default_rng(seed)
+    # every score tied: no candidate outranks a positive, the best value of any objective
+    # (maxrank 0, meanrank 1, MRR 1, stored negated)
+    all_ties = {"maxrank": 0.0, "meanrank": 1.0}.get(obj, -1.0)
 
     def finish(
-        alpha_n: FloatArray, meth: str, bound: float, optimal: bool, **kw: Any
+        alpha_n: FloatArray | None,
+        meth: str,
+        bound: float,
+        optimal: bool,
+        *,
+        weights: FloatArray | None = None,
+        message: str = "",
+        **kw: Any,
     ) -> FusionResult:
-        w = _to_original(prob, alpha_n)
+        w = weights if weights is not None else _to_original(prob, np.asarray(alpha_n))
         # the objective of the weights returned, on the dissimilarities as given (what
-        # objective_value says of them); no informative column: every score ties, no
-        # candidate outranks a positive (each positive ranks first: maxrank 0, meanrank
-        # 1, MRR 1, stored negated)
-        val = (float(_objective_many(prob.raw, pos, cand, _as_given(w, prob), obj)[0]) if j
-               else {"maxrank": 0.0, "meanrank": 1.0}.get(obj, -1.0))
-        val_r = _report(obj, val)
+        # objective_value says of them); no informative column: every score ties
+        val = _reported(prob, w, obj) if j else all_ties
+        notes = [message] if message else []
+        if j and prob.cols.size < prob.n_cols and val > all_ties:
+            # a constant column was left out: all weight on it ties every item, which no
+            # objective can beat; the solver does not return such weights (they rank
+            # nothing), but it cannot call a worse value optimal
+            bound = all_ties
+            dropped = sorted(set(range(prob.n_cols)) - set(prob.cols.tolist()))
+            notes.append(f"constant dissimilarities {dropped} left out (all weight on them "
+                         f"ties every item: objective {_report(obj, all_ties)})")
+        if np.isfinite(bound) and val < bound:
+            if bound - val <= 1e-6 * max(1.0, abs(bound)):
+                bound = val  # a solver's bound, off by its tolerance
+            else:
+                # weights that beat a bound disprove it: none rather than a wrong one
+                bound, optimal = -np.inf, False
+                notes.append("bound discarded: the weights returned beat it")
         # optimal only if these weights reach the bound (a tie the solver counted on can
         # be decided the other way by rounding, in its units or in these)
-        optimal = optimal and (not np.isfinite(bound) or val <= bound + 1e-9)
+        optimal = optimal and np.isfinite(bound) and val <= bound + 1e-9
         gap = 0.0 if optimal else _relative_gap(val, bound)
         return FusionResult(
             weights=w,
-            objective=val_r,
+            objective=_report(obj, val),
             bound=_report(obj, bound) if np.isfinite(bound) else float("nan"),
             gap=gap,
             optimal=optimal,
             method=meth,
             seconds=time.monotonic() - t0,
             n_candidates=int(cand.size),
+            message="; ".join(notes),
             **kw,
         )
 
     if j <= 1 or cand.size == 0:
         alpha = np.full(j, 1.0 / j) if j else np.zeros(0)  # no candidates: any weights
-        val = float(_objective_many(d, pos, cand, alpha[:, None], obj)[0]) if j else 0.0
-        if j == 0:
-            cnt = 0.0 if obj == "maxrank" else 1.0
-            val = cnt if obj != "mrr" else -1.0
-        return finish(alpha if j else np.zeros(0), "trivial", val, True)
+        val = float(_objective_many(d, pos, cand, alpha[:, None], obj)[0]) if j else all_ties
+        return finish(alpha, "trivial", val, True)
 
     def remaining() -> float | None:
         return None if time_limit is None else time_limit - (time.monotonic() - t0)
+
+    # when the heuristics, line searches and sweeps stop: the call must end by the limit
+    stop = None if time_limit is None else t0 + time_limit - _stop_margin(time_limit)
 
     if obj == "maxrank":
         pr = _prune_maxrank(d, pos, cand)
@@ -1156,14 +1445,11 @@ def solve_weights(
             tried, low = _sweep_points(d, pr.pos_rows, pr.active)
             # the first point whose weights, as returned, score the sweep's bound on the
             # dissimilarities as given (at a tie, rounding decides)
-            alphas = np.vstack([tried, 1.0 - tried])
-            ws = np.hstack([_as_given(_to_original(prob, a), prob) for a in alphas.T])
-            counts = _objective_many(prob.raw, pos, cand, ws, "maxrank")
-            i = int(np.argmin(counts))
-            return finish(alphas[:, i], "sweep", float(pr.n_fixed + low), True, **kw)
+            w = _sweep_choice(prob, tried, float(pr.n_fixed + low), obj, stop)
+            return finish(None, "sweep", float(pr.n_fixed + low), True, weights=w, **kw)
         # the heuristic only needs the undecided candidates
         if method == "auto":
-            h_a, h_v = _heuristic(d, pr.pos_rows, pr.active, obj, rng, starts)
+            h_a, h_v = _heuristic(d, pr.pos_rows, pr.active, obj, rng, starts, deadline=stop)
             # exact line searches: at most a tenth of the limit before the MILP
             ls_deadline = None if time_limit is None else t0 + 0.1 * time_limit
             h_a, h_v = _line_search(d, pr.pos_rows, pr.active, h_a, h_v, rng, ls_deadline)
@@ -1184,9 +1470,8 @@ def solve_weights(
             # not worth starting HiGHS (its root LP, which it does not interrupt, would
             # take most of the time and on a loaded machine overrun it): spend the time
             # on line searches; the bound is the trivial one (the fixed count)
-            if method == "auto" and time_limit is not None:
-                h_a, h_v = _line_search(d, pr.pos_rows, pr.active, h_a, h_v, rng,
-                                        t0 + time_limit - _stop_margin(time_limit),
+            if method == "auto" and stop is not None:
+                h_a, h_v = _line_search(d, pr.pos_rows, pr.active, h_a, h_v, rng, stop,
                                         restarts=10_000)
             return finish(h_a, "heuristic", float(pr.n_fixed), h_v <= 0,
                           message="time limit: MILP not started", **kw)
@@ -1201,13 +1486,13 @@ def solve_weights(
             below = act_rows[out.x[j + 1 :] < 0.5]
             return out, _polish_maxrank(d, ps_rows, below, out.alpha)
 
-        if time_limit is None or runner is None:
+        if stop is None or runner is None:
             out, a_pol = job()
         else:
             # HiGHS does not interrupt its root LP and overruns its limit on a loaded
             # machine; a runner (e.g. a thread joined at the deadline: HiGHS releases
             # the GIL) lets the call return at the limit regardless.
-            done = runner(job, t0 + time_limit - _stop_margin(time_limit))
+            done = runner(job, stop)
             if done is None:
                 return finish(h_a, "heuristic", float(pr.n_fixed), False,
                               message="time limit: MILP still running, abandoned", **kw)
@@ -1219,42 +1504,67 @@ def solve_weights(
         cands: list[FloatArray] = [out.alpha, h_a]
         if a_pol is not None:
             cands.insert(0, a_pol)
-        vals = _objective_many(d, pr.pos_rows, pr.active, np.column_stack(cands), obj)
+        # compared in the units reported: a tie can fall one way in the solver's
+        # normalised units and the other in the original ones
+        vals = _original_values(prob, np.column_stack(cands), obj)
         best = int(np.argmin(vals))
         alpha_best, val_best = cands[best], float(vals[best])
         meth = "heuristic" if cands[best] is h_a else "milp"
         # HiGHS's feasibility tolerance can let a near-tie count as not outranking;
         # optimality is claimed only if the exact count matches the proven bound.
-        opt = out.optimal and val_best <= out.bound + 1e-9
+        opt = out.optimal and val_best <= bound + 1e-9
         left = remaining()
         if (method == "auto" and not opt and left is not None and time_limit is not None
                 and left > 2 * _stop_margin(time_limit)):
-            a_ls, v_ls = _line_search(d, pr.pos_rows, pr.active, alpha_best, val_best, rng,
-                                      t0 + time_limit - _stop_margin(time_limit))
-            if v_ls < val_best:
+            v_act = float(_objective_many(d, pr.pos_rows, pr.active, alpha_best[:, None], obj)[0])
+            a_ls, v_ls = _line_search(d, pr.pos_rows, pr.active, alpha_best, v_act, rng, stop)
+            if v_ls < v_act and _original_values(prob, a_ls[:, None], obj)[0] < val_best:
                 alpha_best, meth = a_ls, "milp+search"
         return finish(alpha_best, meth, bound, opt, message=out.message, **kw)
 
     # meanrank / mrr
+    kw_p: dict[str, Any] = {"n_active": int(cand.size)}
     if j == 2 and method in ("auto", "sweep"):
-        a0, _ = _sweep_pairs(d, pos, cand, obj)
-        alpha = np.array([a0, 1.0 - a0])
-        val = float(_objective_many(d, pos, cand, alpha[:, None], obj)[0])
-        return finish(alpha, "sweep", val, True, n_active=int(cand.size))
+        sw = _sweep_pairs(d, pos, cand, obj, stop)
+        if sw is not None:
+            points, best_v = sw
+            return finish(None, "sweep", best_v, True,
+                          weights=_sweep_choice(prob, points, best_v, obj, stop), **kw_p)
+        # the limit came first: the better end of the segment or its middle (or a start)
+        ends = _candidate_alphas(j, rng, 0, starts)
+        return finish(ends[:, int(np.argmin(_original_values(prob, ends, obj)))], "heuristic",
+                      -np.inf, False, message="time limit: sweep stopped", **kw_p)
+    # Whether the MILP can start is decided before it is built (building it can take
+    # longer than the limit): its overhead is estimated from a count of its pairs.
+    reserve_p = _pairs_reserve(d, pos, cand, obj, mrr_cutoff, stop)
+
+    def milp_fits(left: float | None) -> bool:
+        if left is None:
+            return True
+        return reserve_p is not None and (
+            _MILP_SHARE * (left - reserve_p) >= max(0.5, _MILP_MIN_RATIO * reserve_p))
+
     if method == "auto":
-        h_a, _ = _heuristic(d, pos, cand, obj, rng, starts)
+        # a tenth of the limit when the MILP follows, else all of it
+        h_stop = stop
+        if time_limit is not None and stop is not None and milp_fits(
+                time_limit - (time.monotonic() - t0) - 0.1 * time_limit):
+            h_stop = min(stop, t0 + 0.1 * time_limit)
+        h_a, _ = _heuristic(d, pos, cand, obj, rng, starts, deadline=h_stop)
     else:
         h_a = starts[0] if starts else np.full(j, 1.0 / j)
     left = remaining()
-    if left is not None and left <= 0.05:
-        return finish(h_a, "heuristic", -np.inf, False, n_active=int(cand.size))
-    out, n_fixed_pairs, diff = _milp_pairs(d, pos, cand, obj, mrr_cutoff, left)
+    if not milp_fits(left):
+        return finish(h_a, "heuristic", -np.inf, False, message="time limit: MILP not started",
+                      **kw_p)
+    out, n_fixed_pairs, diff = _milp_pairs(d, pos, cand, obj, mrr_cutoff, left,
+                                           reserve_p or 0.0)
     if out.alpha is None or out.x is None:
-        return finish(h_a, "heuristic", -np.inf, False, message=out.message)
+        return finish(h_a, "heuristic", -np.inf, False, message=out.message, **kw_p)
     y = out.x[j : j + diff.shape[0]]
     a_pol = _polish_pairs(diff[y < 0.5], out.alpha)
     trio2: list[FloatArray] = [a_pol, out.alpha, h_a]
-    vals = _objective_many(d, pos, cand, np.column_stack(trio2), obj)
+    vals = _original_values(prob, np.column_stack(trio2), obj)
     best = int(np.argmin(vals))
     if obj == "meanrank":
         bound = 1.0 + (out.bound + n_fixed_pairs / pos.size) if np.isfinite(out.bound) else -np.inf
@@ -1266,7 +1576,7 @@ def solve_weights(
         # status on the truncated program does not say so for the exact objective
         opt = out.optimal and mrr_cutoff >= cand.size and float(vals[best]) <= bound + 1e-9
     return finish(trio2[best], "heuristic" if best == 2 else "milp", bound, opt,
-                  message=out.message, n_active=int(cand.size))
+                  message=out.message, **kw_p)
 
 
 # --------------------------------------------------------------------------- estimators
@@ -1350,7 +1660,9 @@ class DissimilarityFusion:
 class SingletonRanker:
     """The paper's Singleton baseline: the one dissimilarity with the best objective.
 
-    Ties between dissimilarities are broken uniformly at random with ``seed``.
+    Ties between dissimilarities are broken uniformly at random with ``seed``. A
+    constant dissimilarity (which ties every item) is not chosen while another one
+    varies, as :func:`solve_weights` leaves it out.
 
     Parameters
     ----------
@@ -1390,7 +1702,10 @@ class SingletonRanker:
         d = _as_matrix(dissimilarities)
         prob = _problem(d, positives, query)
         vals = _objective_many(d, prob.positives, prob.candidates, np.eye(d.shape[1]), obj)
-        tied = np.flatnonzero(vals <= vals.min())
+        # a constant column ties every item (no ranking, and the best value of any
+        # objective): as solve_weights, leave it out while another column varies
+        allowed = prob.cols if prob.cols.size else np.arange(d.shape[1], dtype=np.intp)
+        tied = allowed[vals[allowed] <= vals[allowed].min()]
         rng = np.random.default_rng(self.seed)
         self.column_ = int(tied[int(rng.integers(tied.size))]) if tied.size > 1 else int(tied[0])
         self.tied_ = [int(t) for t in tied]
@@ -1474,13 +1789,30 @@ def _block_sq_norms(X: sp.csr_matrix, lo: int, hi: int) -> FloatArray:
 
 def _max_margin(d: FloatArray, pos: IntArray, alpha: FloatArray) -> tuple[FloatArray, float]:
     """Weights with the same or fewer negatives before the worst positive that push the
-    negatives now behind it as far behind as possible; also the margin reached."""
+    negatives now behind it as far behind as possible; also the margin reached.
+
+    The new weights are counted again and dropped if more negatives come first: with a
+    negative that duplicates a positive the best margin is 0, and the LP's vertex can
+    leave other negatives exactly tied with the worst positive, where rounding can put
+    them in front.
+    """
     f = d @ alpha
     neg = np.setdiff1d(np.arange(d.shape[0]), pos)
     behind = neg[f[neg] >= f[pos].max()]
     if behind.size == 0:
         return alpha, 0.0
     out = _polish_maxrank(d, pos, behind, alpha, cap=1.0)
+    negs = neg.astype(np.intp)
+
+    def counts(a: FloatArray) -> tuple[float, float]:
+        # one product per weight vector, as the model scores (see _reported), and also
+        # as objective_value counts the weights (normalised again: the last bit moves)
+        return (float(_objective_many(d, pos, negs, a[:, None], "maxrank")[0]),
+                float(_objective_many(d, pos, negs, _check_weights(a, a.size)[:, None],
+                                      "maxrank")[0]))
+
+    if any(x > y for x, y in zip(counts(out), counts(alpha), strict=True)):
+        return alpha, float(f[behind].min() - f[pos].max())
     g = d @ out
     return out, float(g[behind].min() - g[pos].max())
 
@@ -1534,8 +1866,9 @@ class FusionModel(ScoringModel):
         ``"margin"``: among weights that keep the same negatives behind the worst
         positive, take those maximising the gap between the worst positive and
         the nearest such negative (one LP; the solver's optimum is usually a
-        whole region, often containing a vertex that uses one component only);
-        ``"solver"``: keep :func:`solve_weights`' choice.
+        whole region, often containing a vertex that uses one component only;
+        the new weights are counted again and kept only if no negative more comes
+        first); ``"solver"``: keep :func:`solve_weights`' choice.
     seed
         Seed of the solver's heuristic.
     batch_solve_seconds
@@ -1678,6 +2011,8 @@ class FusionModel(ScoringModel):
         self.alpha_: FloatArray | None = None
         self.lo_ = np.zeros(0)
         self.scale_ = np.zeros(0)
+        #: shift and range of kNN's tie-break column at the last solve (empty: none yet)
+        self.tie_ = np.zeros(0)
         self.n_pos_ = 0
         self.n_pos_at_solve_ = 0
         self.pending_ = False
@@ -1759,15 +2094,16 @@ class FusionModel(ScoringModel):
         csq_l = np.maximum(np.where(mine, csq - 2 * w * dot + w * w * xsq, csq), 0.0)
         return _safe_div(dot_l, np.sqrt(xsq * csq_l))
 
-    def _matrix(self, X: sp.csr_matrix | None) -> FloatArray:
-        """Raw dissimilarities of the rows of ``X`` (``None``: leave-one-out, examples)."""
+    def _columns(self, X: sp.csr_matrix | None, names: list[str] | None = None) -> list[FloatArray]:
+        """Raw dissimilarities of the rows of ``X`` (``None``: leave-one-out, examples) for
+        each component in ``names`` (default: all), without kNN's tie-break."""
         if X is None:
             ex = self._examples()
             rows, loo = ex.X, (ex.weights, ex.labels > 0)
         else:
             rows, loo = sp.csr_matrix(X), None
         cols: list[FloatArray] = []
-        for name in self.components_:
+        for name in self.components_ if names is None else names:
             if name in ("word", "char", "lsa"):
                 cols.append(1.0 - self._cosines(rows, name, loo))
                 continue
@@ -1776,21 +2112,57 @@ class FusionModel(ScoringModel):
             if name == "kantor":
                 s = np.log(np.maximum(s, _KANTOR_FLOOR))
             cols.append(-np.asarray(s, dtype=np.float64))
-        if "knn" in self.components_:
-            # kNN scores 0 whenever no positive is among the k neighbours; ties do not
-            # outrank in the maxrank program, so break them by word (else Rocchio) order
+        return cols
+
+    def _tie_ref(self) -> str | None:
+        """The component whose order breaks kNN's ties (word, else Rocchio), if kNN is fused:
+        kNN scores 0 whenever no positive is among the k neighbours, and ties do not
+        outrank in the maxrank program."""
+        if "knn" not in self.components_:
+            return None
+        return next((c for c in ("word", "rocchio") if c in self.components_), None)
+
+    @staticmethod
+    def _tie_fit(r: FloatArray) -> FloatArray:
+        """``(shift, range)`` of the tie-break column over the examples."""
+        span = float(np.ptp(r)) if r.size else 0.0
+        return np.array([float(r.min()) if r.size else 0.0, span if span > 0 else 1.0])
+
+    def _tie(self) -> FloatArray:
+        """The kNN tie-break's ``(shift, range)``: fixed at the last solve (``tie_``), so that
+        a document's score does not depend on the documents scored with it. Without it
+        (before the first solve, or a state saved before the forty-third session, which
+        did not keep it): from the examples' leave-one-out values now, as those states
+        normalised the term at their solve, and kept from then on once weights exist."""
+        if self.tie_.size:
+            return self.tie_
+        ref = self._tie_ref()
+        ex = self.examples_
+        if ref is None or ex is None or len(ex) == 0:
+            return self._tie_fit(np.zeros(0))
+        tie = self._tie_fit(self._columns(None, [ref])[0])
+        if self.alpha_ is not None:
+            self.tie_ = tie
+        return tie
+
+    def _stack(self, cols: list[FloatArray], n: int, tie: FloatArray | None) -> FloatArray:
+        """The columns as a matrix, kNN's with its tie-break term (``tie``: ``(shift,
+        range)`` of the reference column; ``None``: :meth:`_tie`)."""
+        ref = self._tie_ref()
+        if ref is not None:
+            t = self._tie() if tie is None else tie
             k = self.components_.index("knn")
-            ref = "word" if "word" in self.components_ else (
-                "rocchio" if "rocchio" in self.components_ else None)
-            if ref is not None:
-                r = cols[self.components_.index(ref)]
-                span = float(np.ptp(r)) if r.size else 0.0
-                cols[k] = cols[k] + _KNN_TIE * (r - r.min()) / (span if span > 0 else 1.0)
-        n = rows.shape[0]
+            r = cols[self.components_.index(ref)]
+            cols = [*cols[:k], cols[k] + _KNN_TIE * (r - t[0]) / t[1], *cols[k + 1 :]]
         return np.column_stack(cols) if cols else np.zeros((n, 0))
 
+    def _matrix(self, X: sp.csr_matrix | None) -> FloatArray:
+        """Dissimilarities of the rows of ``X`` (``None``: leave-one-out, examples)."""
+        n = len(self._examples()) if X is None else sp.csr_matrix(X).shape[0]
+        return self._stack(self._columns(X), n, None)
+
     # -- weights ----------------------------------------------------------------------
-    def _solve(self, D: FloatArray) -> None:
+    def _solve(self, D: FloatArray, tie: FloatArray) -> None:
         ex = self._examples()
         pos = np.flatnonzero(ex.labels > 0)
         if pos.size == 0 or D.shape[0] == 0:
@@ -1807,7 +2179,7 @@ class FusionModel(ScoringModel):
         if self.tie_break == "margin" and self.objective == "maxrank":
             alpha, margin = _max_margin(Dn, pos, alpha)
         self.alpha_ = alpha
-        self.lo_, self.scale_ = lo, scale
+        self.lo_, self.scale_, self.tie_ = lo, scale, tie
         self.n_pos_at_solve_ = self.n_pos_
         self.n_solves_ += 1
         self.last_solve_ = {"objective": float(res.objective), "gap": float(res.gap),
@@ -1838,18 +2210,23 @@ class FusionModel(ScoringModel):
         """The re-solve a re-threshold would make here, without the fused scores."""
         self._ensure_solved()
 
-    def _ensure_solved(self, D_loo: FloatArray | None = None) -> FloatArray | None:
+    def _ensure_solved(self) -> FloatArray | None:
+        """Re-solve the weights if due; the leave-one-out matrix solved on, if it solved."""
         if self.pending_ and self.examples_ is not None and np.any(self.examples_.labels > 0):
             if self._budget is not None and self._budget <= 0:
-                return D_loo  # the batch spent its budget: solved at its re-threshold
-            if D_loo is None:
-                D_loo = self._matrix(None)
+                return None  # the batch spent its budget: solved at its re-threshold
+            cols = self._columns(None)
+            ref = self._tie_ref()
+            # the tie-break's scaling is fixed here, with the weights
+            tie = self._tie_fit(cols[self.components_.index(ref)]) if ref else np.zeros(0)
+            D = self._stack(cols, len(self.examples_), tie)
             t0 = time.perf_counter()
-            self._solve(D_loo)
+            self._solve(D, tie)
             if self._budget is not None:
                 self._budget -= time.perf_counter() - t0
             self.pending_ = False
-        return D_loo
+            return D
+        return None
 
     @property
     def no_evidence_score(self) -> float | None:
@@ -1876,7 +2253,7 @@ class FusionModel(ScoringModel):
         ex = self._examples()
         if len(ex) == 0:
             return np.zeros(0)
-        D = self._ensure_solved(self._matrix(None) if self.pending_ else None)
+        D = self._ensure_solved()
         if D is None:
             D = self._matrix(None)
         return self._fused(D)
@@ -1894,6 +2271,7 @@ class FusionModel(ScoringModel):
             "alpha": None if self.alpha_ is None else encode_array(self.alpha_),
             "lo": encode_array(self.lo_),
             "scale": encode_array(self.scale_),
+            "tie": encode_array(self.tie_),
             "n_pos": self.n_pos_,
             "n_pos_at_solve": self.n_pos_at_solve_,
             "pending": self.pending_,
@@ -1918,6 +2296,10 @@ class FusionModel(ScoringModel):
                      decode_array(state["alpha"], name="fusion.alpha", dtype=np.float64, ndim=1))
             lo = decode_array(state["lo"], name="fusion.lo", dtype=np.float64, ndim=1)
             scale = decode_array(state["scale"], name="fusion.scale", dtype=np.float64, ndim=1)
+            # states saved before the forty-third session have no "tie": empty, so the
+            # tie-break's scaling is taken from the examples at the next use (see _tie)
+            tie = (decode_array(state["tie"], name="fusion.tie", dtype=np.float64, ndim=1)
+                   if "tie" in state else np.zeros(0))
             n_pos, n_at = int(state["n_pos"]), int(state["n_pos_at_solve"])
             pending = state["pending"]
             n_solves = int(state["n_solves"])
@@ -1931,8 +2313,11 @@ class FusionModel(ScoringModel):
             raise StateError("fusion: weights or scaling do not match the components")
         if not isinstance(pending, bool) or min(n_pos, n_at, n_solves) < 0 or n_at > n_pos:
             raise StateError("fusion: bad counters")
+        if tie.size not in (0, 2) or (tie.size and (not np.all(np.isfinite(tie)) or tie[1] <= 0)):
+            raise StateError(f"fusion: tie must be empty or a finite shift and a range > 0, "
+                             f"got {tie.tolist()}")
         self.centroid_ = centroid
-        self.alpha_, self.lo_, self.scale_ = alpha, lo, scale
+        self.alpha_, self.lo_, self.scale_, self.tie_ = alpha, lo, scale, tie
         self.n_pos_, self.n_pos_at_solve_, self.pending_ = n_pos, n_at, pending
         self.n_solves_, self.last_solve_ = n_solves, last
         self._cvec = None
