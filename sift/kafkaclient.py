@@ -175,7 +175,9 @@ class Sends:
     record the broker refused (larger than its ``message.max.bytes``, a topic it would
     not write, ...), so without this a refused message is reported sent, and lost.
 
-    ``send`` sends and remembers a failure under a label that says which record it was;
+    ``send`` sends and remembers a failure under a label that says which record it was,
+    whether the broker refuses the message later or the client at once (over its
+    ``max_request_size``, no metadata in time: kafka-python raises those from ``send``);
     ``failed`` is the first failure so far (a long run can stop early); ``flush`` flushes
     and raises :class:`KafkaClientError` naming the first refused message.
     """
@@ -183,10 +185,21 @@ class Sends:
     def __init__(self, prod: Any) -> None:
         self.prod = prod
         self.failures: list[tuple[str, BaseException]] = []
+        self._at_once: set[int] = set()  # ids of the errors the client raised from send
 
-    def send(self, topic: str, key: bytes | None, value: bytes, label: str) -> None:
-        future = self.prod.send(topic, key=key, value=value)
+    def send(self, topic: str, key: bytes | None, value: bytes, label: str) -> bool:
+        """Send one message; ``False`` when the client refused it at once (remembered
+        under ``label``, as the broker's refusals are)."""
+        from kafka.errors import KafkaError
+
+        try:
+            future = self.prod.send(topic, key=key, value=value)
+        except KafkaError as exc:
+            self.failures.append((label, exc))
+            self._at_once.add(id(exc))
+            return False
         future.add_errback(lambda exc: self.failures.append((label, exc)))
+        return True
 
     @property
     def failed(self) -> str | None:
@@ -203,9 +216,11 @@ class Sends:
             raise KafkaClientError(self._reason(*self.failures[0])
                                    + (f" ({more} more messages refused)" if more else ""))
 
-    @staticmethod
-    def _reason(label: str, exc: BaseException) -> str:
+    def _reason(self, label: str, exc: BaseException) -> str:
         name = type(exc).__name__
+        if "MessageSizeTooLarge" in name and id(exc) in self._at_once:
+            return (f"{label}: refused by the client as too large ({exc}): over "
+                    "its max_request_size; send fewer records a message")
         if "MessageSizeTooLarge" in name:
             return (f"{label}: refused by the broker as too large ({name}): its "
                     "message.max.bytes (1 MiB on a stock broker) is below the message; "

@@ -262,7 +262,7 @@ def messages(path: Path, topic: str, batch: int, raw: bool, limit: int | None,
 
 
 def run(args: argparse.Namespace) -> int:
-    from kafka.errors import KafkaError, MessageSizeTooLargeError
+    from kafka.errors import MessageSizeTooLargeError
 
     from sift.kafkaclient import KafkaClientError, Sends, ensure_topics, producer
 
@@ -293,13 +293,8 @@ def run(args: argparse.Namespace) -> int:
                 break
             where = msg.where(label(args.file), noun)
             held[where] = msg.records
-            try:
-                sends.send(topic, msg.key, msg.value, where)
-            except KafkaError as exc:
-                # refused by the client itself (over its max_request_size, no metadata in
-                # time): reported as the broker's refusals are
-                sends.failures.append((where, exc))
-                break
+            if not sends.send(topic, msg.key, msg.value, where):
+                break  # refused by the client itself: flush reports it
             sent += msg.records
             progress.update(msg.records)
         try:

@@ -48,3 +48,18 @@ def test_a_flush_that_times_out_is_one_line() -> None:
     sends.send("t", None, b"v", "line 1")
     with pytest.raises(KafkaClientError, match=r"not every message was sent within 60 s"):
         sends.flush(timeout=60)
+
+
+def test_a_message_the_client_refuses_at_once_is_remembered_for_every_caller() -> None:
+    """kafka-python raises from ``send`` itself for a record over its max_request_size
+    (or without metadata in time); that refusal is remembered under the message's label
+    and reported by ``flush``, as the broker's are, whoever sends (until the forty-fourth
+    session only ``sift produce`` caught it; the others let kafka-python's error through)."""
+    sends = Sends(FakeProducer(fail_send=MessageSizeTooLargeError("over max_request_size")))
+    assert sends.send("t", b"k", b"v" * 10, "the judgment of 'd1'") is False
+    assert sends.failed is not None and sends.failed.startswith("the judgment of 'd1': refused by the client")
+    with pytest.raises(KafkaClientError, match=r"^the judgment of 'd1': refused by the client as too large "
+                                              r"\(\[Error 10\] MessageSizeTooLargeError: over max_request_size\): "
+                                              r"over its max_request_size; send fewer records a message$"):
+        sends.flush()
+    assert Sends(FakeProducer()).send("t", None, b"v", "line 1") is True
