@@ -132,7 +132,14 @@ class SparseAccumulator:
     def from_state(cls, state: dict[str, Any], n_sums: int,
                    n_features: int | None = None) -> SparseAccumulator:
         """Inverse of :meth:`to_state`; with ``n_features``, every feature must be below it
-        (a column index past the vectorizer's width would break scoring later)."""
+        (a column index past the vectorizer's width would break scoring later). A state
+        that is not an object, lacks a key or is corrupt raises
+        :class:`~sift.filters.errors.StateError`."""
+        if not isinstance(state, dict):
+            raise StateError(f"accumulator: state must be an object, got {type(state).__name__}")
+        missing = [key for key in ("features", "sums") if key not in state]
+        if missing:
+            raise StateError(f"accumulator: state lacks {', '.join(map(repr, missing))}")
         feat = decode_array(state["features"], name="accumulator.features", dtype=np.int64, ndim=1)
         sums = decode_array(state["sums"], name="accumulator.sums", dtype=np.float64, ndim=2)
         if sums.shape != (n_sums, feat.size):

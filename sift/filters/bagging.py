@@ -47,6 +47,7 @@ instead of ``B`` (the same value up to the rounding of the sums).
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 from collections.abc import Sequence
 from typing import Any, cast
@@ -56,7 +57,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
 from sift.filters.errors import ParameterError, StateError
-from sift.filters.profile import Profile
+from sift.filters.profile import Profile, check_documents
 from sift.filters.rocchio import Rocchio
 from sift.filters.sparse import restrict
 from sift.filters.state import STATE_VERSION, check_version
@@ -81,6 +82,7 @@ def _check_rule(rule: Any) -> str:
 def bag_threshold(thresholds: NDArray[np.float64], rule: str = "margin") -> Any:
     """The bag's threshold from its members' thresholds (see the module): a float from
     ``(B,)``, or one per profile from ``(B, k)`` (``k`` profiles of ``B`` members each)."""
+    _check_rule(rule)
     T = np.asarray(thresholds, dtype=np.float64)
     if T.ndim == 1:
         if rule == "vote":
@@ -147,6 +149,33 @@ def bagged_delivery(scores: NDArray[np.float64], thresholds: NDArray[np.float64]
     return np.asarray(bag_scores(scores, T, rule) >= bag_threshold(T, rule))
 
 
+def _check_members(members: Sequence[Profile]) -> None:
+    """Members that can make one bag (:class:`ParameterError` if not): distinct objects
+    (one profile twice would learn every judgment twice), all trained or none, and the
+    trained ones of one width, one update policy and the same judgments applied,
+    pending and ignored (every judgment reaches every member; the bag's counts are its
+    first member's). They may differ otherwise: their seeds, and even their query or
+    model (views of the profile, see ``benchmarks/engine_bag_views.py``)."""
+    if len({id(m) for m in members}) != len(members):
+        raise ParameterError("members must be distinct Profile objects (one profile given twice "
+                             "would learn every judgment twice)")
+    fitted = [m._fitted for m in members]
+    if any(fitted) and not all(fitted):
+        raise ParameterError(f"members must be all trained or all untrained, got members "
+                             f"{[i for i, f in enumerate(fitted) if not f]} untrained")
+    first = members[0]
+    for i, m in enumerate(members[1:], 1):
+        if m.update != first.update:
+            raise ParameterError(f"members must share one update policy, got {first.update!r} "
+                                 f"and {m.update!r} (member {i})")
+        if not fitted[0]:
+            continue
+        for field in ("n_features_", "n_judged_", "n_pending_", "n_ignored_"):
+            if getattr(m, field) != getattr(first, field):
+                raise ParameterError(f"members must have the same {field}, got "
+                                     f"{getattr(first, field)} and {getattr(m, field)} (member {i})")
+
+
 class BaggedProfile:
     """``B`` profiles of one category (its members), deciding together.
 
@@ -182,6 +211,8 @@ class BaggedProfile:
     """
 
     def __init__(self, members: Sequence[Profile], rule: str = "margin") -> None:
+        if isinstance(members, Profile) or not isinstance(members, Sequence):
+            raise ParameterError(f"members must be a list of profiles, got {type(members).__name__}")
         if not members or len(members) > MAX_BAGS:
             raise ParameterError(f"members must hold 1 to {MAX_BAGS} profiles, got {len(members)}")
         if not all(isinstance(m, Profile) for m in members):
@@ -189,6 +220,7 @@ class BaggedProfile:
         names = {m.name for m in members}
         if len(names) != 1:
             raise ParameterError(f"members must all be the same profile, got names {sorted(names)!r}")
+        _check_members(members)
         self.members = list(members)
         self.rule = _check_rule(rule)
         self._merged: tuple[tuple[Any, ...], tuple[NDArray[np.int64], NDArray[np.float64], float]] | None = None
@@ -204,16 +236,26 @@ class BaggedProfile:
         >>> [m.seed for m in BaggedProfile.of("x", 3, seed=7).members]
         [7, 8, 9]
         """
-        if isinstance(bags, bool) or not isinstance(bags, int) or not 1 <= bags <= MAX_BAGS:
+        if isinstance(bags, bool) or not isinstance(bags, numbers.Integral) \
+                or not 1 <= bags <= MAX_BAGS:
             raise ParameterError(f"bags must be an integer in [1, {MAX_BAGS}], got {bags!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
             raise ParameterError(f"seed must be an integer, got {seed!r}")
-        return cls([Profile(name, seed=seed + b, **params) for b in range(bags)], rule)
+        return cls([Profile(name, seed=int(seed) + b, **params) for b in range(int(bags))], rule)
 
     # -- what the bank and the service read ------------------------------------------------
     @property
     def name(self) -> str:
         return self.members[0].name
+
+    @property
+    def n_features_(self) -> int:
+        """The width of the documents the bag scores (its members', once trained)."""
+        return self.members[0].n_features_
+
+    def _check_fitted(self) -> None:
+        for m in self.members:
+            m._check_fitted()
 
     @property
     def bags(self) -> int:
@@ -320,7 +362,10 @@ class BaggedProfile:
         return bag_scores(member_scores, self.member_thresholds, self.rule)
 
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
-        """The bag's score of each row of ``X``."""
+        """The bag's score of each row of ``X`` (documents of :attr:`n_features_` columns
+        with finite values, see :func:`~sift.filters.profile.check_documents`)."""
+        self._check_fitted()
+        X = check_documents(X, self.n_features_)
         if self.linear:
             cols, vals, offset = self.merged()
             return np.asarray(restrict(X, cols) @ vals, dtype=np.float64) - offset

@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 from sift.filters.bagging import BaggedProfile, bag_scores, bag_threshold
 from sift.filters.base import Stack
 from sift.filters.errors import FilterError
-from sift.filters.profile import Profile
+from sift.filters.profile import Profile, check_documents, check_rows
 from sift.filters.sparse import ColumnStack, nonzero_2d, stack_rows
 
 #: what a bank holds: a profile, or a bagged profile (several profiles deciding together)
@@ -112,7 +112,18 @@ class ProfileBank:
         return list(self._profiles)
 
     def add(self, profile: AnyProfile) -> None:
-        """Add or replace a profile."""
+        """Add or replace a profile: a trained :class:`Profile` or
+        :class:`~sift.filters.bagging.BaggedProfile` of the bank's width (that of the
+        profiles it holds; :class:`FilterError` if not)."""
+        if not isinstance(profile, Profile | BaggedProfile):
+            raise FilterError(f"a bank holds Profile or BaggedProfile objects, got "
+                              f"{type(profile).__name__}")
+        profile._check_fitted()
+        other = next((p for p in self._profiles.values() if p.name != profile.name), None)
+        if other is not None and other.n_features_ != profile.n_features_:
+            raise FilterError(f"profile {profile.name!r} scores documents of "
+                              f"{profile.n_features_} columns, the bank's profiles "
+                              f"{other.n_features_} (another vectorizer?)")
         old = self._profiles.get(profile.name)
         self._profiles[profile.name] = profile
         self._order = self._groups = self._leaves = None
@@ -205,26 +216,44 @@ class ProfileBank:
         :meth:`Profile.learn_many` (one re-threshold per profile per batch, the same
         final state as one by one); its stacked scoring vector is refreshed on the next
         scoring call. Returns the names of the profiles whose model or threshold
-        changed. Unknown profile names and labels that are not booleans (or 1 and 0)
-        raise :class:`FilterError` before anything is applied.
+        changed. Unknown profile names, labels that are not booleans (or 1 and 0) and
+        rows a profile would refuse (not one row of its width, values not finite or over
+        its limit) raise :class:`FilterError` before anything is applied, so a batch is
+        applied whole or not at all.
         """
         groups: dict[str, tuple[list[sp.csr_matrix], list[bool]]] = {}
-        for name, x, relevant in judgments:
+        for item in judgments:
+            if not isinstance(item, tuple | list) or len(item) != 3:
+                raise FilterError(f"a judgment must be (profile, document vector, relevant), "
+                                  f"got {item!r:.80}")
+            name, x, relevant = item
             if name not in self._profiles:
                 raise FilterError(f"no profile named {name!r}")
             if not isinstance(relevant, bool | np.bool_ | int | float | np.number) \
                     or relevant not in (0, 1):  # not bool(): "false" would read as relevant
                 raise FilterError(f"relevant must be a boolean (or 1 or 0), got {relevant!r} "
                                   f"for profile {name!r}")
+            width = self._profiles[name].n_features_
+            if not sp.issparse(x) or x.shape != (1, width):
+                raise FilterError(f"the document vector of a judgment for profile {name!r} "
+                                  f"must be a sparse 1 x {width} row, got "
+                                  f"{getattr(x, 'shape', type(x).__name__)}")
             rows, rels = groups.setdefault(name, ([], []))
             rows.append(x)
             rels.append(bool(relevant))
+        stacked = {}
+        for name, (rows, _) in groups.items():
+            X = stack_rows(rows)
+            try:
+                check_rows(X)
+            except FilterError as exc:
+                raise FilterError(f"profile {name!r}: {exc}") from None
+            stacked[name] = X
         changed = []
-        for name, (rows, rels) in groups.items():
+        for name, (_, rels) in groups.items():
             p = self._profiles[name]
             before = p.version_
-            X = stack_rows(rows)
-            p.learn_many(X, rels)
+            p.learn_many(stacked[name], rels)
             if p.version_ != before:
                 changed.append(name)
         return changed
@@ -287,8 +316,11 @@ class ProfileBank:
         return out
 
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
-        """Scores of every row of ``X`` against every profile, shape (n_docs, n_profiles)."""
-        X = sp.csr_matrix(X)
+        """Scores of every row of ``X`` against every profile, shape (n_docs, n_profiles):
+        documents of the profiles' width with finite values (see
+        :func:`~sift.filters.profile.check_documents`)."""
+        first = next(iter(self._profiles.values()), None)
+        X = sp.csr_matrix(X) if first is None else check_documents(X, first.n_features_)
         leaves, bagged, plain, plain_leaves = self._scoring()
         out = np.zeros((X.shape[0], len(leaves)))
         for stack, cols in self._stack_groups():

@@ -26,6 +26,8 @@ gather over the ``2**20`` hashed columns and no matrix rebuilt per judgment.
 
 from __future__ import annotations
 
+import functools
+import numbers
 import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -288,10 +290,12 @@ class ExampleSet:
     """
 
     def __init__(self, capacity: int | None, n_features: int) -> None:
-        if capacity is not None and (not isinstance(capacity, int) or capacity < 1):
+        if capacity is not None and not _positive_int(capacity):
             raise ParameterError(f"capacity must be a positive integer or None, got {capacity!r}")
-        self.capacity = capacity
-        self.n_features = n_features
+        if not _positive_int(n_features):
+            raise ParameterError(f"n_features must be a positive integer, got {n_features!r}")
+        self.capacity = None if capacity is None else int(capacity)
+        self.n_features = int(n_features)
         self._c: _Compact | None = _Compact.empty()
         self._X: sp.csr_matrix | None = None
         #: replaced whenever the vectors are replaced wholesale (not by add/evict), so
@@ -569,24 +573,46 @@ class ExampleSet:
     ) -> int:
         """Append examples; return how many were evicted to respect the cap.
 
-        With ``share=True`` and an empty set, ``X`` itself is kept (not copied), so
-        several profiles labelling the same training matrix share its memory.
+        Parameters
+        ----------
+        X : csr_matrix of shape (m, n_features)
+            The vectors: finite values of at most ``MAX_WEIGHT`` (1e6) in magnitude, the
+            bound profiles put on judged vectors. A column stored twice in a row is
+            stored once, summed (in a copy), as profiles store it.
+        labels : array-like of m numbers
+            Exactly ``1`` (relevant) or ``-1`` (non-relevant).
+        weights : array-like of m numbers
+            Each in ``(0, MAX_WEIGHT]``.
+        real : array-like of m booleans
+            ``True`` for real judgments, ``False`` for pseudolabels.
+        share : bool
+            With ``share=True`` and an empty set, ``X`` itself is kept (not copied), so
+            several profiles labelling the same training matrix share its memory.
+
+        Every argument is checked before the set changes: a
+        :class:`~sift.filters.errors.ParameterError` leaves it as it was, and the set
+        holds only what :meth:`from_state` loads.
         """
-        lab = np.asarray(labels, dtype=np.int8).ravel()
-        w = np.asarray(weights, dtype=np.float64).ravel()
-        r = np.asarray(real, dtype=bool).ravel()
-        m = X.shape[0]
+        lab = _labels(labels)
+        w = _weights(weights)
+        r = _flags(real)
+        Xc = X if isinstance(X, sp.csr_matrix) else sp.csr_matrix(X)
+        m = Xc.shape[0]
         if not (lab.size == w.size == r.size == m):
             raise ParameterError(f"got {m} rows but {lab.size} labels, {w.size} weights, {r.size} flags")
-        if np.any((lab != 1) & (lab != -1)):
-            raise ParameterError("labels must be 1 (relevant) or -1 (non-relevant)")
-        if X.shape[1] != self.n_features:
-            raise ParameterError(f"X must have {self.n_features} columns, got {X.shape[1]}")
+        if Xc.shape[1] != self.n_features:
+            raise ParameterError(f"X must have {self.n_features} columns, got {Xc.shape[1]}")
         if m == 0:
             return 0
+        if not Xc.has_canonical_format:  # each column once, as from_state requires
+            Xc = Xc.copy()
+            Xc.sum_duplicates()
+        bad = _bad_values(Xc.data)
+        if bad is not None:
+            raise ParameterError(f"X must hold finite values of at most {_max_value():g} in magnitude, "
+                                 f"got {bad!r}")
         seq = np.arange(self.next_seq, self.next_seq + m, dtype=np.int64)
         self.next_seq += m
-        Xc = X if isinstance(X, sp.csr_matrix) else sp.csr_matrix(X)
         if share and len(self) == 0:
             self.X = Xc
         else:
@@ -634,8 +660,10 @@ class ExampleSet:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> ExampleSet:
+        """Inverse of :meth:`to_state`, validating it as :meth:`add` validates its
+        arguments (:class:`~sift.filters.errors.StateError` naming the field)."""
         try:
-            ex = cls(state["capacity"], int(state["n_features"]))
+            ex = cls(state["capacity"], state["n_features"])
             ex.X = decode_csr(state["X"], name="examples.X")
             ex.labels = decode_array(state["labels"], name="examples.labels", dtype=np.int8, ndim=1)
             ex.weights = decode_array(state["weights"], name="examples.weights", dtype=np.float64, ndim=1)
@@ -656,8 +684,80 @@ class ExampleSet:
             raise StateError("examples: labels must be 1 or -1")
         if np.any(ex.weights <= 0):
             raise StateError("examples: weights must be positive")
+        bad = _bad_values(ex.X.data)
+        if bad is not None:
+            raise StateError(f"examples.X: values must be at most {_max_value():g} in magnitude, "
+                             f"got {bad!r}")
+        if ex.weights.size and not ex.weights.max() <= _max_value():
+            raise StateError(f"examples.weights: must be at most {_max_value():g}, got "
+                             f"{float(ex.weights.max())!r}")
         if m > 1 and np.any(np.diff(ex.seq) <= 0):
             raise StateError("examples: seq must be strictly increasing (rows in insertion order)")
         if m and ex.seq[-1] >= ex.next_seq:
             raise StateError("examples: next_seq must exceed every seq")
         return ex
+
+
+@functools.cache
+def _max_value() -> float:
+    """The largest magnitude of an example's values and of its weight: the bound
+    profiles put on judged vectors and judgment weights (``MAX_WEIGHT``, imported on
+    first use: :mod:`sift.filters.base` imports this module)."""
+    from sift.filters.base import MAX_WEIGHT
+
+    return MAX_WEIGHT
+
+
+def _positive_int(value: Any) -> bool:
+    """An integer (numpy's too, not a boolean) of at least 1."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 1
+
+
+def _labels(labels: ArrayLike) -> NDArray[np.int8]:
+    """Labels of exactly ``1`` or ``-1`` as int8, checked before the cast (which would
+    wrap 257 to 1 and truncate 1.7 to 1)."""
+    given = np.asarray(labels)
+    if given.dtype.kind not in "iuf" and given.size:  # booleans, strings, objects
+        raise ParameterError(f"labels must be 1 (relevant) or -1 (non-relevant), got "
+                             f"{given.dtype} values {given.ravel()[:3].tolist()!r}")
+    ok = np.abs(given) == 1  # False for NaN; a wrapped abs of the smallest integer is negative
+    if not ok.all():
+        raise ParameterError(f"labels must be 1 (relevant) or -1 (non-relevant), got "
+                             f"{given.ravel()[~ok.ravel()][0].item()!r}")
+    return given.astype(np.int8, copy=False).ravel()
+
+
+def _weights(weights: ArrayLike) -> NDArray[np.float64]:
+    """Weights in ``(0, MAX_WEIGHT]`` as float64 (NaN and infinities refused)."""
+    given = np.asarray(weights)
+    if given.dtype.kind not in "iuf" and given.size:
+        raise ParameterError(f"weights must be positive numbers of at most {_max_value():g}, got "
+                             f"{given.dtype} values {given.ravel()[:3].tolist()!r}")
+    w = given.astype(np.float64, copy=False).ravel()
+    # the extremes only (a NaN is both, and fails both comparisons)
+    if w.size and not (np.minimum.reduce(w) > 0 and np.maximum.reduce(w) <= _max_value()):
+        ok = (w > 0) & (w <= _max_value())
+        raise ParameterError(f"weights must be positive numbers of at most {_max_value():g}, got "
+                             f"{float(w[~ok][0])!r}")
+    return w
+
+
+def _flags(real: ArrayLike) -> NDArray[np.bool_]:
+    """The ``real`` flags: booleans (an empty sequence of any type)."""
+    given = np.asarray(real)
+    if given.dtype != np.bool_ and given.size:
+        raise ParameterError(f"real must be booleans (True for a real judgment), got {given.dtype} "
+                             f"values {given.ravel()[:3].tolist()!r}")
+    return given.astype(bool, copy=False).ravel()
+
+
+def _bad_values(data: NDArray[Any]) -> float | None:
+    """The first value that is not finite or is beyond ``MAX_WEIGHT`` in magnitude, or
+    ``None`` (the largest magnitude only, when all are fine: a NaN fails its comparison)."""
+    if data.size == 0:
+        return None
+    top = np.abs(data).max()
+    if top <= _max_value():  # False for NaN
+        return None
+    bad = ~(np.abs(data) <= _max_value())
+    return float(data[np.argmax(bad)])

@@ -10,7 +10,10 @@ The TREC 2002 filtering measures:
 
 - ``t11u = 2a - b`` (linear utility, credit 2 per relevant, -1 per non-relevant);
 - ``t11su``: ``(max(t11u / MaxU, MinNU) - MinNU) / (1 - MinNU)`` with
-  ``MaxU = 2 (a + c)`` and ``MinNU = -0.5``; answering No to everything scores 1/3;
+  ``MaxU = 2 (a + c)`` and ``MinNU = -0.5``; answering No to everything scores 1/3.
+  With nothing relevant (``a + c = 0``, so ``MaxU = 0``) TREC leaves T11SU undefined;
+  sift scores it as answering No, 1/3, whatever the non-relevant deliveries ``b``
+  (delivering junk on a topic with no relevant document is not penalised);
 - ``t11f``: F-beta with beta = 0.5, ``1.25 a / (1.25 a + b + 0.25 c)``, 0 when nothing
   relevant is delivered.
 
@@ -25,6 +28,7 @@ The TREC 2002 filtering measures:
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -65,13 +69,36 @@ def t11su(a: Num, b: Num, c: Num, d: Num, min_nu: float = -0.5) -> Num:
     """TREC 2002 scaled utility (T11SU), in [0, 1].
 
     ``a`` relevant delivered, ``b`` non-relevant delivered, ``c`` relevant missed,
-    ``d`` the rest; ``T11U = 2a - b`` over its maximum ``2(a + c)``, floored at -0.5.
+    ``d`` the rest; ``T11U = 2a - b`` over its maximum ``2(a + c)``, floored at
+    ``min_nu`` and rescaled to [0, 1].
 
+    Parameters
+    ----------
+    a, b, c, d
+        The contingency table (numbers or arrays, elementwise).
+    min_nu
+        The floor of the normalised utility, a finite number below 1 (TREC: -0.5).
+
+    Notes
+    -----
+    With no relevant document at all (``a + c = 0``) the maximum utility is 0 and TREC
+    leaves T11SU undefined. sift's convention is to score it as answering No to
+    everything, ``-min_nu / (1 - min_nu)`` (1/3 with the TREC floor), whatever the
+    non-relevant deliveries ``b``: such a topic neither rewards nor penalises a
+    filter. TROT is not affected: it runs only with a relevant example.
+
+    Examples
+    --------
     >>> round(t11su(2, 1, 1, 10), 4)  # T11U 3 of 6
     0.6667
     >>> t11su(0, 0, 5, 10)  # answering No to everything
     0.3333333333333333
+    >>> t11su(0, 5, 0, 10)  # nothing relevant (a + c = 0): the same, by convention
+    0.3333333333333333
     """
+    if isinstance(min_nu, bool) or not isinstance(min_nu, numbers.Real) or not (
+            math.isfinite(min_nu) and min_nu < 1):
+        raise ParameterError(f"min_nu must be a finite number < 1, got {min_nu!r}")
     max_u = 2.0 * (np.asarray(a, dtype=np.float64) + np.asarray(c, dtype=np.float64))
     nu = _div(t11u(a, b, c, d), max_u)
     out = (np.maximum(nu, min_nu) - min_nu) / (1.0 - min_nu)
@@ -123,7 +150,7 @@ def get_measure(name: str | Measure) -> Measure:
     or ``utility:<credit_relevant>:<credit_nonrelevant>``), or pass a callable through."""
     if callable(name):
         return name
-    if name in MEASURES:
+    if isinstance(name, str) and name in MEASURES:  # not `in` first: a list is unhashable
         return MEASURES[name]
     if isinstance(name, str) and name.startswith("utility:"):
         try:
@@ -142,7 +169,8 @@ def get_measure(name: str | Measure) -> Measure:
 def contingency(
     delivered: NDArray[np.bool_], relevant: NDArray[np.bool_]
 ) -> tuple[float, float, float, float]:
-    """Count ``(a, b, c, d)`` from boolean arrays of decisions and gold labels.
+    """Count ``(a, b, c, d)`` from boolean arrays of decisions and gold labels, one of
+    each per document (arrays of different shapes raise ParameterError, not broadcast).
 
     >>> import numpy as np
     >>> contingency(np.array([True, True, False, False]), np.array([True, False, True, False]))
@@ -150,5 +178,9 @@ def contingency(
     """
     dl = np.asarray(delivered, dtype=bool)
     rl = np.asarray(relevant, dtype=bool)
+    if dl.shape != rl.shape:
+        sizes = (f"lengths {dl.size} and {rl.size}" if dl.ndim == rl.ndim == 1
+                 else f"shapes {dl.shape} and {rl.shape}")
+        raise ParameterError(f"delivered and relevant must be one per document, got {sizes}")
     return (float(np.sum(dl & rl)), float(np.sum(dl & ~rl)), float(np.sum(~dl & rl)),
             float(np.sum(~dl & ~rl)))

@@ -150,11 +150,45 @@ def _check_values(X: sp.csr_matrix, what: str) -> sp.csr_matrix:
     no longer finite), each column stored once (a column stored twice scores the same but
     counts its halves' squares in the leave-one-out terms): a canonical copy if needed,
     never the caller's matrix changed."""
-    if X.data.size and not (np.isfinite(X.data).all() and np.abs(X.data).max() <= MAX_VALUE):
-        raise FilterError(f"{what} must hold finite values of at most {MAX_VALUE:g} in magnitude")
     if not X.has_canonical_format:
         X = X.copy()
-        X.sum_duplicates()
+        X.sum_duplicates()  # first: halves of a column may add up past the limit
+    if X.data.size and not (np.isfinite(X.data).all() and np.abs(X.data).max() <= MAX_VALUE):
+        raise FilterError(f"{what} must hold finite values of at most {MAX_VALUE:g} in magnitude")
+    return X
+
+
+def check_rows(X: sp.csr_matrix) -> sp.csr_matrix:
+    """Judged document vectors as :meth:`Profile.learn_many` takes them (finite values of
+    at most ``MAX_VALUE`` in magnitude, each column once; :class:`FilterError` if not):
+    for a caller that checks a batch for several profiles before any learns from it."""
+    return _check_values(X, "document vectors")
+
+
+def check_documents(X: Any, n_features: int) -> sp.csr_matrix:
+    """``X``, documents to score, as a CSR matrix of ``n_features`` columns with finite
+    values (:class:`FilterError` if not): a dense array, a list of rows or another sparse
+    format is converted, the caller's matrix never changed.
+
+    >>> check_documents([[0.0, 1.0, 0.0]], 3).shape
+    (1, 3)
+    >>> check_documents([[0.0, float("nan"), 0.0]], 3)
+    Traceback (most recent call last):
+    ...
+    sift.filters.errors.FilterError: documents must hold finite values, got nan in row 0
+    """
+    if not isinstance(X, sp.csr_matrix):
+        try:
+            X = sp.csr_matrix(X)
+        except (TypeError, ValueError) as exc:
+            raise FilterError(f"documents must be a matrix of {n_features} columns, got "
+                              f"{type(X).__name__} ({exc})") from None
+    if X.ndim != 2 or X.shape[1] != n_features:
+        raise FilterError(f"expected a matrix of {n_features} columns, got {X.shape}")
+    if X.data.size and not np.isfinite(X.data).all():
+        at = int(np.flatnonzero(~np.isfinite(X.data))[0])
+        row = int(np.searchsorted(X.indptr, at, side="right")) - 1
+        raise FilterError(f"documents must hold finite values, got {float(X.data[at])!r} in row {row}")
     return X
 
 
@@ -653,11 +687,10 @@ class Profile:
 
     # -- scoring ------------------------------------------------------------------------
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
-        """Scores of the rows of ``X``."""
+        """Scores of the rows of ``X`` (documents of :attr:`n_features_` columns with
+        finite values, see :func:`check_documents`)."""
         self._check_fitted()
-        if X.ndim != 2 or X.shape[1] != self.n_features_:
-            raise FilterError(f"expected a matrix of {self.n_features_} columns, got {X.shape}")
-        return self.model_.score(X)
+        return self.model_.score(check_documents(X, self.n_features_))
 
     def decide(self, X: sp.csr_matrix) -> NDArray[np.bool_]:
         """``score >= threshold_`` for each row of ``X``."""
@@ -1141,10 +1174,14 @@ class Profile:
                                  f"profile of {width}")
             if pend.shape[0] != len(labels) or len(labels) != len(weights):
                 raise StateError("profile: pending judgments are inconsistent")
-            lab_arr = np.array([int(v) for v in labels], dtype=np.int8)
+            if not all(type(v) is int and v in (1, -1) for v in labels):
+                raise StateError(f"profile: pending labels must be +1/-1, got {labels[:3]!r}")
+            lab_arr = np.array(labels, dtype=np.int8)
             w_arr = np.array([float(v) for v in weights], dtype=np.float64)
-            if np.any((lab_arr != 1) & (lab_arr != -1)) or not np.all(np.isfinite(w_arr) & (w_arr > 0)):
-                raise StateError("profile: pending labels must be +1/-1 with positive finite weights")
+            if not np.all(np.isfinite(w_arr) & (w_arr > 0) & (w_arr <= MAX_VALUE)):
+                raise StateError(f"profile: pending weights must be positive numbers of at most "
+                                 f"{MAX_VALUE:g}, got {weights[:3]!r}")
+            pend = _check_values(pend, "pending judgments")
             p._pending = [(pend, lab_arr, w_arr)] if labels else []
         except StateError:
             raise

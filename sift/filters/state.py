@@ -3,7 +3,10 @@
 Arrays become ``{"dtype", "shape", "b64"}`` with the raw little-endian bytes in
 base64, so a round trip through orjson is bit-exact (no float formatting) and no
 pickle is ever involved. Decoding validates dtype, shape and (for floats)
-finiteness, raising :class:`~sift.filters.errors.StateError`.
+finiteness, raising :class:`~sift.filters.errors.StateError`. Sparse matrices are
+written in canonical form (each row's columns strictly increasing), and a decoded one
+must be in it: a column stored twice in a row scores the same but changes the
+leave-one-out terms of the examples it is in.
 
 >>> import numpy as np
 >>> a = np.array([0.1, 1e-300, -2.5])
@@ -70,11 +73,13 @@ def decode_array(
 
 
 def encode_csr(m: sp.csr_matrix) -> dict[str, Any]:
-    """Encode a CSR matrix (sorted indices, float64 data). The matrix is not changed (an
-    unsorted one is sorted in a copy)."""
-    if not (isinstance(m, sp.csr_matrix) and m.has_sorted_indices):
+    """Encode a CSR matrix in canonical form (each row's columns sorted and stored once,
+    float64 data), which :func:`decode_csr` requires. The matrix is not changed (one not
+    in canonical form is made so in a copy, a column stored twice summed as scipy's
+    ``sum_duplicates`` sums it, as profiles do before learning)."""
+    if not (isinstance(m, sp.csr_matrix) and m.has_canonical_format):
         m = sp.csr_matrix(m, copy=True)
-        m.sort_indices()
+        m.sum_duplicates()
     return {
         "shape": list(m.shape),
         "data": encode_array(m.data.astype(np.float64)),
@@ -89,25 +94,43 @@ CSRParts = tuple[tuple[int, int], NDArray[np.float64], NDArray[np.int32], NDArra
 
 def decode_csr_parts(obj: Any, *, name: str = "matrix") -> CSRParts:
     """Decode and validate :func:`encode_csr` output into ``(shape, data, indices,
-    indptr)`` without building the matrix (to stack many at once)."""
+    indptr)`` without building the matrix (to stack many at once).
+
+    The shape must be two integers in ``[0, 2**31)`` (not strings, floats or booleans)
+    and each row's columns strictly increasing (sorted, none stored twice).
+    """
     if not isinstance(obj, dict):
         raise StateError(f"{name}: not an encoded sparse matrix")
     try:
-        shape = tuple(int(s) for s in obj["shape"])
+        raw_shape = obj["shape"]
         data = decode_array(obj["data"], name=f"{name}.data", dtype=np.float64, ndim=1)
         indices = decode_array(obj["indices"], name=f"{name}.indices", dtype=np.int32, ndim=1)
         indptr = decode_array(obj["indptr"], name=f"{name}.indptr", dtype=np.int64, ndim=1)
     except (KeyError, TypeError, ValueError) as exc:
         raise StateError(f"{name}: {exc}") from None
-    if len(shape) != 2 or not all(0 <= d < 2**31 for d in shape):
-        raise StateError(f"{name}: shape must be two dimensions in [0, 2**31), got {list(shape)}")
+    if (not isinstance(raw_shape, list | tuple) or len(raw_shape) != 2
+            or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31
+                       for d in raw_shape)):
+        raise StateError(f"{name}: shape must be two dimensions in [0, 2**31) (integers), "
+                         f"got {raw_shape!r}")
+    shape = (int(raw_shape[0]), int(raw_shape[1]))
     if indptr.shape != (shape[0] + 1,) or data.shape != indices.shape:
         raise StateError(f"{name}: inconsistent sparse structure")
     if indptr.size and (indptr[0] != 0 or indptr[-1] != data.size or np.any(np.diff(indptr) < 0)):
         raise StateError(f"{name}: bad indptr")
     if indices.size and (indices.min() < 0 or indices.max() >= shape[1]):
         raise StateError(f"{name}: column index out of range")
-    return (shape[0], shape[1]), data, indices, indptr
+    if indices.size > 1:
+        # each entry against the one before it, except where a row starts
+        ok = np.diff(indices) > 0
+        starts = indptr[1:-1]
+        ok[starts[(starts > 0) & (starts < indices.size)] - 1] = True
+        if not ok.all():
+            at = int(np.argmin(ok)) + 1
+            row = int(np.searchsorted(indptr, at, side="right")) - 1
+            raise StateError(f"{name}.indices: columns must be strictly increasing within each row, "
+                             f"row {row} has column {int(indices[at])} after {int(indices[at - 1])}")
+    return shape, data, indices, indptr
 
 
 def decode_csr(obj: Any, *, name: str = "matrix") -> sp.csr_matrix:
@@ -138,8 +161,10 @@ def check_version(state: Any, kind: str) -> dict[str, Any]:
         raise StateError(f"{kind} state must be an object, got {type(state).__name__}")
     if state.get("kind") != kind:
         raise StateError(f"expected {kind} state, got kind {state.get('kind')!r}")
-    if state.get("version") != STATE_VERSION:
-        raise StateError(f"{kind} state version {state.get('version')!r} is not {STATE_VERSION}")
+    version = state.get("version")
+    # an integer, not True or 1.0 (which equal 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version != STATE_VERSION:
+        raise StateError(f"{kind} state version {version!r} is not {STATE_VERSION}")
     return state
 
 
