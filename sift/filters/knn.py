@@ -353,14 +353,23 @@ class KNN(ScoringModel):
 
     @property
     def no_evidence_score(self) -> float | None:
-        """0 for the positive vote: none of the k nearest judged documents is relevant.
-        A signed vote of 0 is evidence balanced either way, and below 0 evidence against:
-        ``None``, no floor.
+        """0 for either vote: a document sharing no term with the pool (empty, or made of
+        unseen words) scores 0, so a threshold at or below 0 would deliver it. For the
+        positive vote 0 also means no relevant neighbour; for the signed vote a vote of
+        exactly 0 with neighbours is balanced evidence, and below 0 evidence against, so
+        the floor keeps a signed profile to documents its neighbours vote for on balance.
+        Until the forty-fourth session the signed vote had no floor and 4 of 15 Reuters
+        profiles in an audit started with a negative threshold, delivering empty
+        documents. Validation split, three seeds (``benchmarks/engine_replay.py
+        --validation --models knn --no-full --no-peer --seeds 0,1,2 --model-params
+        '{"vote": "signed"}'``): adaptive 0.471 / 0.478 -> 0.486 / 0.480 macro T11SU /
+        T11F, batch 0.386 / 0.437 -> 0.439 / 0.468
+        (``benchmarks/results/engine_replay_validation_knn_signed_s44_{before,floor}.json``).
 
         >>> KNN().no_evidence_score, KNN(vote="signed").no_evidence_score
-        (0.0, None)
+        (0.0, 0.0)
         """
-        return 0.0 if self.vote == "positive" else None
+        return 0.0
 
     def start(self, query: sp.csr_matrix | None) -> None:
         """kNN keeps no state of its own: the pool is the profile's example set."""

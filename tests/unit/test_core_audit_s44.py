@@ -200,3 +200,25 @@ def test_pending_judgments_in_a_state_are_checked_as_learning_checks_them(vec: V
     bad["pending"]["X"] = encode_csr(X)
     with pytest.raises(StateError, match="pending judgments must hold finite values of at most 1e"):
         Profile.from_state(bad, vec.feature_weights())
+
+
+@pytest.mark.parametrize("vote", ["positive", "signed"])
+def test_a_knn_profile_never_delivers_a_document_sharing_nothing_with_its_pool(vote: str) -> None:
+    """A document sharing no term with the pool scores 0, and for a signed vote TROT may
+    put the threshold below 0: here every relevant document has more non-relevant than
+    relevant neighbours, and the best threshold on the judged documents was -1.47. Until
+    the forty-fourth session the signed vote had no floor and delivered empty documents."""
+    texts = ["eps theta", "zeta iota", "eps gamma delta", "delta eta gamma", "gamma theta",
+             "alpha delta", "delta theta", "alpha theta kappa", "beta theta eps", "alpha beta eta"]
+    labels = [1, 1, -1, 1, -1, 1, -1, -1, 1, -1]
+    vec = Vectorizer(n_features=2**10).fit(texts)
+    p = Profile("t", model="knn", model_params={"vote": vote, "k": 3, "query_weight": 0.0},
+                pseudolabel={})
+    p.fit(None, vec.transform(texts), labels=labels)
+    empty = vec.transform(["", "zzz qqq"])
+    assert p.score(empty).tolist() == [0.0, 0.0]
+    assert p.threshold_ > 0.0
+    assert not p.decide(empty).any()
+    for t, rel in (("eps theta kappa", True), ("gamma delta", False)):
+        p.learn_one(vec.transform([t]), relevant=rel)
+        assert p.threshold_ > 0.0 and not p.decide(empty).any()
