@@ -722,14 +722,16 @@ def test_knn_never_delivers_a_document_it_scores_zero(vec: Vectorizer) -> None:
     assert p.decide(vec.transform(["opec oil output", "alpha wheat"])).tolist() == [False, True]
     state = orjson.loads(orjson.dumps(p.to_state(), option=orjson.OPT_SERIALIZE_NUMPY))
     assert Profile.from_state(state, vec.feature_weights()).threshold_ == p.threshold_
-    # models whose scores may be negative or zero on purpose have no such floor: fusion
+    # a model whose scores may be negative or zero on purpose has no such floor: fusion
     # once its weights are solved (before, it scores with its Rocchio sub-model's floor)
     fused = Profile("y", query="", model="fusion", pseudolabel={})
     assert fused.model_.no_evidence_score == 0.0
     fused.fit(None, vec.transform(docs), positives=[0, 1, 2], feature_weights=vec.feature_weights())
     assert fused.model_.weights_ and fused.model_.no_evidence_score is None
+    # a signed vote scores a document sharing nothing with the pool 0 too, and has the
+    # same floor since the forty-fourth session (test_core_audit_s44.py)
     signed = Profile("z", query="", model="knn", model_params={"vote": "signed"}, pseudolabel={})
-    assert signed.model_.no_evidence_score is None
+    assert signed.model_.no_evidence_score == 0.0
 
 
 @pytest.mark.parametrize("model", ["rocchio", "kantor", "knn"])
