@@ -24,6 +24,7 @@ from sift.agents.service import (
     Service,
     ServiceError,
     TrainingSet,
+    dead_letter,
     decode_profile_record,
     decode_vector_batch,
     default_corpus,
@@ -120,6 +121,44 @@ def test_bad_documents_are_dead_lettered_and_nothing_else_is_lost(service: Servi
     ids = [i for p in result.payloads for i in decode_vector_batch(p)[0]]
     assert ids == ["d1", "d2", "d4"]
     assert service.stats["dead_letters"] == 10
+
+
+def test_a_batch_and_a_document_exactly_at_the_limits_are_accepted(service: Service) -> None:
+    """The limits are inclusive: max_batch_documents=10 documents in a batch and
+    max_document_bytes=2000 bytes of text (and title) pass; one more of either does not."""
+    batch = [{"id": f"b{i}", "text": "wheat"} for i in range(10)]
+    at_limit = [
+        {"id": "ascii", "text": "w" * 2000},
+        {"id": "utf8", "text": "\u00e9" * 1000},  # 2 bytes each in UTF-8
+        {"id": "titled", "title": "t" * 500, "text": "w" * 1500},
+    ]
+    over = [{"id": "over", "text": "w" * 2001}, {"id": "over_titled", "title": "t" * 501, "text": "w" * 1500}]
+    messages = [msg({"documents": batch}, offset=0),
+                msg({"documents": [*batch, {"id": "b10", "text": "wheat"}]}, offset=1)]
+    messages += [msg(d, offset=2 + i) for i, d in enumerate(at_limit + over)]
+    result = service.route(messages)
+    assert [(d.reason, d.offset) for d in result.dead_letters] == [
+        ("batch_too_large", 1), ("too_large", 5), ("too_large", 6)]
+    ids = [i for p in result.payloads for i in decode_vector_batch(p)[0]]
+    assert ids == [f"b{i}" for i in range(10)] + ["ascii", "utf8", "titled"]
+    assert result.n_documents == 13
+
+
+def test_a_dead_letter_says_where_its_message_came_from(service: Service) -> None:
+    """partition and offset are the message's own on the wire too (the integration test
+    only checks that the offset is >= 0)."""
+    m = InputMessage(b"x", "documents", 3, 17)
+    letter = dead_letter(m, RecordError("bad_json", "not JSON"))
+    assert (letter.topic, letter.partition, letter.offset, letter.original) == ("documents", 3, 17, b"x")
+    obj = letter.to_obj()
+    assert obj["reason"] == "bad_json" and obj["message"] == "not JSON"
+    assert (obj["topic"], obj["partition"], obj["offset"]) == ("documents", 3, 17)
+    assert obj["original_b64"] == "eA==" and obj["ts"] == letter.ts > 0
+    # through the service, for a message elsewhere than partition 0, offset 0
+    result = service.route([InputMessage(b"{not json", "documents", 2, 41)])
+    (wire,) = [orjson.loads(orjson.dumps(d.to_obj())) for d in result.dead_letters]
+    assert (wire["reason"], wire["topic"], wire["partition"], wire["offset"]) == ("bad_json", "documents", 2, 41)
+    assert wire["original_b64"] == "e25vdCBqc29u"  # base64 of b"{not json"
 
 
 def test_profiles_score_documents_once_per_shard(service: Service) -> None:

@@ -9,7 +9,9 @@ once the worker has learned from the judgment). Screenshots go to the test's
 
 No browser or driver is downloaded: ``/usr/bin/chromium`` and ``/usr/bin/chromedriver``
 (Debian's ``chromium`` and ``chromium-driver``) or ``$SIFT_CHROMIUM`` and
-``$SIFT_CHROMEDRIVER``. Without them the test is skipped, except under CI, where it fails.
+``$SIFT_CHROMEDRIVER``. Without them (or without selenium, a test dependency) the test
+fails, in CI or not; to run the other integration tests without a browser, deselect it
+with ``-m "not browser"``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 import pytest
@@ -32,7 +34,6 @@ from sift.devbroker import free_port
 from sift.settings import Settings
 from sift.topics.codecs import read_jsonl
 from sift.topics.records import Document
-from tests.integration.conftest import in_ci
 
 pytestmark = pytest.mark.browser
 
@@ -47,10 +48,9 @@ CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                 "--disable-sync", "--disable-dev-shm-usage", "--window-size=1280,900")
 
 
-def missing(reason: str) -> None:
-    if in_ci():
-        pytest.fail(f"browser unavailable under CI: {reason}", pytrace=False)
-    pytest.skip(f"browser unavailable: {reason}")
+def missing(reason: str) -> NoReturn:
+    """Fail: the browser the test needs is missing (deselect with ``-m "not browser"``)."""
+    pytest.fail(f"browser unavailable: {reason} (deselect with -m 'not browser')", pytrace=False)
 
 
 @pytest.fixture

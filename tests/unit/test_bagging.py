@@ -278,6 +278,20 @@ def test_bad_states_are_refused(change: dict[str, object], match: str) -> None:
         load_profile(state, vec.feature_weights())
 
 
+def test_a_state_without_a_version_or_of_another_kind_is_refused() -> None:
+    c, vec, X = small()
+    bag = fitted_bag(c, vec, X, bags=2)
+    state = bag.to_state()
+    del state["version"]
+    with pytest.raises(StateError, match="bagged_profile state version None is not"):
+        load_profile(state, vec.feature_weights())
+    state = {**bag.to_state(), "kind": "profile"}  # a bag's shape under another kind
+    with pytest.raises(StateError, match="expected bagged_profile state, got kind 'profile'"):
+        BaggedProfile.from_state(state, vec.feature_weights())
+    with pytest.raises(StateError, match="expected bagged_profile state, got kind 'profile'"):
+        BaggedProfile.from_state(bag.members[0].to_state(), vec.feature_weights())
+
+
 def test_members_of_other_profiles_are_refused() -> None:
     c, vec, X = small()
     state = fitted_bag(c, vec, X, bags=2).to_state()

@@ -5,6 +5,7 @@ end with the same profiles."""
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -20,9 +21,16 @@ def test_judgments_ab_times_both_versions_by_turns(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-2000:]
     got = json.loads(out.read_text())
     assert got["same_profiles"] is True
-    assert {k: len(v) for k, v in got["us_per_judgment"].items()} == {"old": 3, "new": 3}
-    assert all(x > 0 for v in got["us_per_judgment"].values() for x in v)
-    assert 0 <= got["batches_new_faster"] <= 3 and got["median_new_over_old"] > 0
+    per = got["us_per_judgment"]
+    assert {k: len(v) for k, v in per.items()} == {"old": 3, "new": 3}
+    # the script's arithmetic, not the speed: batches_new_faster counts the batches where
+    # new took less than old (from unrounded times; the reported ones are rounded to
+    # 0.1 µs, so a pair that rounds equal may count either way)
+    pairs = list(zip(per["new"], per["old"], strict=True))
+    assert sum(n < o for n, o in pairs) <= got["batches_new_faster"] <= sum(n <= o for n, o in pairs)
+    # the median of 3 is one of them, and rounding keeps the order: the rounded median is
+    # the median of the rounded times
+    assert got["median_us_per_judgment"] == {k: statistics.median(v) for k, v in per.items()}
     assert "12 profiles" in run.stdout
 
 

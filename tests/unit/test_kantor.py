@@ -20,10 +20,11 @@ def _model(query: list[float] | None, a: float = 0.99, query_weight: float = 1.0
     return m
 
 
-def _learn(m: Kantor, rows: list[list[float]], labels: list[int], real: bool = True) -> None:
+def _learn(m: Kantor, rows: list[list[float]], labels: list[int], real: bool = True,
+           weights: list[float] | None = None) -> None:
     X = sp.csr_matrix(rows)
     lab = np.array(labels, dtype=np.int8)
-    w = np.ones(len(rows))
+    w = np.ones(len(rows)) if weights is None else np.array(weights, dtype=np.float64)
     r = np.full(len(rows), real)
     m.learn(X, lab, w, r)
     assert m.examples_ is not None
@@ -64,6 +65,19 @@ def test_query_weight_scales_the_query_against_the_positives() -> None:
         Kantor(query_weight=0)
 
 
+def test_example_weights_scale_their_vectors_in_the_sums() -> None:
+    """``U_p = b a^k q + sum w x`` and ``U_n = sum w x``: a pseudolabel of weight 0.5
+    counts half (the rows are unit vectors, so each adds ``w`` along its axis)."""
+    m = _model([1.0, 0.0, 0.0], a=0.5)
+    _learn(m, [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], [1, -1, -1], weights=[0.5, 3.0, 1.0])
+    # k = 3: U_p = 0.125 e1 + 0.5 e2, P = (1, 4, 0) / sqrt(17); U_n = 3 e2 + e3, N = (0, 3, 1) / sqrt(10)
+    P = np.array([1.0, 4.0, 0.0]) / math.sqrt(17)
+    N = np.array([0.0, 3.0, 1.0]) / math.sqrt(10)
+    for d in ([1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [0.0, 0.6, 0.8]):
+        dv = np.array(d)
+        assert m.score(sp.csr_matrix([d]))[0] == pytest.approx(math.sqrt((1 - dv @ N) / (1 - dv @ P)))
+
+
 def test_no_negatives_numerator_is_one() -> None:
     m = _model([0.0, 1.0, 0.0])
     s = m.score(sp.csr_matrix([[0.0, 0.6, 0.8]]))
@@ -83,18 +97,24 @@ def test_no_query_no_positive_and_empty_document() -> None:
     assert s.tolist() == [1.0, 1.0]
 
 
+@pytest.mark.parametrize("weights", [None, [3.0, 0.5, 1.0, 2.0, 0.7, 1.0, 1.5]],
+                         ids=["unit-weights", "weighted"])
 @pytest.mark.parametrize("query_weight", [1.0, 1.5, 4.0])
-def test_leave_one_out_matches_retraining(query_weight: float) -> None:
+def test_leave_one_out_matches_retraining(query_weight: float, weights: list[float] | None) -> None:
+    """Each leave-one-out score is the score of the example by the model retrained without
+    it, with the other examples' weights (pseudolabels, which are weighted, are what the
+    weights are for)."""
     rng = np.random.default_rng(0)
-    rows = rng.uniform(0, 1, (6, 3)).tolist()
-    labels = [1, 1, -1, 1, -1, -1]
+    rows = rng.uniform(0, 1, (7, 3)).tolist()
+    labels = [1, 1, -1, 1, -1, -1, 1]
+    w = [1.0] * 7 if weights is None else weights
     m = _model([1.0, 0.2, 0.0], query_weight=query_weight)
-    _learn(m, rows, labels)
+    _learn(m, rows, labels, weights=w)
     loo = m.loo_scores()
-    for i in range(6):
+    for i in range(7):
         other = _model([1.0, 0.2, 0.0], query_weight=query_weight)
-        keep = [j for j in range(6) if j != i]
-        _learn(other, [rows[j] for j in keep], [labels[j] for j in keep])
+        keep = [j for j in range(7) if j != i]
+        _learn(other, [rows[j] for j in keep], [labels[j] for j in keep], weights=[w[j] for j in keep])
         other.k_ = m.k_  # leaving one out must not change the query decay
         assert loo[i] == pytest.approx(other.score(sp.csr_matrix([rows[i]]))[0], rel=1e-9)
 

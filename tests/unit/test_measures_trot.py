@@ -7,7 +7,7 @@ import pytest
 
 from sift.filters.errors import FilterError, ParameterError
 from sift.filters.measures import f1, get_measure, linear_utility, precision, t11f, t11su, t11u
-from sift.filters.threshold import trot, trot_with_value, zero_utility_threshold
+from sift.filters.threshold import scut, trot, trot_with_value, zero_utility_threshold
 
 
 def test_t11su_hand_computed() -> None:
@@ -109,10 +109,28 @@ def test_zero_utility_threshold_hand_computed() -> None:
     # weights: the first non-relevant example weighs 3, so 2 - 3 < 0 right below the start
     w = np.array([1, 3, 1, 1, 1, 1, 1.0])
     assert zero_utility_threshold(s, y, w, start=0.9) == 0.9
-    # it never goes above the start; +inf and an empty set return the start
-    assert zero_utility_threshold(s, y, start=0.65) <= 0.65
+    # from a start between scores: 2a - b at 0.6, 0.5, 0.4, 0.3 is 2, 1, 0, -1, so 0.4
+    assert zero_utility_threshold(s, y, start=0.65) == 0.4
+    # +inf and an empty set return the start
     assert zero_utility_threshold(s, y, start=math.inf) == math.inf
     assert zero_utility_threshold(np.zeros(0), np.zeros(0), start=0.5) == 0.5
+
+
+def test_a_placement_other_than_0_and_half_is_applied_as_given() -> None:
+    """``s - placement * (s - s')`` with placement 0.25 (the tests elsewhere use 0 or 0.5,
+    where the midpoint passes for any placement), for the three threshold rules."""
+    # TROT (T11SU): 0.8 accepts both relevant and no non-relevant; the next lower is 0.4
+    assert trot([0.9, 0.8, 0.4, 0.3], [1, 1, -1, -1], placement=0.25) == pytest.approx(0.7)  # 0.8 - 0.1
+    # SCut (F1): best at 0.6 (a=2, b=1), the next lower score 0.2 (0.6 - 0.1), or min_score
+    # 0.3 when that is higher (0.6 - 0.075)
+    s = np.array([0.9, 0.7, 0.6, 0.2, 0.0, 0.0])
+    y = np.array([1, -1, 1, -1, -1, -1])
+    assert scut(s, y, placement=0.25) == pytest.approx(0.5)
+    assert scut(s, y, placement=0.25, min_score=0.3) == pytest.approx(0.525)
+    # zero utility: the sweep stops at 0.4, the first rejected score is 0.3 (0.4 - 0.025)
+    s = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
+    y = np.array([1, -1, 1, -1, -1, -1, -1])
+    assert zero_utility_threshold(s, y, start=0.9, placement=0.25) == pytest.approx(0.375)
 
 
 def test_zero_utility_threshold_is_below_trot() -> None:

@@ -48,10 +48,24 @@ def test_initial_training_delivers_relevant(vec: Vectorizer, model: str) -> None
 
 
 def test_update_every_changes_model_and_threshold(vec: Vectorizer) -> None:
-    p = _fit(vec)
-    v0 = p.version_
-    p.learn_one(vec.transform(["opec oil output"]), relevant=False)
+    from sift.filters.threshold import trot
+
+    p = _fit(vec, explore=0.0)  # no exploration: the threshold is TROT's alone
+    probe = vec.transform(["corn futures", "wheat exports"])
+    v0, before, thr0 = p.version_, p.score(probe), p.threshold_
+    # non-relevant, sharing "corn" and "futures" with the positive "corn and wheat futures higher"
+    p.learn_one(vec.transform(["corn futures opec output"]), relevant=False)
     assert p.version_ == v0 + 1 and p.n_judged_ == 1 and len(p.examples_) == 4
+    after = p.score(probe)
+    # Rocchio subtracts gamma * mean_neg: the words the judgment shares lose weight,
+    # the others keep theirs
+    assert after[0] < before[0] and after[1] == pytest.approx(before[1])
+    # re-thresholded at once, by TROT on the new leave-one-out scores of the 4 examples
+    ex = p.examples_
+    loo = p.model_.loo_scores()
+    assert ex.labels.tolist() == [1, 1, 1, -1] and ex.real.all() and loo.size == 4
+    assert p.threshold_ == trot(loo, ex.labels, ex.weights, measure="t11su", placement=p.threshold_placement)
+    assert p.threshold_ != thr0
 
 
 def test_update_never_ignores_judgments(vec: Vectorizer) -> None:
@@ -175,6 +189,16 @@ def test_state_rejects_corruption(vec: Vectorizer, model: str) -> None:
     state["version"] = 0
     with pytest.raises(StateError, match="version"):
         Profile.from_state(state)
+    state = orjson.loads(orjson.dumps(p.to_state()))
+    del state["version"]  # no version is not the current version
+    with pytest.raises(StateError, match="profile state version None is not"):
+        Profile.from_state(state, vec.feature_weights())
+    state = orjson.loads(orjson.dumps(p.to_state()))
+    state["kind"] = "vectorizer"  # a profile's shape under another kind
+    with pytest.raises(StateError, match="expected profile state, got kind 'vectorizer'"):
+        Profile.from_state(state, vec.feature_weights())
+    with pytest.raises(StateError, match="expected profile state, got kind 'vectorizer'"):
+        Profile.from_state(vec.to_state(), vec.feature_weights())
     state = orjson.loads(orjson.dumps(p.to_state()))
     state["examples"]["weights"] = state["examples"]["labels"]
     with pytest.raises(StateError):

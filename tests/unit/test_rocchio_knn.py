@@ -57,22 +57,27 @@ def test_rocchio_all_zero_without_query_and_positives() -> None:
     assert m.score(sp.csr_matrix(np.eye(4))).tolist() == [0.0, 0.0, 0.0, 0.0]
 
 
-def test_rocchio_leave_one_out_matches_retraining() -> None:
+@pytest.mark.parametrize("weights", [None, [3.0, 0.5, 1.0, 2.0, 0.7, 1.0, 1.5]],
+                         ids=["unit-weights", "weighted"])
+def test_rocchio_leave_one_out_matches_retraining(weights: list[float] | None) -> None:
+    """Each leave-one-out score is the score of the example by the model retrained without
+    it, with the other examples' weights (the weighted means lose ``w x`` and ``w``)."""
     rng = np.random.default_rng(1)
     rows = rng.uniform(0, 1, (7, 4)).round(2).tolist()
     labels = [1, 1, -1, 1, -1, -1, 1]
+    w = [1.0] * 7 if weights is None else weights
     m = Rocchio(alpha=0.7, beta=1.5, gamma=0.4, nonnegative=False)
     ex = _bound(m)
     q = sp.csr_matrix([[0.5, 0.1, 0.0, 0.3]])
     m.start(q)
-    _learn(m, ex, rows, labels)
+    _learn(m, ex, rows, labels, weights=w)
     loo = m.loo_scores()
     for i in range(len(rows)):
         other = Rocchio(alpha=0.7, beta=1.5, gamma=0.4, nonnegative=False)
         ex2 = _bound(other)
         other.start(q)
         keep = [j for j in range(len(rows)) if j != i]
-        _learn(other, ex2, [rows[j] for j in keep], [labels[j] for j in keep])
+        _learn(other, ex2, [rows[j] for j in keep], [labels[j] for j in keep], weights=[w[j] for j in keep])
         assert loo[i] == pytest.approx(other.score(sp.csr_matrix([rows[i]]))[0], rel=1e-9, abs=1e-12)
 
 

@@ -77,6 +77,13 @@ def test_vectorizer_state_round_trip_and_validation() -> None:
     bad["version"] = 99
     with pytest.raises(StateError, match="version"):
         Vectorizer.from_state(bad)
+    bad = v.to_state()
+    del bad["version"]
+    with pytest.raises(StateError, match="vectorizer state version None is not"):
+        Vectorizer.from_state(bad)
+    bad = {**v.to_state(), "kind": "profile"}
+    with pytest.raises(StateError, match="expected vectorizer state, got kind 'profile'"):
+        Vectorizer.from_state(bad)
     with pytest.raises(ParameterError, match="tf must be"):
         Vectorizer(tf="bm25")
 
@@ -126,6 +133,36 @@ def test_no_positive_pseudolabels_on_a_small_pool() -> None:
     p = Pseudolabeler(max_pos_rank=10, pos_fraction=0.5, min_neg_rank=1, neg_fraction=0.5, min_pool=200)
     _, lab, _ = p.select(np.linspace(1, 0, 50), np.zeros(50, np.int8), np.random.default_rng(0))
     assert not np.any(lab > 0) and np.sum(lab < 0) == 25
+
+
+def test_positive_pseudolabels_from_a_pool_of_exactly_min_pool() -> None:
+    """``min_pool`` is the least pool that gets pseudo-positives: 20 ranked examples give
+    round(0.5 * 10) = 5 of the top 10, 19 give none."""
+    p = Pseudolabeler(max_pos_rank=10, pos_fraction=0.5, min_pool=20)
+    idx, lab, _ = p.select(np.linspace(1, 0, 20), np.zeros(20, np.int8), np.random.default_rng(0))
+    assert np.sum(lab > 0) == 5 and np.all(idx[lab > 0] < 10)
+    _, lab, _ = p.select(np.linspace(1, 0, 19), np.zeros(19, np.int8), np.random.default_rng(0))
+    assert lab.size == 0
+
+
+def test_real_labels_in_the_top_ranks_use_up_part_of_the_positive_quota() -> None:
+    """The quota, round(0.5 * 4) = 2, is drawn from the top 4 by the smallest random keys
+    (``rng.random(n)``, one per example in example order, as the module doc says); a drawn
+    example with a real label is skipped, not replaced by another."""
+    n = 10
+    scores = np.arange(n, dtype=float)[::-1]  # example i has rank i + 1
+    labels = np.zeros(n, np.int8)
+    labels[:2] = 1  # ranks 1 and 2 are real positives
+    p = Pseudolabeler(max_pos_rank=4, pos_fraction=0.5, min_pool=0)
+    counts = set()
+    for seed in range(30):
+        idx, lab, w = p.select(scores, labels, np.random.default_rng(seed))
+        key = np.random.default_rng(seed).random(n)
+        drawn = sorted(range(4), key=lambda i: key[i])[:2]  # the two smallest keys of the top 4
+        expected = sorted(i for i in drawn if labels[i] == 0)
+        assert sorted(idx[lab > 0].tolist()) == expected and np.all(w == 1.0)
+        counts.add(len(expected))
+    assert counts == {0, 1, 2}  # the seeds cover all three cases
 
 
 def test_pseudolabel_is_seeded() -> None:
@@ -296,11 +333,12 @@ def test_batch_transform_edge_cases() -> None:
             assert v.transform([]).shape == (0, 2**16)  # (scikit-learn's hasher raised on an empty batch)
 
 
-@pytest.mark.skipif(not (REUTERS / "test.jsonl.gz").exists(), reason="Reuters-21578 not present")
 def test_reuters_vectors_equal_the_reference() -> None:
     docs = {}
-    for part in ("train", "test"):
-        with gzip.open(REUTERS / f"{part}.jsonl.gz", "rt", encoding="utf-8") as f:
+    for part in ("train", "test"):  # tracked in git: a missing file is a broken checkout
+        path = REUTERS / f"{part}.jsonl.gz"
+        assert path.is_file(), f"{path} missing: the checkout is incomplete"
+        with gzip.open(path, "rt", encoding="utf-8") as f:
             docs[part] = [json.loads(line)["text"] for line in f]
     v = Vectorizer().fit(docs["train"])
     ref_df = _ref_transform(Vectorizer(tf="raw", idf="none", normalize=False), docs["train"]).getnnz(axis=0)
