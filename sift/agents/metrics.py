@@ -74,6 +74,8 @@ COUNTERS = (
      "Review statuses that could not be computed (logged; the review goes on)."),
     ("review_bad_state", "sift_worker_review_bad_state_total",
      "Review records in the table that could not be decoded (logged once each)."),
+    ("review_batch_errors", "sift_worker_review_batch_errors_total",
+     "Review batches that could not be computed (logged; the judgments are kept)."),
 )
 
 

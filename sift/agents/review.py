@@ -391,16 +391,27 @@ class ReviewResult:
 
 
 def status_of(name: str, review: Review) -> ReviewStatus:
-    """The status record of a review now."""
+    """The status record of a review now.
+
+    With no completed sampling batch since the collection last changed the estimate is not
+    ``sampled``: ``recall_estimate`` is None (null on the wire: NaN is not JSON) and
+    ``recall_lower`` 0.0; once every document is judged the recall is exactly 1.
+    """
     est = review.estimate()
     n = review.n_documents
+    complete = bool(n and review.screened == n)
+    if complete:  # nothing left unseen: the recall is known, whatever was sampled
+        recall: float | None = 1.0
+        lower = 1.0
+    else:
+        recall = float(est.recall()) if est.sampled else None
+        lower = float(est.recall_lower(review.confidence))
     return ReviewStatus(
         review=name, documents=n, screened=review.screened, found=est.found,
         pending=len(review.pending_), batches=len(review.batches_), r_hat=float(est.r_hat),
-        r_hat_var=float(est.var), recall_estimate=float(est.recall()),
-        recall_lower=float(est.recall_lower(review.confidence)), estimator=review.estimator,
-        target_recall=float(review.target_recall), stop=bool(n and review.should_stop()),
-        complete=bool(n and review.screened == n), ts=time.time())
+        r_hat_var=float(est.var), recall_estimate=recall, recall_lower=lower,
+        estimator=review.estimator, target_recall=float(review.target_recall),
+        stop=bool(n and review.should_stop()), complete=complete, ts=time.time())
 
 
 class ReviewService:
@@ -481,6 +492,10 @@ class ReviewService:
         The status (estimates, stopping rule) is guarded: when it cannot be computed the
         review is not stopped (it goes on asking), no status is published for it this time,
         one line is logged and ``review_status_errors`` counted; the state is still written.
+        So is the next batch: when its model cannot be fitted no request goes out, one line
+        is logged and ``review_batch_errors`` counted, and the judgments and documents that
+        came are kept (written, not dead-lettered); the review is left as it was before the
+        attempt, and the next change to it (or its spec sent again) asks again.
         ``stats``: the counter to count in (the service's by default).
         """
         stats = self.stats if stats is None else stats
@@ -493,7 +508,13 @@ class ReviewService:
             self._status_failed(name, exc, stats)
             more, failed = ready, True
         if more:
-            batch = review.next_batch()
+            try:
+                batch = review.next_batch()
+            except Exception as exc:  # a model that cannot be fitted must not stall the worker
+                stats["review_batch_errors"] += 1
+                log.warning("review %r: next batch not computed, no request sent: %s: %s", name,
+                            type(exc).__name__, " ".join(str(exc).split()))
+                batch = []
             resend = bool(batch)
         if resend and review.pending_:
             t, now = len(review.batches_), time.time()

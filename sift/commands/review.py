@@ -201,11 +201,16 @@ def status_of(settings: Settings, name: str) -> ReviewStatus:
 
 
 def describe(st: ReviewStatus) -> str:
+    """One line for a status; "no estimate yet" while no sampling batch backs one (its
+    ``recall_estimate`` is null: the start, the warm-up, documents just joined)."""
     stop = "STOP" if st.stop else ("complete" if st.complete else "continue")
+    if st.recall_estimate is None:
+        estimate = f"no estimate yet (target {st.target_recall:g})"
+    else:
+        estimate = (f"R-hat {st.r_hat:.1f}, recall {st.recall_estimate:.3f} (lower bound "
+                    f"{st.recall_lower:.3f} for target {st.target_recall:g})")
     return (f"{st.review}: {st.documents} documents, screened {st.screened}, found {st.found}, "
-            f"R-hat {st.r_hat:.1f}, recall {st.recall_estimate:.3f} (lower bound "
-            f"{st.recall_lower:.3f} for target {st.target_recall:g}), {st.pending} pending, "
-            f"batch {st.batches}: {stop}")
+            f"{estimate}, {st.pending} pending, batch {st.batches}: {stop}")
 
 
 def _follow(settings: Settings, topics: list[str], seek_end: bool) -> Any:

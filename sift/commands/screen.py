@@ -8,7 +8,11 @@ stopping rule fires; see docs/screening.md.
 from __future__ import annotations
 
 import argparse
+import gzip
+import os
 import sys
+import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +24,12 @@ from sift.commands._common import Progress, nonnegative_int, write_json
 from sift.filters.screening.cal import DEFAULTS
 from sift.filters.screening.errors import ScreeningError
 from sift.filters.screening.simulation import TARGETS, SimulationResult, simulate
-from sift.topics.codecs import read_jsonl
+from sift.topics.codecs import loads
 from sift.topics.errors import RecordError
+
+#: The first two bytes of a gzip file: a screening file is read as gzip when it starts
+#: with them, whatever its name.
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,17 @@ class LabelledRecord:
         return f"{self.title} {self.abstract}".strip()
 
 
+def _text(obj: dict[str, Any], key: str) -> str:
+    """A record's ``title`` or ``abstract``: a string, or absent or null for none."""
+    value = obj.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        shown = repr(value) if len(repr(value)) <= 60 else f"{repr(value)[:57]}..."
+        raise RecordError("bad_text", f"{key!r} must be a string or null, got {shown}")
+    return value
+
+
 def _parse(obj: Any) -> LabelledRecord:
     if not isinstance(obj, dict):
         raise RecordError("bad_record", "record is not a JSON object")
@@ -47,18 +66,37 @@ def _parse(obj: Any) -> LabelledRecord:
     rid = obj.get("id")
     if not isinstance(rid, str | int) or isinstance(rid, bool) or rid == "":
         raise RecordError("bad_id", f"'id' must be a non-empty string or integer, got {rid!r}")
-    title = obj.get("title") or ""
-    abstract = obj.get("abstract") or ""
-    if not isinstance(title, str) or not isinstance(abstract, str):
-        raise RecordError("bad_text", "'title' and 'abstract' must be strings")
-    return LabelledRecord(str(rid), title, abstract, int(label))
+    # (before, ``or ""`` took 0, [] or false for no text)
+    return LabelledRecord(str(rid), _text(obj, "title"), _text(obj, "abstract"), int(label))
+
+
+def _read(p: Path) -> Iterator[LabelledRecord]:
+    """The records of a screening file, gzip or plain as its first bytes say (not its
+    name); a bad line raises RecordError naming the file and line, blank lines are
+    skipped (as :func:`sift.topics.codecs.read_jsonl`, which goes by the name)."""
+    if not p.exists():
+        raise RecordError("no_file", f"{p}: no such file")
+    try:
+        with p.open("rb") as fh:
+            packed = fh.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+        with (gzip.open(p, "rb") if packed else p.open("rb")) as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield _parse(loads(line))
+                except RecordError as exc:
+                    raise RecordError(exc.reason, f"{p}:{lineno}: {exc}") from None
+    except (OSError, EOFError, zlib.error) as exc:  # zlib: a corrupt gzip stream
+        raise RecordError("unreadable", f"{p}: cannot read: {exc}") from None
 
 
 def load_records(path: str | Path) -> list[LabelledRecord]:
-    """Read a screening file; raise ScreeningError when it cannot be simulated."""
+    """Read a screening file (gzip or plain, whatever its name); raise ScreeningError when
+    it cannot be simulated."""
     p = Path(path)
     try:
-        records = list(read_jsonl(p, _parse))
+        records = list(_read(p))
     except RecordError as exc:
         raise ScreeningError(str(exc)) from None
     if not records:
@@ -90,6 +128,51 @@ def default_topic(path: str | Path) -> str | None:
     return topic if isinstance(topic, str) and topic.strip() else None
 
 
+def resolve_topic(path: Path, given: str | None) -> tuple[str | None, str | None]:
+    """``(topic, why_none)``: the topic a run of ``path`` uses (``given``, else the file's
+    entry in ``reviews.json``) and, when that is no usable topic, why (for the notice:
+    with no topic the review has no pseudo document and ranks at random until its first
+    relevant find)."""
+    if given is not None:
+        return given, (None if given.strip() else "--topic is empty")
+    topic = default_topic(path)
+    if topic is not None:
+        return topic, None
+    reviews = path.parent / "reviews.json"
+    return None, "no entry in reviews.json" if reviews.exists() else "no reviews.json beside it"
+
+
+def no_topic_notice(path: Path, why: str, hint: str) -> None:
+    """One line on stderr: ``path`` is screened without a topic, and why."""
+    print(f"sift screen: no topic for {path} ({why}): ranking starts at random; {hint}",
+          file=sys.stderr)
+
+
+def warn_no_text(path: Path, records: Sequence[LabelledRecord]) -> None:
+    """One line on stderr when records have no text (no title or abstract, or blank)."""
+    empty = sum(1 for r in records if not r.text)
+    if empty:
+        print(f"sift screen: {path}: {empty} of {len(records)} records have no text (no title "
+              "or abstract); the model has nothing to rank them by", file=sys.stderr)
+
+
+def check_out(out: Path) -> None:
+    """Refuse, before any work, an ``--out`` that cannot be the output folder: a file, a
+    path under a file, or a folder that cannot be written (nothing is created here)."""
+    if out.exists():
+        if not out.is_dir():
+            raise ScreeningError(f"--out {out}: exists and is not a folder")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise ScreeningError(f"--out {out}: the folder is not writable")
+        return
+    parent = out.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ScreeningError(f"--out {out}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ScreeningError(f"--out {out}: cannot be created ({parent} is not writable)")
+
 
 EPILOG = """example:
   sift screen --data data/screening/Donners_2021.jsonl.gz --target-recall 0.95 \\
@@ -108,10 +191,11 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_file(
     path: Path, *, seed: int, params: dict[str, Any], topic: str | None = None,
-    run_to_end: bool = True,
+    run_to_end: bool = True, records: Sequence[LabelledRecord] | None = None,
 ) -> tuple[SimulationResult, str | None]:
-    """Simulate one review of ``path`` (topic from reviews.json unless given)."""
-    records = load_records(path)
+    """Simulate one review of ``path`` (topic from reviews.json unless given; ``records``:
+    the file's, when already loaded)."""
+    records = load_records(path) if records is None else records
     topic = topic if topic is not None else default_topic(path)
     target = float(params.get("target_recall", 0.95))
     rule = f"{params.get('estimator', 'bound')}@{target}"
@@ -195,11 +279,20 @@ def _run_one(args: argparse.Namespace) -> int:
     params = _params(args)
     rule = f"{args.estimator}@{float(args.target_recall)}"
     seed = 0 if args.seed is None else args.seed
-    result, _ = run_file(path, seed=seed, params=params, topic=args.topic)
+    out = Path(args.out)
+    check_out(out)
+    records = load_records(path)
+    warn_no_text(path, records)
+    topic, why = resolve_topic(path, args.topic)
+    if why is not None:
+        no_topic_notice(path, why, "give --topic")
+    else:
+        print(f"topic: {topic}")
+    result, _ = run_file(path, seed=seed, params=params, topic=topic, records=records)
     m = metrics(result, rule)
     m["seed"] = seed
     m["params"] = params
-    out = Path(args.out)
+    m["topic"] = topic  # null: none (the notice above); with seed and params, the run
     write_json(out / "metrics.json", m)
     name = path.name.split(".")[0]
     plot_run(result, out / "recall.png", f"{name}, seed {seed}", rule)
@@ -217,19 +310,35 @@ def _run_one(args: argparse.Namespace) -> int:
 
 def _run_all(args: argparse.Namespace) -> int:
     folder = Path(args.all)
+    if not folder.exists():
+        raise ScreeningError(f"{folder}: no such folder")
+    if not folder.is_dir():
+        raise ScreeningError(f"{folder}: not a folder")
     files = sorted(folder.glob("*.jsonl.gz")) + sorted(folder.glob("*.jsonl"))
     if not files:
         raise ScreeningError(f"{folder}: no *.jsonl.gz or *.jsonl files")
+    if args.out:
+        check_out(Path(args.out))
     params = _params(args)
     rule = f"{args.estimator}@{float(args.target_recall)}"
     seeds = 1 if args.seeds is None else args.seeds
     rows: dict[str, list[dict[str, Any]]] = {}
+    # every file read, and its topic found, before the runs (and their progress bar)
+    loaded = []
+    for f in files:
+        records = load_records(f)
+        warn_no_text(f, records)
+        topic, why = resolve_topic(f, None)
+        if why is not None:
+            no_topic_notice(f, why, "add its title to reviews.json beside it")
+        loaded.append((f, records, topic))
     bar = Progress(len(files) * seeds, "screen")
     try:
-        for f in files:
+        for f, records, topic in loaded:
             for seed in range(seeds):
-                result, _ = run_file(f, seed=seed, params=params)
+                result, _ = run_file(f, seed=seed, params=params, topic=topic, records=records)
                 m = metrics(result, rule)
+                m["topic"] = topic
                 rows.setdefault(f.name.split(".")[0], []).append(m)
                 bar.update()
     finally:
@@ -285,10 +394,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--data", metavar="FILE", help="labelled .jsonl(.gz) file")
+    src.add_argument("--data", metavar="FILE", help="labelled .jsonl(.gz) file (read as gzip "
+                     "when its content is, whatever its name)")
     src.add_argument("--all", metavar="FOLDER", help="run every file of FOLDER, print a table")
     p.add_argument("--topic", help="topic text, with --data (default: the title in reviews.json "
-                   "beside FILE)")
+                   "beside FILE; with none, a notice, and the ranking starts at random)")
     p.add_argument("--target-recall", type=float, default=0.95,
                    help="recall the stopping rule aims at, in (0, 1] (default 0.95)")
     p.add_argument("--estimator", choices=("ht", "hh", "bound"), default="bound",

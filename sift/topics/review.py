@@ -24,6 +24,7 @@ A *review* is a profile in review mode (see ``docs/screening.md``):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,14 +43,35 @@ REVIEW_PARAMS = ("draws", "n_top", "growth", "n_negatives", "exponent", "target_
                  "strip_design", "topic_weight", "learner", "svm_C", "random_state")
 
 
+def _show(value: Any) -> str:
+    """``repr`` of a received value, on one line and short (for error messages)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _number(value: Any) -> bool:
+    """A finite JSON number (an int or a float, not a boolean)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond any float
+        return False
+
+
 def is_review_obj(obj: Any) -> bool:
     """Whether a decoded profiles-topic object is a review spec (``"mode": "review"``)."""
     return isinstance(obj, dict) and obj.get("mode") == REVIEW_MODE
 
 
 def _name(obj: dict[str, Any], key: str, what: str) -> str:
+    """A name field: ``missing_<key>`` when absent, null or blank, ``bad_<key>`` when it is
+    not a string or too long."""
     value = obj.get(key)
-    if not isinstance(value, str) or not value.strip():
+    if value is not None and not isinstance(value, str):
+        raise RecordError(f"bad_{key}", f"{what} field {key!r} must be a string, got "
+                          f"{type(value).__name__}")
+    if value is None or not value.strip():
         raise RecordError(f"missing_{key}", f"{what} has no {key!r} (a non-empty string)")
     if len(value) > MAX_ID_CHARS:
         raise RecordError(f"bad_{key}", f"{what} field {key!r} is longer than {MAX_ID_CHARS} "
@@ -86,9 +108,10 @@ class ReviewSpec:
             raise RecordError("bad_query", "review spec field 'query' must be a string")
         if not delete and not query.strip():
             raise RecordError("missing_query", f"review {name!r} has no 'query' (its topic text)")
-        params = obj.get("params") or {}
-        if not isinstance(params, dict):
-            raise RecordError("bad_params", "review spec field 'params' must be an object")
+        params = obj.get("params", {})
+        if not isinstance(params, dict):  # [], false, null: not an empty set of params
+            raise RecordError("bad_params", "review spec field 'params' must be an object, "
+                              f"got {_show(params)}")
         for key, value in params.items():
             if key not in REVIEW_PARAMS:
                 raise RecordError("bad_params", f"review spec param {key!r} is not one of "
@@ -191,8 +214,11 @@ class ReviewStatus:
     "r_hat_var", "recall_estimate", "recall_lower", "estimator", "target_recall", "stop",
     "complete", "ts"}``: ``recall_estimate`` is ``found / R-hat``, ``recall_lower`` the
     bound rule's heuristic lower bound on recall (a normal approximation, not a
-    guaranteed confidence bound: docs/screening.md, forty-third session);
-    ``stop`` is the stopping rule's signal (it can turn
+    guaranteed confidence bound: docs/screening.md, forty-third session). While no
+    sampling batch has completed since the collection last changed (the start, the
+    warm-up, documents just joined) there is no estimate: ``recall_estimate`` is null,
+    ``recall_lower`` 0.0 and ``r_hat`` just ``found`` (variance 0); once every document
+    is judged both are 1.0, exactly. ``stop`` is the stopping rule's signal (it can turn
     false again when new documents join the collection); ``complete`` means every
     document is judged.
     """
@@ -205,7 +231,7 @@ class ReviewStatus:
     batches: int
     r_hat: float
     r_hat_var: float
-    recall_estimate: float
+    recall_estimate: float | None
     recall_lower: float
     estimator: str
     target_recall: float
@@ -215,21 +241,44 @@ class ReviewStatus:
 
     @classmethod
     def from_obj(cls, obj: Any) -> ReviewStatus:
+        """Decode a status, every field of its type (as :meth:`JudgmentRequest.from_obj`
+        does): integers >= 0 (not booleans) for the counts, numbers for the estimates
+        (``recall_estimate`` may be null), a string estimator, booleans for ``stop`` and
+        ``complete``; RecordError ``bad_status`` naming the field otherwise."""
         if not isinstance(obj, dict):
             raise RecordError("not_an_object", "review status must be a JSON object")
-        try:
-            return cls(
-                review=_name(obj, "review", "review status"),
-                documents=int(obj["documents"]), screened=int(obj["screened"]),
-                found=int(obj["found"]), pending=int(obj["pending"]),
-                batches=int(obj["batches"]), r_hat=float(obj["r_hat"]),
-                r_hat_var=float(obj["r_hat_var"]),
-                recall_estimate=float(obj["recall_estimate"]),
-                recall_lower=float(obj["recall_lower"]), estimator=str(obj["estimator"]),
-                target_recall=float(obj["target_recall"]), stop=bool(obj["stop"]),
-                complete=bool(obj["complete"]), ts=float(obj.get("ts", 0.0)))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RecordError("bad_status", f"review status is malformed: {exc!r}") from None
+        review = _name(obj, "review", "review status")
+
+        def field_(key: str, ok: Callable[[Any], bool], what: str, default: Any = ...) -> Any:
+            if key not in obj and default is not ...:
+                return default
+            if key not in obj:
+                raise RecordError("bad_status", f"review status has no {key!r}")
+            value = obj[key]
+            if not ok(value):
+                raise RecordError("bad_status", f"review status field {key!r} must be {what}, "
+                                  f"got {_show(value)}")
+            return value
+
+        def count(key: str) -> int:
+            return int(field_(key, lambda v: type(v) is int and v >= 0, "an integer >= 0"))
+
+        def number(key: str, default: Any = ...) -> float:
+            return float(field_(key, _number, "a number", default))
+
+        estimate = field_("recall_estimate", lambda v: v is None or _number(v),
+                          "a number or null (no estimate yet)")
+        return cls(
+            review=review, documents=count("documents"), screened=count("screened"),
+            found=count("found"), pending=count("pending"), batches=count("batches"),
+            r_hat=number("r_hat"), r_hat_var=number("r_hat_var"),
+            recall_estimate=None if estimate is None else float(estimate),
+            recall_lower=number("recall_lower"),
+            estimator=field_("estimator", lambda v: isinstance(v, str), "a string"),
+            target_recall=number("target_recall"),
+            stop=field_("stop", lambda v: isinstance(v, bool), "true or false"),
+            complete=field_("complete", lambda v: isinstance(v, bool), "true or false"),
+            ts=number("ts", 0.0))
 
     def to_obj(self) -> dict[str, Any]:
         return {"review": self.review, "documents": self.documents, "screened": self.screened,

@@ -23,7 +23,7 @@ from sift.agents.service import InputMessage, TrainingSet, shard_of
 from sift.filters.screening.errors import ScreeningError
 from sift.filters.vectorize import Vectorizer
 from sift.settings import Settings
-from sift.topics.review import ReviewStatus, decode_request, decode_status
+from sift.topics.review import ReviewStatus, decode_request, decode_status, encode_review
 
 P = 2
 NAME = "wilson"
@@ -334,7 +334,9 @@ def test_an_unrequested_judgment_drawn_again_keeps_the_ht_status() -> None:
     assert review.pending_ and review.index_[x] in review.batches_[-1]["draws"]
     last = out.statuses[-1]
     assert last.found == 2 and last.r_hat == 2.0 and last.r_hat_var == 0.0
-    assert last.recall_estimate == 1.0 and not last.stop
+    # no sampling batch has completed (the warm-up draws nothing): no recall estimate
+    # (null; 1.0 before the forty-fourth session's S2)
+    assert last.recall_estimate is None and last.recall_lower == 0.0 and not last.stop
     assert service.stats["review_status_errors"] == 0
 
 
@@ -788,3 +790,61 @@ def test_a_call_whose_task_was_cancelled_ends_before_the_next_starts() -> None:
 
     asyncio.run(main())
     assert order == ["first ended", "second started"]
+
+
+# -- the forty-fourth session's audit (S1, S2) ------------------------------------------
+@pytest.mark.parametrize(("param", "value"), [("topic_weight", 1e308), ("C", 1e200),
+                                              ("class_ratio", 1e300), ("svm_C", 1e160)])
+def test_a_spec_whose_params_the_review_cannot_use_is_refused_at_creation(
+        param: str, value: float) -> None:
+    """Before, the review was created and its first round of judgments raised (or, with a
+    C of 1e200, never returned), so every judgment of it was dead-lettered."""
+    service, table = ReviewService(n_shards=P), {}
+    out = service.apply_specs([msg(spec(**{param: value}), "profiles")], table)
+    assert [d.reason for d in out.dead_letters] == ["bad_params"]
+    assert param in out.dead_letters[0].message and repr(value) in out.dead_letters[0].message
+    assert NAME not in table and not out.statuses
+
+
+def test_a_batch_that_cannot_be_computed_keeps_the_judgments_and_the_worker(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A failure in ``next_batch`` is guarded as the status is: the judgments are applied and
+    written, none is dead-lettered, one line is logged and ``review_batch_errors`` counted;
+    the spec sent again asks for the batch once the cause is gone."""
+    from sift.agents.review import guarded
+    from sift.filters.screening import Review
+
+    service, table, out, answers = _screening()
+    first = out.requests
+    real = Review.next_batch
+
+    def broken(self: Review) -> list[str]:
+        if self.pending_:
+            return real(self)
+        raise ValueError("model bug\nsecond line")
+
+    monkeypatch.setattr(Review, "next_batch", broken)
+    with caplog.at_level("WARNING", logger="sift.worker"):
+        result = guarded(service.apply_judgments, answers(first), table)
+    assert not result.dead_letters and not result.requests
+    assert result.statuses and not result.statuses[-1].stop
+    assert service.stats["review_batch_errors"] == 1
+    record = decode_review_record(table[NAME], NAME, table)
+    assert len(record.judged) == len(first) and not record.review.pending_
+    lines = [r.getMessage() for r in caplog.records if "next batch not computed" in r.getMessage()]
+    assert len(lines) == 1 and "model bug second line" in lines[0] and "\n" not in lines[0]
+    monkeypatch.undo()
+    again = service.apply_specs([msg(spec(), "profiles")], table)
+    assert again.requests and not again.dead_letters
+
+
+def test_the_status_before_any_sampling_batch_has_no_recall_estimate() -> None:
+    """No completed sampling batch in the current epoch: ``recall_estimate`` null and
+    ``recall_lower`` 0.0 (before: 1.0 and 1.0, with nothing screened)."""
+    service, table, out, answers = _screening()
+    assert out.statuses[-1].screened == 0
+    for status in (out.statuses[-1], service.apply_judgments(answers(out.requests),
+                                                             table).statuses[-1]):
+        obj = orjson.loads(encode_review(status))
+        assert obj["recall_estimate"] is None and obj["recall_lower"] == 0.0
+        assert decode_status(encode_review(status)) == status

@@ -82,8 +82,11 @@ def collection(n: int, start: int = 0) -> tuple[list[str], list[str], dict[str, 
 
 
 def finite_status(s: ReviewStatus) -> None:
-    for v in (s.r_hat, s.r_hat_var, s.recall_estimate, s.recall_lower, s.target_recall):
+    for v in (s.r_hat, s.r_hat_var, s.recall_lower, s.target_recall):
         assert isinstance(v, float) and math.isfinite(v), s
+    # null while no sampling batch backs an estimate (docs/screening.md)
+    est = s.recall_estimate
+    assert est is None or (isinstance(est, float) and math.isfinite(est)), s
     for v in (s.documents, s.screened, s.found, s.pending, s.batches):
         assert isinstance(v, int) and v >= 0, s
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import inspect
 import math
+import numbers
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -47,9 +48,14 @@ from sift.filters.sparse import unique
 
 STATE_VERSION = 1
 #: Bounds beyond which a review cannot run: draws are drawn and stored one by one, and
-#: liblinear does not return for a C below about 1e-150.
+#: liblinear does not return for a C below about 1e-150 or above about 1e160 (MAX_C
+#: leaves a wide margin: 1e6 is weak regularisation already).
 MAX_DRAWS = 100_000
 MIN_C = 1e-12
+MAX_C = 1e6
+#: The largest ``class_ratio`` and ``topic_weight``: training weights beyond it overflow to
+#: infinity (``topic_weight`` 1e308) or make liblinear's problem as ill-posed as a huge C.
+MAX_WEIGHT = 1e6
 EstimatorName = Literal["ht", "hh", "bound"]
 _ESTIMATORS = ("ht", "hh", "bound")
 _LEARNERS = ("lr", "svm", "lr+svm")
@@ -214,6 +220,42 @@ def _check_judged_before(batches: list[dict[str, Any]], order: list[str],
         last = k
 
 
+def _check_pending(batches: list[dict[str, Any]], pending: list[str],
+                   labels: NDArray[np.int64], ids: list[str]) -> None:
+    """``pending`` against the last batch: exactly its new documents (the ones it took with
+    certainty and its draws of unjudged ones) that are not judged yet (ScreeningError if
+    not; the order is not checked)."""
+    want: set[str] = set()
+    if batches:
+        last = batches[-1]
+        new = np.unique(np.concatenate([last["certain"], last["draws"][last["draw_new"]]]))
+        want = {ids[i] for i in new[labels[new] < 0]}
+    got = set(pending)
+    if got != want:
+        extra, missing = sorted(got - want), sorted(want - got)
+        if extra:
+            raise _bad("pending", extra[0], "has a document the last batch did not ask for")
+        raise _bad("pending", pending, f"lacks {len(missing)} unjudged document(s) the last "
+                   f"batch asked for (first {missing[0]!r})")
+
+
+def _check_log_miss(batches: list[dict[str, Any]], log_miss: NDArray[np.float64],
+                    exponent: float, ids: list[str]) -> None:
+    """``log_miss`` against the batches: the sum of each batch's ``log P(not included)``,
+    recomputed from its ranks, stratum and draws (ScreeningError beyond a relative 1e-9)."""
+    want = np.zeros(len(log_miss))
+    for b in batches:
+        m = len(b["ranks"])
+        certain = np.zeros(m, dtype=bool)
+        certain[b["certain"]] = True
+        want[:m] += batch_miss_log(power_law(b["ranks"], exponent), certain, b["b"])
+    same = np.isclose(log_miss, want, rtol=1e-9, atol=1e-12)  # -inf equals -inf
+    if not np.all(same):
+        bad = int(np.argmax(~same))
+        raise _bad("log_miss", f"{ids[bad]}: {float(log_miss[bad])!r}",
+                   f"does not match the batches (which give {float(want[bad])!r})")
+
+
 _DESIGN = re.compile(
     r"\b(?:an?\s+)?(?:(?:systematic|scoping|umbrella|narrative)\s+(?:literature\s+)?reviews?"
     r"|literature\s+reviews?|meta[-\s]?analys[ie]s|tertiary\s+stud(?:y|ies)"
@@ -316,11 +358,13 @@ class Review:
         ``"ht"`` and ``"hh"``, which have no variance term to hold them back early
         (:meth:`min_batches_for`).
     C
-        Inverse regularisation strength of the logistic regression.
+        Inverse regularisation strength of the logistic regression, in
+        ``[MIN_C, MAX_C]`` (1e-12 to 1e6: liblinear does not return far outside it).
     class_ratio
         Total training weight of the relevant examples (the pseudo document included)
         over that of the non-relevant ones (judged and temporary); 1 is scikit-learn's
         ``class_weight="balanced"``. Larger values favour recall of the rare class.
+        A finite number in ``(0, MAX_WEIGHT]`` (at most 1e6).
     max_df
         Terms in more than this fraction of the documents are dropped from the TF-IDF
         vocabulary (1.0 keeps all).
@@ -338,13 +382,15 @@ class Review:
         same; the class balance of ``class_ratio`` is applied first). 10 by default: the
         topic keeps steering the model while few relevant records are known (chosen on
         tuning seeds 100-105: review-order WSS@95 0.643 -> 0.666 and cost at the bound
-        rule's stop 0.499 -> 0.484 against 1; docs/screening.md).
+        rule's stop 0.499 -> 0.484 against 1; docs/screening.md). A finite number in
+        ``(0, MAX_WEIGHT]`` (at most 1e6).
     learner
         ``"lr"`` (logistic regression, ``C``), ``"svm"`` (linear SVM, squared hinge,
         ``svm_C``: ASReview's learner) or ``"lr+svm"`` (the mean of the two models'
         standardised scores).
     svm_C
-        Inverse regularisation strength of the linear SVM (ASReview's 0.11).
+        Inverse regularisation strength of the linear SVM (ASReview's 0.11), in
+        ``[MIN_C, MAX_C]`` (1e-12 to 1e6).
     random_state
         Seed of the review's random generator.
 
@@ -455,13 +501,15 @@ class Review:
             raise bad("draws", self.draws, "and n_top cannot both be 0")
         if self.estimator != "ht" and self.draws < 2:
             raise bad("draws", self.draws, f"must be >= 2 for estimator {self.estimator!r}")
-        positive = ("C", "class_ratio", "max_df", "svm_C")
+        positive = ("C", "class_ratio", "max_df", "svm_C", "topic_weight")
         if isinstance(self.svm_C, int | float) and 0 < self.svm_C < MIN_C:
             raise bad("svm_C", self.svm_C, f"must be >= {MIN_C}")
-        for name, lo, hi in (("exponent", 0.0, 10.0), ("growth", 0.0, 1.0), ("C", 0.0, math.inf),
-                              ("svm_C", 0.0, math.inf),
-                              ("warmup_precision", 0.0, 1.0), ("class_ratio", 0.0, math.inf),
-                              ("max_df", 0.0, 1.0)):
+        # upper bounds: a C of 1e160 never returns from liblinear, and an infinite C,
+        # class_ratio or topic_weight (or 1e308, times a class weight) fails the first model
+        for name, lo, hi in (("exponent", 0.0, 10.0), ("growth", 0.0, 1.0), ("C", 0.0, MAX_C),
+                              ("svm_C", 0.0, MAX_C),
+                              ("warmup_precision", 0.0, 1.0), ("class_ratio", 0.0, MAX_WEIGHT),
+                              ("topic_weight", 0.0, MAX_WEIGHT), ("max_df", 0.0, 1.0)):
             v = getattr(self, name)
             if (not isinstance(v, int | float) or isinstance(v, bool) or not lo <= v <= hi
                     or (name in positive and v == 0)):
@@ -480,9 +528,6 @@ class Review:
             if not numeric or not (v > 0.0 and upper_ok):
                 raise bad(name, v, "must be in (0, 1]" if name == "target_recall" else
                           "must be in (0, 1)")
-        if (not isinstance(self.topic_weight, int | float) or isinstance(self.topic_weight, bool)
-                or not 0.0 < self.topic_weight < math.inf):
-            raise bad("topic_weight", self.topic_weight, "must be a finite number > 0")
         if self.learner not in _LEARNERS:
             raise bad("learner", self.learner, f"must be one of {', '.join(_LEARNERS)}")
         if self.hh_variance not in ("within", "max"):
@@ -577,7 +622,9 @@ class Review:
         """Scores of every document by the ``learner`` trained on ``(Xt, yt)``."""
         scores = []
         if self.learner in ("lr", "lr+svm"):
-            model = LogisticRegression(C=self.C, solver="liblinear")
+            # random_state: not the global RNG (liblinear's primal solver draws nothing
+            # from it: the results are the same, checked on the bundled sets)
+            model = LogisticRegression(C=self.C, solver="liblinear", random_state=0)
             model.fit(Xt, yt, sample_weight=weights)
             scores.append(np.asarray(model.decision_function(X), dtype=np.float64))
         if self.learner in ("svm", "lr+svm"):
@@ -592,7 +639,11 @@ class Review:
 
     # ----------------------------------------------------------------- batches
     def next_batch(self) -> list[str]:
-        """Ids to judge next, best-ranked first (the pending ones again if any remain)."""
+        """Ids to judge next, best-ranked first (the pending ones again if any remain).
+
+        When the model cannot be fitted the error is raised and the review is left as it
+        was (no batch, the random generator's state restored).
+        """
         if self.pending_:
             return list(self.pending_)
         n = self.n_documents
@@ -601,7 +652,14 @@ class Review:
         unjudged = np.flatnonzero(self.labels_ < 0)
         if len(unjudged) == 0:
             return []
-        scores = self._train_and_score()
+        rng_state = self.rng_.bit_generator.state
+        try:
+            scores = self._train_and_score()
+        except Exception:
+            # a model that cannot be fitted leaves the review as it was (the generator too),
+            # so that a caller may log it and ask again later
+            self.rng_.bit_generator.state = rng_state
+            raise
         self._scores = scores
         sampling = self._sampling_on()
         grow = self.growth if (self.grow_when_sampling or not sampling) else 0.0
@@ -677,11 +735,16 @@ class Review:
         return sum(1 for b in self._complete_batches()[self.epoch_start_ :] if b["b"] > 0)
 
     def record_judgment(self, doc_id: str, relevant: bool) -> None:
-        """Record a reviewer's judgment (a later judgment of the same id overrides)."""
+        """Record a reviewer's judgment (a later judgment of the same id overrides).
+
+        ``relevant``: a boolean (numpy's too) or an integer 0 or 1 (any
+        :class:`numbers.Integral`, numpy's integers included).
+        """
         i = self.index_.get(doc_id)
         if i is None:
             raise ScreeningError(f"unknown document id {doc_id!r}")
-        if not isinstance(relevant, bool | np.bool_ | int) or relevant not in (0, 1):
+        if (not isinstance(relevant, bool | np.bool_ | numbers.Integral)
+                or relevant not in (0, 1)):
             raise ScreeningError(f"relevant must be a boolean, got {relevant!r}")
         if self.labels_[i] < 0:
             self.order_.append(doc_id)
@@ -721,12 +784,19 @@ class Review:
         session). The known documents outside the sample are also counted twice in
         expectation (the sample's sum already estimates them), which errs high; neither
         is changed, so the reported figures stay those of this estimator.
+
+        While the current epoch has no completed sampling batch (documents joined since,
+        or none drew a sample yet) the estimate is not ``sampled``
+        (:class:`~sift.filters.screening.estimators.Estimate`): no recall is claimed.
         """
         found = int(np.sum(self.labels_ == 1))
         batches = self._complete_batches()
+        # the documents that joined since the last sampling batch have no inclusion
+        # probability yet: no estimate of the whole collection until one completes
+        sampled = self.n_sampling_batches() > 0
         rel = np.flatnonzero(self._complete_sample() & (self.labels_ == 1))
         if not batches or len(rel) == 0:
-            return Estimate(float(found), 0.0, found)
+            return Estimate(float(found), 0.0, found, sampled)
         p_hist = np.zeros((len(batches), len(rel)))
         c_hist = np.zeros((len(batches), len(rel)), dtype=bool)
         b = np.zeros(len(batches), dtype=np.int64)
@@ -747,7 +817,7 @@ class Review:
         r_hat, var = horvitz_thompson(np.ones(len(rel)), pij)
         # relevant documents judged outside the sample are known exactly
         outside = found - len(rel)
-        return Estimate(r_hat + outside, var, found)
+        return Estimate(r_hat + outside, var, found, sampled)
 
     def _found_before(self, batches: Sequence[dict[str, Any]]) -> list[int]:
         """Relevant documents known before each of ``batches``, by the *current* labels.
@@ -778,11 +848,16 @@ class Review:
         over the window, not the documents the draws never reached. A bound built from
         it (:meth:`Estimate.upper`) is a heuristic, not a confidence bound
         (docs/screening.md, forty-third session).
+
+        Before the epoch's first completed sampling batch the estimate is ``found`` with
+        variance 0 and not ``sampled``: its recall is NaN and its lower bound 0.0.
         """
         found = int(np.sum(self.labels_ == 1))
         batches = [b for b in self._complete_batches()[self.epoch_start_ :] if b["b"] > 0]
         if not batches:
-            return Estimate(float(found), 0.0, found)
+            # no sampling batch in this epoch (the start, the warm-up, documents just
+            # joined): found, with no evidence about the rest (Estimate.sampled)
+            return Estimate(float(found), 0.0, found, sampled=False)
         use = batches[-self.hh_window :]
         ests, vars_ = [], []
         for batch, known in zip(use, self._found_before(use), strict=True):
@@ -831,14 +906,18 @@ class Review:
         """The output ordering and its threshold.
 
         Sampled relevant, sampled non-relevant, then un-sampled documents (by the last
-        model score); the threshold is the position of the first un-sampled document.
+        model score; documents added since that model come after them, in the order they
+        were added); the threshold is the position of the first un-sampled document.
         """
         judged = self.labels_ >= 0
         rel = [self.ids_[i] for i in range(self.n_documents) if self.labels_[i] == 1]
         non = [self.ids_[i] for i in range(self.n_documents) if self.labels_[i] == 0]
         rest = np.flatnonzero(~judged)
-        if self._scores is not None and len(self._scores) == self.n_documents:
-            rest = rest[np.argsort(-self._scores[rest], kind="stable")]
+        if self._scores is not None:
+            # the last model scored the documents present then: the first len(scores)
+            scored = rest[rest < len(self._scores)]
+            rest = np.concatenate([scored[np.argsort(-self._scores[scored], kind="stable")],
+                                   rest[rest >= len(self._scores)]])
         return rel + non + [self.ids_[i] for i in rest], len(rel) + len(non)
 
     # ------------------------------------------------------------------- state
@@ -992,6 +1071,8 @@ class Review:
         if pending and not batches:
             raise _bad("pending", pending, "must be empty when there is no batch")
         review.batches_ = [_batch(b, t, n, float(review.exponent)) for t, b in enumerate(batches)]
+        _check_pending(review.batches_, pending, labels, ids)
+        _check_log_miss(review.batches_, log_miss, float(review.exponent), ids)
         certain = np.zeros(n, dtype=bool)
         sampled = np.zeros(n, dtype=bool)
         for b in review.batches_:

@@ -167,11 +167,19 @@ def hansen_hurwitz(z: FloatArray) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Estimate:
-    """An estimate of R with its variance and the relevant documents found so far."""
+    """An estimate of R with its variance and the relevant documents found so far.
+
+    ``sampled`` is false while no sampling batch backs the estimate (at the start, during
+    the greedy warm-up, and after documents join until a sampling batch of the new epoch
+    completes): ``r_hat`` is then ``found`` with variance 0, which says nothing about the
+    relevant documents not yet seen, so :meth:`recall` is NaN and :meth:`recall_lower`
+    0.0 ("no bound"), not 1.0.
+    """
 
     r_hat: float
     var: float
     found: int
+    sampled: bool = True
 
     def upper(self, confidence: float) -> float:
         """``r_hat + z * sd`` with ``z`` the normal quantile of ``confidence``, at least ``found``.
@@ -187,12 +195,20 @@ class Estimate:
         return max(self.r_hat + z * math.sqrt(max(self.var, 0.0)), float(self.found))
 
     def recall(self) -> float:
-        """Point estimate of recall, ``found / max(r_hat, found)``."""
+        """Point estimate of recall, ``found / max(r_hat, found)``; NaN when not ``sampled``.
+
+        >>> Estimate(10.0, 4.0, 8).recall(), Estimate(8.0, 0.0, 8, sampled=False).recall()
+        (0.8, nan)
+        """
+        if not self.sampled:
+            return math.nan
         denom = max(self.r_hat, float(self.found))
         return 1.0 if denom <= 0 else self.found / denom
 
     def recall_lower(self, confidence: float) -> float:
         """Heuristic lower bound on recall, ``found / upper(confidence)`` (see :meth:`upper`:
-        not a bound at that confidence)."""
+        not a bound at that confidence); 0.0, no bound, when not ``sampled``."""
+        if not self.sampled:
+            return 0.0
         up = self.upper(confidence)
         return 1.0 if up <= 0 else self.found / up
