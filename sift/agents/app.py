@@ -874,6 +874,9 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     reviews = review_mode.attach(app, settings, topic, documents_topic, profiles_topic, table,
                                  emit_review_dead)
     worker.reviews = reviews
+    # a standing profile may not take a running review's name (nor a review a profile's):
+    # both tables are co-partitioned by name, so a spec's shard holds both here
+    service.reviews = review_mode.ReviewNames(reviews.table)
 
     async def complete(msgs: list[InputMessage],
                        recovered: list[tuple[str, int, int]]) -> list[InputMessage]:
@@ -1250,6 +1253,9 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     async def apply_specs(stream: faust.StreamT[Any]) -> None:
         recovered: list[tuple[str, int, int]] = []
         async for events in take_events(stream, 8, within=settings.batch_timeout):
+            # review specs (any spec with a "mode") first: a review and a standing spec
+            # of one name in one batch leave the review, the standing one refused
+            # (review_exists, Service.reviews)
             msgs = await reviews.take_specs(await complete([to_message(e) for e in events],
                                                            recovered))
             result = guarded(service.apply_specs, msgs, table, stats=service.stats)

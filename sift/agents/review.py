@@ -8,9 +8,10 @@ topics) and returns what to emit. :func:`attach` wires it into the worker's Faus
 ============================  ======================================================
 agent / hook                  consumes -> emits
 ============================  ======================================================
-``take_specs`` (hook)         profiles: specs with ``"mode": "review"`` -> table,
-                              requests, status, dead letters; the rest goes on to the
-                              standing-profile agent
+``take_specs`` (hook)         profiles: specs with a ``mode`` (``"review"``, any
+                              other is ``bad_mode``) -> table, requests, status, dead
+                              letters; the rest goes on to the standing-profile agent,
+                              which refuses a review's name (:class:`ReviewNames`)
 ``route_documents`` (hook)    documents (each batch the standing routing agent
                               consumed): documents whose ``metadata.review`` names a
                               review -> the internal ``review-documents`` topic,
@@ -120,6 +121,20 @@ def ranks_key(name: str, t: int) -> str:
 def is_chunk_key(key: str) -> bool:
     """Whether a review table key is a chunk's (and not a review's name)."""
     return CHUNK_SEPARATOR in key
+
+
+class ReviewNames(Container[str]):
+    """The names of the reviews a review table holds (its records' keys, not its chunks'):
+    what :class:`~sift.agents.service.Service` checks a standing profile spec's name
+    against (``review_exists``), as a review spec's is checked against the standing
+    profiles (``profile_exists``). The same test as the judgments' routing
+    (:meth:`ReviewService.claims`): a name that is a review here is the review's."""
+
+    def __init__(self, table: Mapping[str, bytes]) -> None:
+        self.table = table
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and not is_chunk_key(name) and name in self.table
 
 
 @dataclass
@@ -746,7 +761,7 @@ class ReviewService:
             j = decode_judgment(msg.value or b"")
         except RecordError:
             return False
-        return not is_chunk_key(j.profile) and j.profile in table
+        return j.profile in ReviewNames(table)
 
     def apply_judgments(self, messages: Iterable[InputMessage],
                         table: MutableMapping[str, bytes]) -> ReviewResult:

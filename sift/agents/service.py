@@ -45,7 +45,7 @@ import time
 import uuid
 import zlib
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -791,6 +791,12 @@ class Service:
         would need more is dead-lettered (``state_too_large``) and changes nothing: the
         record could not be written, so the profile would not survive a restart. None:
         no limit.
+    reviews
+        The names of the reviews held here (:class:`~sift.agents.review.ReviewNames`
+        over the review table; the app sets it): a profile spec taking a review's name is
+        dead-lettered (``review_exists``), as a review spec taking a standing profile's
+        name is (``profile_exists``). Judgments of a review's name go to the review, so
+        a standing profile of that name would deliver and never learn. None: no reviews.
     """
 
     def __init__(
@@ -807,6 +813,7 @@ class Service:
         journal: MutableMapping[str, bytes] | None = None,
         append_journal: bool = True,
         max_record_bytes: int | None = None,
+        reviews: Container[str] | None = None,
     ) -> None:
         if n_shards < 1:
             raise ServiceError(f"n_shards must be >= 1, got {n_shards}")
@@ -826,6 +833,7 @@ class Service:
         self.journal = journal
         self.append_journal = append_journal
         self.max_record_bytes = max_record_bytes
+        self.reviews = reviews
         self._raw: dict[str, bytes] = {}
         self._jraw: dict[str, bytes | None] = {}  # the journal value each entry includes
         self._rewrite: set[str] = set()  # profiles whose next save is a whole record
@@ -1510,7 +1518,10 @@ class Service:
 
     def apply_specs(self, messages: Iterable[InputMessage],
                     table: MutableMapping[str, bytes]) -> UpdateResult:
-        """Create, replace or delete profiles; state written back to ``table``."""
+        """Create, replace or delete profiles; state written back to ``table``. A spec
+        creating or replacing a profile whose name is a review's (:attr:`reviews`) is
+        dead-lettered (``review_exists``); deleting one is not refused (a profile made
+        before the check can be deleted)."""
         out = UpdateResult()
         for msg in messages:
             try:
@@ -1532,6 +1543,11 @@ class Service:
                 self._drop(spec.profile, table)
                 self.stats["profiles_deleted"] += 1
                 out.changed.append(spec.profile)
+                continue
+            if self.reviews is not None and spec.profile in self.reviews:
+                self._dead(out.dead_letters, msg, RecordError(
+                    "review_exists", f"a standing profile needs another name: review "
+                    f"{spec.profile!r} is running"))
                 continue
             try:
                 profile = self.build_profile(spec)

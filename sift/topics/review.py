@@ -7,6 +7,11 @@ A *review* is a profile in review mode (see ``docs/screening.md``):
       {"profile": "wilson", "mode": "review", "query": "Wilson disease therapies",
        "params": {"target_recall": 0.95, "estimator": "bound", ...}}
 
+  Any profiles-topic object with a ``mode`` field is a review spec (:func:`is_review_obj`);
+  one whose ``mode`` is not ``"review"`` is refused (``bad_mode``). The names are shared
+  with the standing profiles: a review may not take a standing profile's name
+  (``profile_exists``), nor a standing profile a review's (``review_exists``).
+
   ``params`` are :class:`~sift.filters.screening.Review` hyperparameters. ``"delete": true``
   ends the review. A spec for an existing review with the same query and params changes
   nothing but re-publishes the pending requests and the status (a client that lost them
@@ -60,8 +65,12 @@ def _number(value: Any) -> bool:
 
 
 def is_review_obj(obj: Any) -> bool:
-    """Whether a decoded profiles-topic object is a review spec (``"mode": "review"``)."""
-    return isinstance(obj, dict) and obj.get("mode") == REVIEW_MODE
+    """Whether a decoded profiles-topic object is a review spec: an object with a ``mode``
+    field, whatever its value. A standing profile's spec has no ``mode``; ``"review"`` is
+    the only mode, and :meth:`ReviewSpec.from_obj` refuses any other value (``bad_mode``),
+    null and ``"profile"`` included, so a misspelt mode is dead-lettered instead of
+    becoming a standing profile (forty-fourth session, operations audit finding 2)."""
+    return isinstance(obj, dict) and "mode" in obj
 
 
 def _name(obj: dict[str, Any], key: str, what: str) -> str:
@@ -98,8 +107,8 @@ class ReviewSpec:
             raise RecordError("bad_profile", "review spec field 'profile' must not contain "
                               "a NUL character")
         if obj.get("mode") != REVIEW_MODE:
-            raise RecordError("bad_mode", f"review spec field 'mode' must be 'review', "
-                              f"got {obj.get('mode')!r}")
+            raise RecordError("bad_mode", f"review spec field 'mode' must be 'review' (a "
+                              f"standing profile's spec has no 'mode'), got {obj.get('mode')!r}")
         delete = obj.get("delete", False)
         if not isinstance(delete, bool):
             raise RecordError("bad_delete", "review spec field 'delete' must be true or false")
