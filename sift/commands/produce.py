@@ -16,6 +16,7 @@ from sift.settings import Settings
 from sift.topics.codecs import dumps, is_document_batch, loads
 from sift.topics.errors import RecordError
 from sift.topics.records import Document, Judgment, ProfileSpec
+from sift.topics.review import ReviewSpec, is_review_obj
 
 EPILOG = """\
 examples:
@@ -41,8 +42,15 @@ A message the broker refuses (larger than its message.max.bytes, say) stops the
 command with an error naming its file and lines; "sent" counts only what it took.
 """
 
+def _spec(obj: Any) -> Any:
+    """A profiles-topic record as the worker reads it: a review spec when it has a
+    ``mode`` (a misspelt mode is refused here, as the worker would dead-letter it),
+    otherwise a standing profile's spec."""
+    return ReviewSpec.from_obj(obj) if is_review_obj(obj) else ProfileSpec.from_obj(obj)
+
+
 PARSERS: dict[str, Any] = {"documents": Document.from_obj, "judgments": Judgment.from_obj,
-                           "profiles": ProfileSpec.from_obj}
+                           "profiles": _spec}
 
 #: what a record of each topic is called in a message's description (one, several)
 NOUNS = {"documents": ("document", "documents"), "judgments": ("judgment", "judgments"),
@@ -248,7 +256,8 @@ def numbered_messages(path: Path, topic: str, batch: int, raw: bool, limit: int 
         except RecordError as exc:
             raise SiftError(f"{where}: {exc}") from None
         count += 1
-        yield Message(rec.profile.encode(), dumps(rec.to_obj()), 1, n, n)
+        key = rec.review if isinstance(rec, ReviewSpec) else rec.profile
+        yield Message(key.encode(), dumps(rec.to_obj()), 1, n, n)
     if pending:
         yield _batch(pending, batch)
 

@@ -300,3 +300,18 @@ def test_profiles_list_without_a_profile_table_is_an_error(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "topic nosuchapp-profile_to_state-changelog does not exist" in err[0]
     assert "is SIFT_APP_ID=nosuchapp the workers'" in err[0]
+
+
+def test_profile_specs_are_checked_as_the_worker_reads_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spec with a ``mode`` is a review spec to the worker, which dead-letters a
+    misspelt mode (``bad_mode``); ``produce`` checked every spec as a standing profile's
+    and sent it (forty-fourth session). A review spec and a standing spec both pass."""
+    monkeypatch.chdir(tmp_path)
+    good = ('{"profile": "r1", "mode": "review", "query": "wilson disease"}\n'
+            '{"profile": "trade", "query": "trade"}\n')
+    Path("p.jsonl").write_text(good)
+    assert [m.records for m in numbered_messages(Path("p.jsonl"), "profiles", 100, False, None)] == [1, 1]
+    Path("bad.jsonl").write_text(good + '{"profile": "r2", "mode": "Review", "query": "x"}\n')
+    with pytest.raises(SiftError, match=r"^bad.jsonl:3: .*mode"):
+        list(messages(Path("bad.jsonl"), "profiles", 100, False, None))
