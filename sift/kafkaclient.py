@@ -28,11 +28,18 @@ _FAILED = (re.compile(r"Bootstrap connection to \S+ failed: (.+?)(?: \(backoff [
            re.compile(r"^Connection failed: (.+)$"), re.compile(r"Connection lost: (.+)$"),
            re.compile(r"^Metadata refresh: failed (.+)$"))
 
+#: the broker's answer to a SASL handshake on a listener that does not speak SASL, or not
+#: that mechanism (the error said only "IllegalSaslStateError"; forty-fourth session)
+_ILLEGAL_SASL = re.compile(r"IllegalSaslState|ILLEGAL_SASL_STATE")
+
 #: (a pattern of the reason, what to check), most specific first
 _HINTS = (
     (re.compile(r"SaslAuthenticationFailed|Authentication failed", re.I),
      "the broker refused the credentials: check SIFT_SASL_USERNAME, SIFT_SASL_PASSWORD and "
      "SIFT_SASL_MECHANISM"),
+    (_ILLEGAL_SASL,
+     "the listener does not speak SASL (or not this mechanism): check SIFT_SECURITY_PROTOCOL "
+     "and SIFT_SASL_MECHANISM"),
     (re.compile(r"UnsupportedSaslMechanism|mechanism", re.I),
      "the listener does not offer that SASL mechanism: check SIFT_SASL_MECHANISM"),
     (re.compile(r"CERTIFICATE_VERIFY_FAILED|certificate verify", re.I),
@@ -131,7 +138,11 @@ def _connect(settings: Settings, make: Callable[[], Any]) -> Any:
             text = str(exc)
             name = type(exc).__name__
             sasl = settings.security_protocol.upper().startswith("SASL")
-            why = failure_reason(log.reasons, sasl) or (text if text.startswith(name) else f"{name}: {text}")
+            why = failure_reason(log.reasons, sasl)
+            if why is None:
+                why = text if text.startswith(name) else f"{name}: {text}"
+                if _ILLEGAL_SASL.search(why):  # raised, not logged: the same hint
+                    why = failure_reason([why], sasl) or why
             raise KafkaClientError(f"cannot connect to {settings.broker}: {why}") from None
 
 
@@ -274,6 +285,31 @@ def ensure_topics(settings: Settings, names: Iterable[str], partitions: int | No
         raise KafkaClientError(f"cannot create topics on {settings.broker}: {exc}") from None
     finally:
         client.close()
+
+
+def topic_survey(settings: Settings, names: Iterable[str]) -> tuple[list[str], bool | None]:
+    """The topics among ``names`` that do not exist, and whether the worker group
+    (``settings.app_id``) has committed any offset (``None`` when the group coordinator
+    cannot say yet): what ``sift web``, which creates no topic, checks at start. Creates
+    nothing (kafka-python's admin client never asks for a topic to be auto-created)."""
+    from kafka.errors import KafkaError
+
+    wanted = list(names)
+    client = admin(settings)
+    try:
+        try:
+            existing = set(client.list_topics())
+        except KafkaError as exc:
+            raise KafkaClientError(f"cannot list the topics on {settings.broker}: "
+                                   f"{exc}") from None
+        try:
+            committed = client.list_group_offsets({settings.app_id: None}).get(settings.app_id)
+        except KafkaError:  # a coordinator still loading, say: the lag will tell later
+            committed = None
+    finally:
+        client.close()
+    return [t for t in wanted if t not in existing], (
+        None if committed is None else bool(committed))
 
 
 def partition_counts(settings: Settings, names: Iterable[str]) -> dict[str, int]:

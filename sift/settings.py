@@ -7,6 +7,7 @@ and pass it down. Nothing else in sift reads ``os.environ``.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -16,6 +17,17 @@ from sift.errors import ConfigError
 _PREFIX = "SIFT_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: the SASL mechanisms docs/streaming.md lists (any case; empty: PLAIN under SASL)
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI")
+#: what Kafka takes in a topic name, and its longest
+_TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]*")
+MAX_TOPIC_NAME = 249
+#: the longest logical topic name after ``SIFT_TOPIC_PREFIX`` and the longest topic name
+#: after ``SIFT_APP_ID`` (a table's changelog; Faust's ``-__assignor-__leader`` is
+#: shorter), kept here so that the settings need not import the Faust app (a unit test
+#: checks them against ``sift.agents``)
+LONGEST_TOPIC = "review-documents"
+LONGEST_APP_TOPIC_SUFFIX = "-profile_to_journal-changelog"
 
 
 def _parse_bool(name: str, value: str) -> bool:
@@ -25,6 +37,47 @@ def _parse_bool(name: str, value: str) -> bool:
     if low in {"0", "false", "no", "off"}:
         return False
     raise ConfigError(f"{name} must be a boolean (true/false), got {value!r}")
+
+
+def _check_topic_part(name: str, value: str, longest: str) -> None:
+    """``value`` (``SIFT_TOPIC_PREFIX`` before, or ``SIFT_APP_ID`` beside, a name as long
+    as ``longest``) makes topic names Kafka takes: its characters and their length."""
+    if not _TOPIC_CHARS.fullmatch(value):
+        shown = repr(value) if len(value) <= 100 else f"{value[:100]!r}... ({len(value)} characters)"
+        raise ConfigError(f"{name} must hold only ASCII letters, digits, '.', '_' and '-' "
+                          f"(got {shown})")
+    most = MAX_TOPIC_NAME - len(longest)
+    if len(value) > most:
+        raise ConfigError(f"{name} must be at most {most} characters (the topic "
+                          f"'<{name}>{longest}' must fit Kafka's {MAX_TOPIC_NAME}), got "
+                          f"{len(value)}")
+
+
+def _check_broker_port(url: str) -> None:
+    """The port of one broker URL, if it has one, is an integer in [1, 65535]."""
+    host = url.strip().partition("://")[2].rstrip("/")
+    if host.startswith("["):  # [IPv6] or [IPv6]:port
+        rest = host.partition("]")[2]
+        if not rest:
+            return
+        port = rest.removeprefix(":")
+    else:
+        _, sep, port = host.rpartition(":")
+        if not sep:
+            return
+    if not (port.isascii() and port.isdigit() and len(port) <= 5 and 1 <= int(port) <= 65535):
+        raise ConfigError(f"SIFT_BROKER port {port!r} of {url.strip()!r} is not a port in "
+                          "[1, 65535]")
+
+
+def _check_readable_file(name: str, path: str) -> None:
+    """A certificate or key file setting names a file that can be read."""
+    if not os.path.exists(path):
+        raise ConfigError(f"{name} {path!r}: no such file")
+    if not os.path.isfile(path):
+        raise ConfigError(f"{name} {path!r} is not a file")
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"{name} {path!r} cannot be read (permission denied)")
 
 
 @dataclass(frozen=True)
@@ -140,8 +193,14 @@ class Settings:
                                 or not host.strip("/")):
                 raise ConfigError(f"SIFT_BROKER must be kafka://HOST:PORT (several separated by "
                                   f"';'), got {url.strip()!r}")
+            if url.strip():
+                _check_broker_port(url)
         if not self.app_id.strip():
             raise ConfigError("SIFT_APP_ID is empty: give the consumer group's name")
+        # Kafka refuses other topic names (the worker failed in an 85-line traceback, after
+        # creating the topics it could; forty-fourth session)
+        _check_topic_part("SIFT_APP_ID", self.app_id, LONGEST_APP_TOPIC_SUFFIX)
+        _check_topic_part("SIFT_TOPIC_PREFIX", self.topic_prefix, LONGEST_TOPIC)
         if not 1 <= self.web_port <= 65535:
             raise ConfigError(f"SIFT_WEB_PORT must be a port in [1, 65535], got {self.web_port!r}")
         for name, allowed in (("log_level", LOG_LEVELS),
@@ -151,6 +210,13 @@ class Settings:
             if (value.upper() if name == "log_level" else value) not in allowed:
                 raise ConfigError(f"SIFT_{name.upper()} must be one of {', '.join(allowed)}, "
                                   f"got {value!r}")
+        # the clients took any mechanism and any path, and failed 15 s later naming neither
+        if self.sasl_mechanism and self.sasl_mechanism.upper() not in SASL_MECHANISMS:
+            raise ConfigError(f"SIFT_SASL_MECHANISM must be one of {', '.join(SASL_MECHANISMS)} "
+                              f"(or empty), got {self.sasl_mechanism!r}")
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            if getattr(self, name):
+                _check_readable_file(f"SIFT_{name.upper()}", getattr(self, name))
         if self.truncate < 0:
             raise ConfigError(f"SIFT_TRUNCATE must be >= 0 (0: tokens whole), got {self.truncate!r}")
         if not 0.0 <= self.chars < 1.0:

@@ -1,4 +1,4 @@
-"""Helpers shared by the subcommands: progress bars and JSON output."""
+"""Helpers shared by the subcommands: progress bars, JSON output, text for the terminal."""
 
 from __future__ import annotations
 
@@ -121,3 +121,32 @@ def broker_option(group: argparse.ArgumentParser,
     group.add_argument("--broker", help=helptext)
     for verb in verbs:
         verb.add_argument("--broker", default=argparse.SUPPRESS, help=helptext)
+
+
+def printable(text: str) -> str:
+    """``text`` for the terminal: each character that is not printable (control characters
+    such as newline and ESC, DEL, format characters such as U+202E) as its ``repr``
+    escape, the rest as it is. Names come from whoever can publish a spec: raw, they broke
+    the table (a newline) or reached the terminal as escape sequences (forty-fourth
+    session)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def json_line(obj: Any) -> str:
+    """``obj`` as one JSON line with every character that is not printable escaped as
+    ``\\uXXXX`` (orjson leaves DEL, the C1 controls and format characters raw): the same
+    JSON for a program, nothing a terminal acts on."""
+    text = orjson.dumps(obj).decode()
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _json_escape(c) for c in text)
+
+
+def _json_escape(c: str) -> str:
+    n = ord(c)
+    if n < 0x10000:
+        return f"\\u{n:04x}"
+    n -= 0x10000
+    return f"\\u{0xD800 + (n >> 10):04x}\\u{0xDC00 + (n & 0x3FF):04x}"

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from sift.commands._common import broker_option, nonnegative_seconds
+from sift.commands._common import broker_option, json_line, nonnegative_seconds, printable
 from sift.errors import SiftError
 from sift.settings import Settings
 from sift.topics.codecs import dumps, loads
@@ -277,16 +277,20 @@ def run(args: argparse.Namespace) -> int:
         rows = list_profiles(settings)
         if args.json:
             for r in rows:
-                sys.stdout.write(orjson.dumps(r).decode() + "\n")
+                sys.stdout.write(json_line(r) + "\n")
         else:
             print(f"{'profile':24} {'model':8} {'bags':>4} {'update':6} {'measure':9} {'threshold':>10} "
                   f"{'version':>7} {'judged':>6} {'waiting':>7} {'shard':>5}")
             for r in rows:
+                # names (and anything else read from the topics) escaped: no raw newline
+                # or terminal escape sequence reaches the operator's terminal
+                name = printable(r["profile"])
                 if "error" in r:
-                    print(f"{r['profile']:24} {r['error']}")
+                    print(f"{name:24} {printable(r['error'])}")
                     continue
-                print(f"{r['profile']:24} {r['model']:8} {r['bags']:>4} {r['update']!s:6} "
-                      f"{r['measure']:9} {r['threshold']:>10.4f} {r['model_version']:>7} {r['judged']:>6} "
+                print(f"{name:24} {printable(str(r['model'])):8} {r['bags']:>4} "
+                      f"{printable(str(r['update'])):6} {printable(str(r['measure'])):9} "
+                      f"{r['threshold']:>10.4f} {r['model_version']:>7} {r['judged']:>6} "
                       f"{r['waiting']:>7} {r['shard']:>5}")
             print(f"{len(rows)} profiles")
     return 0

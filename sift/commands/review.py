@@ -10,9 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from sift.commands._common import broker_option, nonnegative_seconds, positive_int, positive_seconds
+from sift.commands._common import (
+    broker_option,
+    json_line,
+    nonnegative_seconds,
+    positive_int,
+    positive_seconds,
+    printable,
+)
 from sift.commands.produce import lines
 from sift.commands.profiles import dead_letter_answer, parse_params
 from sift.errors import SiftError
@@ -209,7 +214,7 @@ def describe(st: ReviewStatus) -> str:
     else:
         estimate = (f"R-hat {st.r_hat:.1f}, recall {st.recall_estimate:.3f} (lower bound "
                     f"{st.recall_lower:.3f} for target {st.target_recall:g})")
-    return (f"{st.review}: {st.documents} documents, screened {st.screened}, found {st.found}, "
+    return (f"{printable(st.review)}: {st.documents} documents, screened {st.screened}, found {st.found}, "
             f"{estimate}, {st.pending} pending, batch {st.batches}: {stop}")
 
 
@@ -363,5 +368,5 @@ def run(args: argparse.Namespace) -> int:
         return 0
     rows = [status_of(settings, args.name)] if args.name else list(statuses(settings).values())
     for st in sorted(rows, key=lambda s: s.review):
-        print(orjson.dumps(st.to_obj()).decode() if args.json else describe(st))
+        print(json_line(st.to_obj()) if args.json else describe(st))
     return 0

@@ -20,9 +20,10 @@ example:
   sift web --port 8080 --latest             # only messages from now on
 
 Runs beside the workers (same SIFT_BROKER, SIFT_TOPIC_PREFIX, SIFT_APP_ID) and reads
-the topics itself. Judging and changing profiles need SIFT_API_TOKEN; without one a
-random token is made for this run and printed in the link. Binds SIFT_WEB_HOST
-(127.0.0.1 by default). Logs are JSON lines with SIFT_LOG_JSON=true.
+the topics itself; it creates none, and warns when the workers' are not there.
+Judging and changing profiles need SIFT_API_TOKEN; without one a random token is made
+for this run and printed in the link. Binds SIFT_WEB_HOST (127.0.0.1 by default).
+Logs are JSON lines with SIFT_LOG_JSON=true.
 """
 
 log = logging.getLogger("sift.web")
@@ -63,21 +64,43 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def startup_warnings(settings: Settings, missing: list[str],
+                     committed: bool | None) -> list[str]:
+    """What ``sift web`` says at start when the workers' topics (``missing``) or their
+    group's offsets (``committed`` false) are not on the broker."""
+    lines = []
+    if missing:
+        lines.append(f"{len(missing)} topics do not exist on {settings.broker}: "
+                     f"{', '.join(missing)}; is a worker running with SIFT_TOPIC_PREFIX="
+                     f"{settings.topic_prefix!r} and SIFT_APP_ID={settings.app_id!r}? (sift web "
+                     "creates no topic: it reads them once a worker has created them)")
+    if committed is False:
+        lines.append(f"the workers' group {settings.app_id!r} has committed no offsets on "
+                     f"{settings.broker}: no worker with SIFT_APP_ID={settings.app_id!r} has "
+                     "consumed a message there yet (the consumer lag is unknown until one has)")
+    return lines
+
+
 async def serve(settings: Settings, *, from_beginning: bool = True,
                 show_token: bool = False) -> None:
     """Run the web app until SIGINT or SIGTERM."""
     from aiohttp import web
 
-    from sift.kafkaclient import ensure_topics
+    from sift import kafkaclient
     from sift.web.app import create_web_app
-    from sift.web.feed import READ_TOPICS, KafkaFeed, KafkaPublisher
+    from sift.web.feed import KafkaFeed, KafkaPublisher
     from sift.web.state import WebState
 
     loop = asyncio.get_running_loop()
-    await loop.run_in_executor(None, lambda: ensure_topics(
-        settings, [settings.topic(t) for t in READ_TOPICS]))
     state = WebState()
     feed = KafkaFeed(settings, state, from_beginning=from_beginning)
+    # the web creates no topic (the workers do): it created the ones it reads, so a
+    # misspelt SIFT_TOPIC_PREFIX or SIFT_APP_ID gave new empty topics and an empty
+    # dashboard without a word (forty-fourth session); now it says what is not there
+    missing, committed = await loop.run_in_executor(
+        None, lambda: kafkaclient.topic_survey(settings, list(feed.topics)))
+    for line in startup_warnings(settings, missing, committed):
+        log.warning(line)
     publisher = KafkaPublisher(settings)
     try:
         await publisher.start()

@@ -83,6 +83,57 @@ def check_web_port(host: str, port: int) -> None:
                             "machine needs its own SIFT_WEB_PORT") from None
 
 
+def check_data_dir(path: str) -> None:
+    """A one-line error naming ``SIFT_DATA_DIR`` unless ``path`` is (or can be made) a
+    directory this process can write in; Faust found out only after the topics were
+    created, in two tracebacks (forty-fourth session)."""
+    import tempfile
+
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".sift-write-test-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise SiftError(f"SIFT_DATA_DIR {path!r} is not a writable directory: "
+                        f"{exc.strerror or exc}") from None
+
+
+class _FirstBadLine(Exception):
+    """Stops reading the corpus at its first bad line (see :func:`load_training`)."""
+
+
+def load_training(settings: Settings) -> TrainingSet:
+    """The training corpus (``SIFT_IDF_CORPUS``, else the bundled one), loaded before any
+    topic is created; its errors name the variable and, when no line could be used, the
+    first bad line (the error said "no documents", not why; forty-fourth session)."""
+    from sift.agents.service import ServiceError, TrainingSet, default_corpus
+    from sift.topics.codecs import read_jsonl
+    from sift.topics.errors import RecordError
+    from sift.topics.records import Document
+
+    path = settings.idf_corpus or default_corpus()
+    try:
+        return TrainingSet.load(path, truncate=settings.truncate or None, chars=settings.chars)
+    except ServiceError as exc:
+        what = "SIFT_IDF_CORPUS" if settings.idf_corpus else "the bundled training corpus"
+        why = str(exc).removeprefix("training corpus").lstrip(": ")
+        first = ""
+        if why.endswith("no documents"):
+
+            def stop(lineno: int, err: RecordError) -> None:
+                raise _FirstBadLine(f"{path}:{lineno}: {err}")
+
+            try:
+                for _ in read_jsonl(path, Document.from_obj, skip_bad=True, on_skip=stop):
+                    break
+            except _FirstBadLine as bad:
+                first = f" (the first bad line: {bad})"
+            except RecordError:
+                pass
+        raise SiftError(f"{what} {why}{first}") from None
+
+
 class StopWatchdog:
     """Ends the process if a stop takes longer than ``timeout`` seconds.
 
@@ -165,8 +216,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.web:
         check_web_port(settings.web_host, settings.web_port)
+    # what can be checked here is, before anything is created on the broker
+    check_data_dir(settings.data_dir)
+    training = load_training(settings)
     prepare_topics(settings)
-    worker = create_app(settings, web=args.web)
+    worker = create_app(settings, training=training, web=args.web)
     level = settings.log_level.upper()
     if settings.log_json:
         # one JSON object a line for every logger, Faust's too: its own set-up (plain

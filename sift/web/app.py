@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import logging
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -37,6 +39,8 @@ from sift.web.state import WebState
 log = logging.getLogger("sift.web")
 
 MAX_BODY = 256 * 1024
+#: ``/api/pending``'s ``limit``: one to four ASCII digits (the range is checked after)
+LIMIT = re.compile(r"[0-9]{1,4}")
 EVENT_INTERVAL = 1.0
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
@@ -171,9 +175,23 @@ async def get_profile(request: web.Request) -> web.Response:
     return json_response(state.profile_summary(view))
 
 
+#: the fields of a profile spec (what the OpenAPI ``ProfileSpec`` lists)
+SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(ProfileSpec))
+
+
 @requires_token
 async def put_profile(request: web.Request) -> web.Response:
     obj = await read_json(request)
+    if isinstance(obj, dict) and "mode" in obj:
+        # a review spec: published as a profile spec it lost its mode and made a standing
+        # profile of the name (forty-fourth session)
+        return error(400, "reviews are created with `sift review start` (a review spec on the "
+                          "profiles topic), not POST /api/profiles: a profile spec has no 'mode'")
+    unknown = sorted(k for k in obj if k not in SPEC_FIELDS) if isinstance(obj, dict) else []
+    if unknown:
+        named = ", ".join(repr(k[:40]) for k in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+        return error(400, f"unknown field{'s' if len(unknown) > 1 else ''} {named} in a "
+                          f"profile spec (its fields: {', '.join(SPEC_FIELDS)})")
     try:
         spec = ProfileSpec.from_obj(obj)
     except RecordError as exc:
@@ -204,13 +222,18 @@ async def pending(request: web.Request) -> web.Response:
     name = request.query.get("profile", "")
     if not name:
         return error(400, "query parameter 'profile' is required")
-    try:
-        limit = int(request.query.get("limit", "50"))
-    except ValueError:
-        return error(400, "query parameter 'limit' must be an integer")
+    raw = request.query.get("limit", "50")
+    # ASCII digits only: int() took "1_0", " 2 " and other scripts' digits
+    if not LIMIT.fullmatch(raw):
+        return error(400, f"query parameter 'limit' must be an integer, got {raw[:20]!r}")
+    limit = int(raw)
     if not 1 <= limit <= 1000:
         return error(400, "query parameter 'limit' must be between 1 and 1000")
-    return json_response({"profile": name, "items": request.app[STATE].pending(name, limit)})
+    state = request.app[STATE]
+    if not state.is_review(name) and state.shown(name) is None:
+        # "nothing awaiting judgment" for a misspelt name looked like an empty queue
+        return error(404, f"no profile or review {name!r}")
+    return json_response({"profile": name, "items": state.pending(name, limit)})
 
 
 @requires_token
@@ -233,7 +256,13 @@ async def post_judgment(request: web.Request) -> web.Response:
         return error(404, f"no profile or review {j.profile!r}")
     refused = state.claim(j)  # held across the publish: a second POST of it waits out
     if refused is not None:
-        return error(409, refused)
+        # the verdict that counts, when the document is judged: the page must not call a
+        # click that changed nothing "saved" (forty-fourth session)
+        verdict = state.verdict(j.profile, j.doc_id)
+        body: dict[str, Any] = {"error": refused}
+        if verdict is not None:
+            body["relevant"] = verdict
+        return json_response(body, 409)
     try:
         text = state.document_text(j.doc_id)
         if text is not None:
@@ -257,7 +286,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     """Server-sent events: the stats snapshot every second until the client or server leaves."""
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                        "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    await resp.prepare(request)
+    await resp.prepare(request)  # the security headers: security_headers, on prepare
     stopping = request.app[STOPPING]
     state = request.app[STATE]
     with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
@@ -283,23 +312,28 @@ async def metrics(request: web.Request) -> web.Response:
 async def headers_mw(request: web.Request,
                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                      ) -> web.StreamResponse:
-    """Security headers on every response; errors as one-line JSON under ``/api``."""
+    """Errors as one-line JSON under ``/api`` (the security headers: :func:`security_headers`)."""
     try:
-        resp = await handler(request)
+        return await handler(request)
     except ApiError as exc:
-        resp = error(exc.status, exc.message)
+        return error(exc.status, exc.message)
     except web.HTTPException as exc:
         if request.path.startswith("/api") and exc.content_type != "application/json":
             resp = error(exc.status, exc.text or exc.reason)
             if "Allow" in exc.headers:  # a 405 names the methods the path takes
                 resp.headers["Allow"] = exc.headers["Allow"]
-        else:
-            raise
+            return resp
+        raise
+
+
+async def security_headers(request: web.Request, resp: web.StreamResponse) -> None:
+    """Security headers on every response, set as it is prepared: a middleware sets them
+    too late on a response its handler prepared itself (``/api/events`` had none;
+    forty-fourth session) and not at all on an exception it lets through (a page's 404)."""
     resp.headers.setdefault("Content-Security-Policy", CSP)
     resp.headers.setdefault("X-Content-Type-Options", "nosniff")
     resp.headers.setdefault("Referrer-Policy", "no-referrer")
     resp.headers.setdefault("X-Frame-Options", "DENY")
-    return resp
 
 
 ROUTES: list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]] = [
@@ -331,6 +365,7 @@ def create_web_app(state: WebState, settings: Settings, publisher: Publisher) ->
         app[STOPPING].set()
 
     app.on_shutdown.append(on_shutdown)
+    app.on_response_prepare.append(security_headers)
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     return app

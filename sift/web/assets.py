@@ -264,13 +264,30 @@ JS = r"""
           headers: {'Content-Type': 'application/json', 'Authorization': 'Bearer ' + readToken()},
           body: JSON.stringify({doc_id: docId, profile: profile, relevant: relevant}),
         });
-        if (r.status === 202 || r.status === 409) {
+        const drop = () => {
           done.add(docId);
           const next = li.nextElementSibling || li.previousElementSibling;
           li.remove();
           if (selected === li) select(next);
           refreshEmpty();
+        };
+        if (r.status === 202) {
+          drop();
           say((relevant ? 'Relevant: ' : 'Not relevant: ') + docId);
+        } else if (r.status === 409) {
+          // judged already (by someone else, maybe the other way): the verdict that
+          // counts is the stored one, not this click's
+          let body = {};
+          try { body = await r.json(); } catch (e) { /* keep */ }
+          if (typeof body.relevant === 'boolean') {
+            drop();
+            const stored = body.relevant ? 'relevant' : 'not relevant';
+            say('Already judged ' + stored + ': ' + docId +
+                (body.relevant === relevant ? '' : ' (your verdict was not saved)'),
+                body.relevant !== relevant);
+          } else {
+            say('Not saved: ' + (body.error || 'HTTP 409'), true);
+          }
         } else {
           let msg = 'HTTP ' + r.status;
           try { msg = (await r.json()).error || msg; } catch (e) { /* keep */ }

@@ -4,6 +4,12 @@ The consumer belongs to no group (it commits nothing and disturbs no worker):
 it reads documents, decisions, judgments, profiles, dead letters, review status and requests
 and the profile table's and journal table's changelogs from the start (or only new messages), and
 the consumer group of the workers (``SIFT_APP_ID``) is polled for its lag.
+
+The web creates no topic (the workers do): the consumer subscribes by a pattern naming
+exactly its topics, so those that do not exist yet are read once they appear and are
+never asked for by name (a broker with ``auto.create.topics.enable`` creates a topic a
+client asks metadata of, with its own partition count), and the producer refuses to
+publish to a topic that does not exist.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import ssl
 from typing import Any
 
@@ -52,6 +59,8 @@ class KafkaPublisher:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.producer: Any = None
+        #: topics seen to exist (they are not deleted under a running service)
+        self.existing: set[str] = set()
 
     async def start(self) -> None:
         from aiokafka import AIOKafkaProducer
@@ -63,6 +72,16 @@ class KafkaPublisher:
     async def send(self, topic: str, key: bytes, value: bytes) -> None:
         if self.producer is None:
             raise RuntimeError("the producer is not started")
+        if topic not in self.existing:
+            # sending asks the broker for the topic by name, which creates it where
+            # auto-creation is on (with the broker's partition count, not SIFT_PARTITIONS)
+            # and waits out the time-out where it is off
+            cluster = await asyncio.wait_for(self.producer.client.fetch_all_metadata(), 20.0)
+            if topic not in cluster.topics():
+                raise RuntimeError(
+                    f"topic {topic} does not exist (sift web creates no topic): is a worker "
+                    f"running with SIFT_TOPIC_PREFIX={self.settings.topic_prefix!r}?")
+            self.existing.add(topic)
         await asyncio.wait_for(self.producer.send_and_wait(topic, value=value, key=key), 20.0)
 
     async def stop(self) -> None:
@@ -108,9 +127,13 @@ class KafkaFeed:
             max_partition_fetch_bytes=MAX_RECORD, fetch_max_bytes=4 * MAX_RECORD,
             metadata_max_age_ms=3000)
         await self.consumer.start()
-        self.consumer.subscribe(topics=list(self.topics))
+        self.consumer.subscribe(pattern=self.pattern())
         self.tasks = [asyncio.create_task(self._consume(), name="sift-web-consume"),
                       asyncio.create_task(self._lag_loop(), name="sift-web-lag")]
+
+    def pattern(self) -> str:
+        """A pattern matching exactly the topics read (see the module's docstring)."""
+        return "^(?:" + "|".join(re.escape(t) for t in sorted(self.topics)) + r")\Z"
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -192,17 +215,33 @@ class KafkaFeed:
         """Messages not yet committed by the workers' consumer group, per topic."""
         from aiokafka.admin import AIOKafkaAdminClient
 
-        admin = AIOKafkaAdminClient(**aiokafka_config(self.settings), request_timeout_ms=10_000)
+        settings = self.settings
+        admin = AIOKafkaAdminClient(**aiokafka_config(settings), request_timeout_ms=10_000)
         await admin.start()
         try:
-            committed = await admin.list_consumer_group_offsets(self.settings.app_id)
+            committed = await admin.list_consumer_group_offsets(settings.app_id)
+            topics = set(await admin.list_topics())  # all of them: nothing is created
         finally:
             await admin.close()
-        wanted = {self.settings.topic(t): t for t in LAG_TOPICS}
+        # a misspelt SIFT_APP_ID or SIFT_TOPIC_PREFIX showed an empty dashboard and no
+        # lag, as if the service had nothing to do (forty-fourth session)
+        if self.changelog not in topics:
+            raise RuntimeError(f"topic {self.changelog} does not exist: no worker with "
+                               f"SIFT_APP_ID={settings.app_id!r} has run on this broker (a "
+                               "worker creates it when it starts)")
+        wanted = {settings.topic(t): t for t in LAG_TOPICS}
         tps = [tp for tp, meta in committed.items()
                if tp.topic in wanted and meta is not None and meta.offset >= 0]
         if not tps:
-            return {}
+            names = ", ".join(sorted(wanted))
+            if committed:
+                raise RuntimeError(f"the workers' group {settings.app_id!r} (SIFT_APP_ID) has "
+                                   f"committed offsets of other topics only, none of {names}: "
+                                   f"is SIFT_TOPIC_PREFIX={settings.topic_prefix!r} the "
+                                   "workers'?")
+            raise RuntimeError(f"the workers' group {settings.app_id!r} (SIFT_APP_ID) has "
+                               f"committed no offsets on {names}: no worker of it has "
+                               "consumed a message here yet")
         loop = asyncio.get_running_loop()
         ends = await loop.run_in_executor(None, self._end_offsets, tps)
         out: dict[str, int] = {}

@@ -28,7 +28,10 @@ def openapi() -> dict[str, Any]:
                      "schema": {"type": "string"}, "description": "Profile name."}
     schemas: dict[str, Any] = {
         "Error": {"type": "object", "required": ["error"],
-                  "properties": {"error": {"type": "string"}}},
+                  "properties": {"error": {"type": "string"},
+                                 "relevant": {"type": "boolean",
+                                              "description": "On a 409 for a document "
+                                              "already judged: the verdict that counts."}}},
         "JudgmentIn": {
             "type": "object", "required": ["doc_id", "profile", "relevant"],
             "properties": {"doc_id": {"type": "string"}, "profile": {"type": "string"},
@@ -171,7 +174,7 @@ def openapi() -> dict[str, Any]:
                                                                          "items": _ref(
                                                                              "PendingItem")}}},
                                                "The queue."),
-                                  "400": _ERR}},
+                                  "400": _ERR, "404": _ERR}},
         },
         "/api/judgments": {
             "post": {"operationId": "postJudgment",

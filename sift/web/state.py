@@ -46,6 +46,8 @@ DELETED_CAPACITY = 10_000
 #: Profile specs the workers rejected, remembered so that one read after its dead letter
 #: (the two topics are read in no fixed order) does not make a profile appear.
 REJECTED_CAPACITY = 10_000
+#: A review's specs remembered, for a dead letter read after them (see ReviewQueue.specs).
+REVIEW_SPECS_KEPT = 8
 _SPACE = re.compile(r"\s+")
 
 
@@ -105,6 +107,12 @@ class ReviewQueue:
     #: doc_id -> verdict, the first seen
     judged: OrderedDict[str, bool] = field(default_factory=OrderedDict)
     query: str = ""
+    #: the review's specs read and not (yet) dead-lettered, oldest first, as (bytes,
+    #: query): the query shown is the last one's, and a spec the workers reject is taken
+    #: out, so a rejected spec neither makes a review nor replaces a running one's query
+    specs: list[tuple[bytes, str]] = field(default_factory=list)
+    #: a status or request of the review was read: a worker runs it, whatever its specs
+    confirmed: bool = False
 
 
 @dataclass
@@ -337,6 +345,7 @@ class WebState:
         it back, until a new spec of that name."""
         self.review_queues.pop(name, None)
         self.reviews.pop(name, None)
+        self.rejected.pop(name, None)  # a spec rejected before the deletion may be taken now
         self.deleted_reviews[name] = None
         self.deleted_reviews.move_to_end(name)
         while len(self.deleted_reviews) > DELETED_CAPACITY:
@@ -466,11 +475,16 @@ class WebState:
         return j
 
     def is_judged(self, profile: str, doc_id: str) -> bool:
+        return self.verdict(profile, doc_id) is not None
+
+    def verdict(self, profile: str, doc_id: str) -> bool | None:
+        """The verdict that counts for ``doc_id`` of a profile or review (the first one
+        read), ``None`` when it is not judged (or no longer remembered)."""
         if self.is_review(profile):
-            return doc_id in self.review_queues[profile].judged
+            return self.review_queues[profile].judged.get(doc_id)
         view = self.profiles.get(profile)
         mark = None if view is None else view.marks.get(doc_id)
-        return mark is not None and mark[1] is not None
+        return None if mark is None or mark[1] is None else bool(mark[1])
 
     def on_profile_spec(self, value: bytes | None) -> None:
         """A profile spec: the profile exists (soon) or, for a deletion, no more. A review
@@ -481,9 +495,12 @@ class WebState:
                 review = ReviewSpec.from_obj(obj)
                 if review.delete:
                     self._review_deleted(review.review)
-                else:
+                elif self.rejected.get(review.review) != value:  # else dead-lettered first
                     self.deleted_reviews.pop(review.review, None)
-                    self.review_queue(review.review).query = review.query
+                    queue = self.review_queue(review.review)
+                    queue.specs.append((value or b"", review.query))
+                    del queue.specs[:-REVIEW_SPECS_KEPT]
+                    queue.query = review.query
                 return
             spec = ProfileSpec.from_obj(obj)
         except RecordError:
@@ -508,19 +525,45 @@ class WebState:
             raw = base64.b64decode(str(original_b64), validate=True)
             obj = loads(raw)
             if is_review_obj(obj):
+                review = ReviewSpec.from_obj(obj)
+                if not review.delete:
+                    self._reject(review.review, raw)
+                    self._review_spec_rejected(review.review, raw)
                 return
             spec = ProfileSpec.from_obj(obj)
         except (ValueError, RecordError):  # binascii.Error is a ValueError
             return
         if spec.delete:
             return
-        self.rejected[spec.profile] = raw
-        self.rejected.move_to_end(spec.profile)
-        while len(self.rejected) > REJECTED_CAPACITY:
-            self.rejected.popitem(last=False)
+        self._reject(spec.profile, raw)
         view = self.profiles.get(spec.profile)
         if view is not None and view.raw_state is None and view.raw_spec == raw:
             del self.profiles[spec.profile]
+
+    def _reject(self, name: str, raw: bytes) -> None:
+        """Remember the last spec of ``name`` the workers rejected (bounded)."""
+        self.rejected[name] = raw
+        self.rejected.move_to_end(name)
+        while len(self.rejected) > REJECTED_CAPACITY:
+            self.rejected.popitem(last=False)
+
+    def _review_spec_rejected(self, name: str, raw: bytes) -> None:
+        """A review spec the workers dead-lettered (bad parameters, ``review_exists``,
+        ``profile_exists``, ...) read after the spec: it is taken out of the review's specs.
+        A review no spec is left of that no status or request confirmed leaves the view
+        (its page and the API answered as for a review the workers never had); one that
+        is left shows the query of its last spec still standing, not the rejected one."""
+        queue = self.review_queues.get(name)
+        if queue is None or not any(spec == raw for spec, _ in queue.specs):
+            return
+        queue.specs = [(spec, q) for spec, q in queue.specs if spec != raw]
+        if queue.specs:
+            queue.query = queue.specs[-1][1]
+        elif queue.confirmed:
+            queue.query = ""  # the spec that made it was not read (``--latest``)
+        else:
+            del self.review_queues[name]
+            self.reviews.pop(name, None)
 
     def on_profile_state(self, name: str, value: bytes | None, ts: float) -> None:
         """A record of the profile table's changelog (``None``: the profile was deleted)."""
@@ -587,7 +630,7 @@ class WebState:
         out["stop"] = obj.get("stop") is True
         out["ts"] = _finite(obj.get("ts")) or ts
         self.reviews[name] = out
-        self.review_queue(name)
+        self.review_queue(name).confirmed = True
 
     def on_request(self, value: bytes | None, ts: float) -> None:
         """A review's request to judge a document (``sift.requests``): it waits in the
@@ -604,6 +647,7 @@ class WebState:
             self._skip("deleted-review")
             return
         queue = self.review_queue(req.review)
+        queue.confirmed = True
         if req.doc_id in queue.judged or req.doc_id in queue.pending:
             return  # judged already, or asked again (a re-sent spec re-publishes them)
         queue.pending[req.doc_id] = ReviewItem(req.doc_id, req.review, req.batch, req.rank,

@@ -479,3 +479,110 @@ def test_a_review_is_judged_on_its_own_page_and_the_judgment_keyed_by_review(
     j = orjson.loads(value)
     assert topic == "t.judgments" and key == b"wil son/x"
     assert (j["doc_id"], j["profile"], j["relevant"]) == ("r0", "wil son/x", True)
+
+
+# -- operations audit, forty-fourth session -------------------------------------------------
+@pytest.mark.parametrize(("body", "match"), [
+    ({"profile": "rv1", "mode": "review", "query": "x y"},
+     "reviews are created with `sift review start`"),
+    ({"profile": "rv1", "mode": 1, "query": "x y"}, "reviews are created with `sift review start`"),
+    ({"profile": "rv1", "query": "x y", "positive": ["r5"]}, "unknown field 'positive'"),
+    ({"profile": "rv1", "query": "x y", "a": 1, "b": 2}, "unknown fields 'a', 'b'"),
+])
+def test_a_review_spec_or_an_unknown_field_is_not_turned_into_a_profile(
+        settings: Settings, recorder: Recorder, body: dict[str, Any], match: str) -> None:
+    """``POST /api/profiles`` published a review spec as a standing profile (``mode``
+    dropped), and any unknown field silently."""
+
+    async def go(client: TestClient) -> tuple[int, str]:
+        resp = await client.post("/api/profiles", headers=auth(), json=body)
+        return resp.status, (await resp.json())["error"]
+
+    state = WebState()
+    status, message = with_client(state, settings, recorder, go)
+    assert status == 400 and match in message and "\n" not in message, message
+    assert recorder.sent == [] and not state.known("rv1") and not state.is_review("rv1")
+
+
+@pytest.mark.parametrize("limit", ["1_0", "\uff15", " 2 ", "+5", "-1", "0", "1001", "10000",
+                                   "00001", "", "5.0", "\u0665"])
+def test_pending_limit_takes_only_ascii_digits_in_range(settings: Settings, recorder: Recorder,
+                                                        limit: str) -> None:
+    state = WebState()
+    fill(state)
+
+    async def go(client: TestClient) -> tuple[int, Any]:
+        resp = await client.get("/api/pending", params={"profile": "earn", "limit": limit})
+        return resp.status, await resp.json()
+
+    status, body = with_client(state, settings, recorder, go)
+    assert status == 400 and "limit" in body["error"], (limit, body)
+
+
+def test_pending_of_an_unknown_name_is_404_and_known_ones_are_200(settings: Settings,
+                                                                  recorder: Recorder) -> None:
+    state = WebState()
+    fill(state)
+    review_fill(state, "wilson")
+
+    async def go(client: TestClient) -> list[tuple[int, Any]]:
+        out = []
+        for params in ({"profile": "nosuch"}, {"profile": "earn", "limit": "2"},
+                       {"profile": "wilson", "limit": "0001"}, {"profile": "earn", "limit": "1000"}):
+            resp = await client.get("/api/pending", params=params)
+            out.append((resp.status, await resp.json()))
+        return out
+
+    (s404, b404), (s1, b1), (s2, b2), (s3, _) = with_client(state, settings, recorder, go)
+    assert s404 == 404 and b404["error"] == "no profile or review 'nosuch'"
+    assert s1 == 200 and [it["doc_id"] for it in b1["items"]] == ["d0", "d1"]
+    assert s2 == 200 and len(b2["items"]) == 1 and s3 == 200
+    assert "404" in openapi()["paths"]["/api/pending"]["get"]["responses"]
+
+
+def test_the_event_stream_and_a_page_404_have_the_security_headers(settings: Settings,
+                                                                   recorder: Recorder) -> None:
+    """``/api/events`` prepared its response before the middleware could add them."""
+
+    async def go(client: TestClient) -> list[Any]:
+        resp = await client.get("/api/events")
+        headers = dict(resp.headers)
+        resp.close()
+        missing = await client.get("/nope")
+        return [headers, dict(missing.headers)]
+
+    for headers in with_client(WebState(), settings, recorder, go):
+        assert headers["Content-Security-Policy"].startswith("default-src 'none'")
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert headers["X-Frame-Options"] == "DENY" and headers["Referrer-Policy"] == "no-referrer"
+
+
+def test_a_409_says_which_verdict_counts_and_the_page_does_not_call_it_saved(
+        settings: Settings, recorder: Recorder) -> None:
+    """The judging page showed "Relevant: <doc>" for a 409, even when the document had been
+    judged the other way (by someone else) and the click changed nothing."""
+    from sift.web import assets
+
+    state = WebState()
+    fill(state)
+    review_fill(state, "wilson")
+    state.on_judgment(orjson.dumps({"doc_id": "d0", "profile": "earn", "relevant": False}), 1.0)
+    state.on_judgment(orjson.dumps({"doc_id": "r0", "profile": "wilson", "relevant": True}), 1.0)
+
+    async def go(client: TestClient) -> list[Any]:
+        out = []
+        for body in ({"doc_id": "d0", "profile": "earn", "relevant": True},
+                     {"doc_id": "r0", "profile": "wilson", "relevant": False},
+                     {"doc_id": "d0", "profile": "earn", "relevant": False, "id": "x1"}):
+            resp = await client.post("/api/judgments", headers=auth(), json=body)
+            out.append((resp.status, await resp.json()))
+        return out
+
+    (s1, b1), (s2, b2), (s3, b3) = with_client(state, settings, recorder, go)
+    assert (s1, b1["relevant"]) == (409, False) and "already judged" in b1["error"]
+    assert (s2, b2["relevant"]) == (409, True)
+    assert s3 == 409 and b3["relevant"] is False and recorder.sent == []
+    validate(orjson.loads(orjson.dumps(openapi())))
+    js = assets.JS
+    assert "r.status === 202 || r.status === 409" not in js
+    assert "Already judged" in js and "body.relevant" in js

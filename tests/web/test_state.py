@@ -353,3 +353,61 @@ def test_a_partition_without_a_known_leader_gives_a_readable_lag_error() -> None
     with pytest.raises(RuntimeError, match=r"^no end offset for TopicPartition\(topic='sift.documents', "
                                            r"partition=0\): its leader is not known"):
         feed._end_offsets([TopicPartition("sift.documents", 0)])
+
+
+# -- operations audit, forty-fourth session: review specs the workers dead-letter ------------
+def _review(name: str, query: str, **extra: object) -> bytes:
+    return orjson.dumps({"profile": name, "mode": "review", "query": query, **extra})
+
+
+def _status(name: str) -> bytes:
+    return orjson.dumps({"review": name, "screened": 0, "found": 0, "r_hat": 0.0,
+                         "recall_estimate": None, "stop": False, "ts": 1.0})
+
+
+@pytest.mark.parametrize("dead_letter_first", [False, True])
+def test_a_rejected_review_spec_makes_no_review(dead_letter_first: bool) -> None:
+    """A review spec the workers dead-lettered (bad_params) made the name a review: its
+    page answered 200 and the API published judgments the workers dead-lettered."""
+    st = WebState()
+    bad = _review("rq4", "a b", params={"target_recall": "0.9"})
+    events = [lambda: st.on_profile_spec(bad), lambda: st.on_dead_letter(_dead_spec(bad), 2.0, TOPICS)]
+    for event in reversed(events) if dead_letter_first else events:
+        event()
+    assert not st.is_review("rq4") and "rq4" not in st.review_queues
+    assert st.snapshot()["reviews"] == [] and st.pending("rq4") == []
+    # sent again and taken this time: its status makes it a review
+    st.on_profile_spec(_review("rq4", "a b"))
+    st.on_review_status(_status("rq4"), 3.0)
+    assert st.is_review("rq4") and st.review_summary("rq4")["query"] == "a b"
+
+
+@pytest.mark.parametrize("order", ["spec-status-bad-dl", "spec-bad-status-dl", "spec-bad-dl-status",
+                                   "dl-spec-bad-status"])
+def test_a_rejected_spec_of_a_running_review_keeps_its_query(order: str) -> None:
+    """``review_exists``: a second spec of a running review with another query; the web
+    showed the rejected query as the review's."""
+    st = WebState()
+    bad = _review("don1", "something else")
+    steps = {"spec": lambda: st.on_profile_spec(_review("don1", "emicizumab")),
+             "status": lambda: st.on_review_status(_status("don1"), 1.0),
+             "bad": lambda: st.on_profile_spec(bad),
+             "dl": lambda: st.on_dead_letter(_dead_spec(bad, "review_exists"), 2.0, TOPICS)}
+    for step in order.split("-"):
+        steps[step]()
+    assert st.is_review("don1")
+    assert st.review_summary("don1")["query"] == "emicizumab"
+    assert [r["query"] for r in st.snapshot()["reviews"]] == ["emicizumab"]
+
+
+def test_a_rejected_spec_of_a_review_with_requests_keeps_the_review() -> None:
+    """Requests read (from a review whose spec was not read, ``--latest``) make it a review
+    whatever happens to a later spec of the name."""
+    st = WebState()
+    st.on_request(orjson.dumps({"review": "w", "doc_id": "x", "batch": 1, "rank": 1}), 1.0)
+    bad = _review("w", "other")
+    st.on_profile_spec(bad)
+    assert st.review_summary("w")["query"] == "other"
+    st.on_dead_letter(_dead_spec(bad, "review_exists"), 2.0, TOPICS)
+    assert st.is_review("w") and st.review_summary("w")["query"] == ""
+    assert [it["doc_id"] for it in st.pending("w")] == ["x"]
