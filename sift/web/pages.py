@@ -7,12 +7,17 @@ The script (``/static/app.js``) then keeps the pages live.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import time
 from typing import Any
 from urllib.parse import quote
 
-ASSET_VERSION = "1"
+from sift.web.assets import CSS, JS
+
+#: the assets' URLs carry a digest of their content, so a browser holding an older
+#: script or style sheet fetches the new one after an upgrade (it was a constant "1")
+ASSET_VERSION = hashlib.sha256((CSS + JS).encode()).hexdigest()[:12]
 
 
 def esc(value: Any) -> str:

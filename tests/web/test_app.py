@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -17,6 +18,7 @@ from openapi_spec_validator import validate  # a test dependency (pyproject.toml
 from sift.settings import Settings
 from sift.topics.records import ProfileSpec
 from sift.web.app import ROUTES, create_web_app
+from sift.web.assets import CSS, JS
 from sift.web.openapi import openapi
 from sift.web.state import WebState
 from tests.web.conftest import HOSTILE, TOKEN, Recorder, auth, fill, review_fill
@@ -188,8 +190,10 @@ def test_hostile_document_text_is_escaped_everywhere(settings: Settings,
         assert "<img src=x" not in html
         assert "<b>bad" not in html
         assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
-        # the only script is the page's own, from /static
-        assert re.findall(r"<script[^>]*>", html) == ['<script src="/static/app.js?v=1" defer>']
+        # the only script is the page's own, from /static, its URL carrying a digest of the
+        # assets (a browser holding an older script fetches the new one after an upgrade)
+        version = hashlib.sha256((CSS + JS).encode()).hexdigest()[:12]
+        assert re.findall(r"<script[^>]*>", html) == [f'<script src="/static/app.js?v={version}" defer>']
         assert "&amp;amp;" in html
     assert judge.count('class="item"') == 2
 
