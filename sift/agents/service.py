@@ -689,12 +689,17 @@ class TrainingSet:
 
         if not path:
             return cls(Vectorizer(**{**vectorizer, "idf": "none"}), None, {}, "")
+        skipped: list[tuple[int, RecordError]] = []
         try:
-            docs = list(read_jsonl(path, Document.from_obj, skip_bad=True))
+            docs = list(read_jsonl(path, Document.from_obj, skip_bad=True,
+                                   on_skip=lambda n, exc: skipped.append((n, exc))))
         except RecordError as exc:
             raise ServiceError(f"training corpus: {exc}") from None
+        first = f" (the first bad line: {path}:{skipped[0][0]}: {skipped[0][1]})" if skipped else ""
         if not docs:
-            raise ServiceError(f"training corpus {path}: no documents")
+            raise ServiceError(f"training corpus {path}: no documents{first}")
+        if skipped:  # said, not dropped silently
+            log.warning("training corpus %s: %d bad lines skipped%s", path, len(skipped), first)
         vec = Vectorizer(**vectorizer)
         texts = [d.scored_text for d in docs]
         vec.fit(texts)

@@ -99,18 +99,11 @@ def check_data_dir(path: str) -> None:
                         f"{exc.strerror or exc}") from None
 
 
-class _FirstBadLine(Exception):
-    """Stops reading the corpus at its first bad line (see :func:`load_training`)."""
-
-
 def load_training(settings: Settings) -> TrainingSet:
     """The training corpus (``SIFT_IDF_CORPUS``, else the bundled one), loaded before any
     topic is created; its errors name the variable and, when no line could be used, the
     first bad line (the error said "no documents", not why; forty-fourth session)."""
     from sift.agents.service import ServiceError, TrainingSet, default_corpus
-    from sift.topics.codecs import read_jsonl
-    from sift.topics.errors import RecordError
-    from sift.topics.records import Document
 
     path = settings.idf_corpus or default_corpus()
     try:
@@ -118,20 +111,7 @@ def load_training(settings: Settings) -> TrainingSet:
     except ServiceError as exc:
         what = "SIFT_IDF_CORPUS" if settings.idf_corpus else "the bundled training corpus"
         why = str(exc).removeprefix("training corpus").lstrip(": ")
-        first = ""
-        if why.endswith("no documents"):
-
-            def stop(lineno: int, err: RecordError) -> None:
-                raise _FirstBadLine(f"{path}:{lineno}: {err}")
-
-            try:
-                for _ in read_jsonl(path, Document.from_obj, skip_bad=True, on_skip=stop):
-                    break
-            except _FirstBadLine as bad:
-                first = f" (the first bad line: {bad})"
-            except RecordError:
-                pass
-        raise SiftError(f"{what} {why}{first}") from None
+        raise SiftError(f"{what} {why}") from None
 
 
 class StopWatchdog:

@@ -12,6 +12,8 @@ share its names and its ``mode`` field (findings 1 and 2 of the audit).
 from __future__ import annotations
 
 import asyncio
+import logging
+from pathlib import Path
 from typing import Any
 from unittest.mock import AsyncMock, Mock
 
@@ -173,3 +175,19 @@ def test_the_worker_dead_letters_a_wrong_mode_and_makes_no_profile(worker: Any) 
     assert not any(s["profile"] in worker.table for s in specs)
     assert worker.reviews.service.stats["reviews_created"] == 0
     assert worker.stats()["stats"]["dead_letters.bad_mode"] == len(MODES)
+
+
+def test_bad_lines_of_the_training_corpus_are_counted_and_said(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The corpus is read skipping bad lines (a corpus of good documents and a few
+    broken ones still gives the IDF), but they were skipped without a word: now the
+    count and the first bad line are logged (forty-fourth session)."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"id": "a", "text": "wheat grain"}\n{"id": "b"}\nnot json\n'
+                      '{"id": "c", "text": "oil price"}\n')
+    with caplog.at_level(logging.WARNING, logger="sift.worker"):
+        training = TrainingSet.load(corpus)
+    assert sorted(training.ids) == ["a", "c"]
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert message.startswith(f"training corpus {corpus}: 2 bad lines skipped (the first bad "
+                              f"line: {corpus}:2: ") and "text" in message, message
