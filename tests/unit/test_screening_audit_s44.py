@@ -19,24 +19,7 @@ from sift.filters.screening.cal import Review, _enc
 from sift.filters.screening.errors import ScreeningError
 from sift.topics.errors import RecordError
 from sift.topics.review import ReviewSpec, ReviewStatus
-
-
-def _collection(n: int = 300, n_rel: int = 20, seed: int = 12345) -> tuple[
-        list[str], list[str], dict[str, int], str]:
-    """The audits' synthetic set: relevant records use the "rw*" words more often."""
-    rng = np.random.default_rng(seed)
-    rel_words = [f"rw{i}" for i in range(30)]
-    other = [f"w{i}" for i in range(400)]
-    ids, texts, gold = [], [], {}
-    for i in range(n):
-        label = 1 if i < n_rel else 0
-        words = [*rng.choice(rel_words, rng.binomial(12, 0.35 if label else 0.08)),
-                 *rng.choice(other, 25)]
-        rng.shuffle(words)
-        ids.append(f"d{i}")
-        texts.append(" ".join(str(w) for w in words))
-        gold[f"d{i}"] = label
-    return ids, texts, gold, "rw0 rw1 rw2 topic"
+from tests.unit.test_screening_audit import _collection  # the audits' synthetic set
 
 
 def _judge(review: Review, gold: dict[str, int], batches: int) -> None:
