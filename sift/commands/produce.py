@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from sift.commands._common import Progress, positive_int
 from sift.errors import SiftError
 from sift.settings import Settings
-from sift.topics.codecs import dumps, is_document_batch, loads
+from sift.topics.codecs import GZIP_MAGIC, dumps, is_document_batch, is_gzip, loads
 from sift.topics.errors import RecordError
 from sift.topics.records import Document, Judgment, ProfileSpec
 from sift.topics.review import ReviewSpec, is_review_obj
@@ -56,9 +56,6 @@ PARSERS: dict[str, Any] = {"documents": Document.from_obj, "judgments": Judgment
 NOUNS = {"documents": ("document", "documents"), "judgments": ("judgment", "judgments"),
          "profiles": ("profile spec", "profile specs")}
 
-GZIP_MAGIC = b"\x1f\x8b"
-
-
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("produce", help="push a JSONL file (gzip allowed) to a sift topic",
                        description="Validate and push JSONL records to Kafka.", epilog=EPILOG,
@@ -99,9 +96,7 @@ def lines(path: Path, data: bytes | None = None) -> Iterator[tuple[int, bytes]]:
     if not path.is_file():
         raise SiftError(f"{path}: no such file")
     try:
-        with path.open("rb") as probe:  # gzip by its magic bytes, as standard input
-            packed = path.suffix == ".gz" or probe.read(2) == GZIP_MAGIC
-        opener: Any = gzip.open if packed else open
+        opener: Any = gzip.open if is_gzip(path) else open  # by name or magic bytes
         with opener(path, "rb") as fh:
             for n, line in enumerate(fh, 1):
                 if line.strip():

@@ -8,11 +8,9 @@ stopping rule fires; see docs/screening.md.
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import sys
-import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,12 +22,8 @@ from sift.commands._common import Progress, nonnegative_int, write_json
 from sift.filters.screening.cal import DEFAULTS
 from sift.filters.screening.errors import ScreeningError
 from sift.filters.screening.simulation import TARGETS, SimulationResult, simulate
-from sift.topics.codecs import loads
+from sift.topics.codecs import read_jsonl
 from sift.topics.errors import RecordError
-
-#: The first two bytes of a gzip file: a screening file is read as gzip when it starts
-#: with them, whatever its name.
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass(frozen=True)
@@ -70,33 +64,13 @@ def _parse(obj: Any) -> LabelledRecord:
     return LabelledRecord(str(rid), _text(obj, "title"), _text(obj, "abstract"), int(label))
 
 
-def _read(p: Path) -> Iterator[LabelledRecord]:
-    """The records of a screening file, gzip or plain as its first bytes say (not its
-    name); a bad line raises RecordError naming the file and line, blank lines are
-    skipped (as :func:`sift.topics.codecs.read_jsonl`, which goes by the name)."""
-    if not p.exists():
-        raise RecordError("no_file", f"{p}: no such file")
-    try:
-        with p.open("rb") as fh:
-            packed = fh.read(len(GZIP_MAGIC)) == GZIP_MAGIC
-        with (gzip.open(p, "rb") if packed else p.open("rb")) as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield _parse(loads(line))
-                except RecordError as exc:
-                    raise RecordError(exc.reason, f"{p}:{lineno}: {exc}") from None
-    except (OSError, EOFError, zlib.error) as exc:  # zlib: a corrupt gzip stream
-        raise RecordError("unreadable", f"{p}: cannot read: {exc}") from None
-
-
 def load_records(path: str | Path) -> list[LabelledRecord]:
-    """Read a screening file (gzip or plain, whatever its name); raise ScreeningError when
+    """Read a screening file (gzip when named ``.gz`` or starting with gzip's bytes:
+    :func:`~sift.topics.codecs.read_jsonl`); raise ScreeningError when
     it cannot be simulated."""
     p = Path(path)
     try:
-        records = list(_read(p))
+        records = list(read_jsonl(p, _parse))
     except RecordError as exc:
         raise ScreeningError(str(exc)) from None
     if not records:
@@ -395,7 +369,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--data", metavar="FILE", help="labelled .jsonl(.gz) file (read as gzip "
-                     "when its content is, whatever its name)")
+                     "when named .gz or when its content is)")
     src.add_argument("--all", metavar="FOLDER", help="run every file of FOLDER, print a table")
     p.add_argument("--topic", help="topic text, with --data (default: the title in reviews.json "
                    "beside FILE; with none, a notice, and the ranking starts at random)")

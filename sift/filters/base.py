@@ -17,14 +17,16 @@ from __future__ import annotations
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from sift.filters.errors import FilterError, ParameterError
-from sift.filters.examples import ExampleSet
+
+if TYPE_CHECKING:  # examples.py imports MAX_WEIGHT from here
+    from sift.filters.examples import ExampleSet
 
 
 class Stack:

@@ -26,7 +26,6 @@ gather over the ``2**20`` hashed columns and no matrix rebuilt per judgment.
 
 from __future__ import annotations
 
-import functools
 import numbers
 import weakref
 from collections.abc import Callable, Hashable
@@ -36,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
+from sift.filters.base import MAX_WEIGHT
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.sparse import dense_product, insert_sorted, unique_inverse
 from sift.filters.state import decode_array, decode_count, decode_csr, encode_array, encode_csr
@@ -607,9 +607,9 @@ class ExampleSet:
         if not Xc.has_canonical_format:  # each column once, as from_state requires
             Xc = Xc.copy()
             Xc.sum_duplicates()
-        bad = _bad_values(Xc.data)
+        bad = first_bad_value(Xc.data)
         if bad is not None:
-            raise ParameterError(f"X must hold finite values of at most {_max_value():g} in magnitude, "
+            raise ParameterError(f"X must hold finite values of at most {MAX_WEIGHT:g} in magnitude, "
                                  f"got {bad!r}")
         seq = np.arange(self.next_seq, self.next_seq + m, dtype=np.int64)
         self.next_seq += m
@@ -684,28 +684,18 @@ class ExampleSet:
             raise StateError("examples: labels must be 1 or -1")
         if np.any(ex.weights <= 0):
             raise StateError("examples: weights must be positive")
-        bad = _bad_values(ex.X.data)
+        bad = first_bad_value(ex.X.data)
         if bad is not None:
-            raise StateError(f"examples.X: values must be at most {_max_value():g} in magnitude, "
+            raise StateError(f"examples.X: values must be at most {MAX_WEIGHT:g} in magnitude, "
                              f"got {bad!r}")
-        if ex.weights.size and not ex.weights.max() <= _max_value():
-            raise StateError(f"examples.weights: must be at most {_max_value():g}, got "
+        if ex.weights.size and not ex.weights.max() <= MAX_WEIGHT:
+            raise StateError(f"examples.weights: must be at most {MAX_WEIGHT:g}, got "
                              f"{float(ex.weights.max())!r}")
         if m > 1 and np.any(np.diff(ex.seq) <= 0):
             raise StateError("examples: seq must be strictly increasing (rows in insertion order)")
         if m and ex.seq[-1] >= ex.next_seq:
             raise StateError("examples: next_seq must exceed every seq")
         return ex
-
-
-@functools.cache
-def _max_value() -> float:
-    """The largest magnitude of an example's values and of its weight: the bound
-    profiles put on judged vectors and judgment weights (``MAX_WEIGHT``, imported on
-    first use: :mod:`sift.filters.base` imports this module)."""
-    from sift.filters.base import MAX_WEIGHT
-
-    return MAX_WEIGHT
 
 
 def _positive_int(value: Any) -> bool:
@@ -731,13 +721,13 @@ def _weights(weights: ArrayLike) -> NDArray[np.float64]:
     """Weights in ``(0, MAX_WEIGHT]`` as float64 (NaN and infinities refused)."""
     given = np.asarray(weights)
     if given.dtype.kind not in "iuf" and given.size:
-        raise ParameterError(f"weights must be positive numbers of at most {_max_value():g}, got "
+        raise ParameterError(f"weights must be positive numbers of at most {MAX_WEIGHT:g}, got "
                              f"{given.dtype} values {given.ravel()[:3].tolist()!r}")
     w = given.astype(np.float64, copy=False).ravel()
     # the extremes only (a NaN is both, and fails both comparisons)
-    if w.size and not (np.minimum.reduce(w) > 0 and np.maximum.reduce(w) <= _max_value()):
-        ok = (w > 0) & (w <= _max_value())
-        raise ParameterError(f"weights must be positive numbers of at most {_max_value():g}, got "
+    if w.size and not (np.minimum.reduce(w) > 0 and np.maximum.reduce(w) <= MAX_WEIGHT):
+        ok = (w > 0) & (w <= MAX_WEIGHT)
+        raise ParameterError(f"weights must be positive numbers of at most {MAX_WEIGHT:g}, got "
                              f"{float(w[~ok][0])!r}")
     return w
 
@@ -751,13 +741,13 @@ def _flags(real: ArrayLike) -> NDArray[np.bool_]:
     return given.astype(bool, copy=False).ravel()
 
 
-def _bad_values(data: NDArray[Any]) -> float | None:
+def first_bad_value(data: NDArray[Any]) -> float | None:
     """The first value that is not finite or is beyond ``MAX_WEIGHT`` in magnitude, or
     ``None`` (the largest magnitude only, when all are fine: a NaN fails its comparison)."""
     if data.size == 0:
         return None
     top = np.abs(data).max()
-    if top <= _max_value():  # False for NaN
+    if top <= MAX_WEIGHT:  # False for NaN
         return None
-    bad = ~(np.abs(data) <= _max_value())
+    bad = ~(np.abs(data) <= MAX_WEIGHT)
     return float(data[np.argmax(bad)])

@@ -43,7 +43,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from sift.filters.base import MAX_WEIGHT, ScoringModel
 from sift.filters.errors import FilterError, ParameterError, StateError
-from sift.filters.examples import ExampleSet
+from sift.filters.examples import ExampleSet, first_bad_value
 from sift.filters.kantor import Kantor
 from sift.filters.knn import KNN
 from sift.filters.measures import get_measure
@@ -153,7 +153,7 @@ def _check_values(X: sp.csr_matrix, what: str) -> sp.csr_matrix:
     if not X.has_canonical_format:
         X = X.copy()
         X.sum_duplicates()  # first: halves of a column may add up past the limit
-    if X.data.size and not (np.isfinite(X.data).all() and np.abs(X.data).max() <= MAX_VALUE):
+    if first_bad_value(X.data) is not None:
         raise FilterError(f"{what} must hold finite values of at most {MAX_VALUE:g} in magnitude")
     return X
 

@@ -127,6 +127,19 @@ def write_jsonl(path: str | Path, records: Iterable[Any]) -> int:
     return n
 
 
+#: the first two bytes of a gzip stream
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: Path) -> bool:
+    """Whether a file is read as gzip: named ``.gz``, or starting with gzip's magic bytes
+    whatever its name (a ``.gz`` file that is not gzip is then refused as unreadable)."""
+    if path.suffix == ".gz":
+        return True
+    with path.open("rb") as probe:
+        return probe.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+
+
 def read_jsonl(
     path: str | Path,
     parse: Callable[[Any], T],
@@ -134,7 +147,7 @@ def read_jsonl(
     skip_bad: bool = False,
     on_skip: Callable[[int, RecordError], None] | None = None,
 ) -> Iterator[T]:
-    """Yield records from a JSONL file (``.gz`` allowed).
+    """Yield records from a JSONL file (gzip allowed, see :func:`is_gzip`).
 
     A bad line raises ``RecordError`` naming the file and line number, unless
     ``skip_bad`` is set, in which case ``on_skip(line_number, error)`` is called.
@@ -143,9 +156,8 @@ def read_jsonl(
     p = Path(path)
     if not p.exists():
         raise RecordError("no_file", f"{p}: no such file")
-    opener = gzip.open if p.suffix == ".gz" else open
     try:
-        with opener(p, "rb") as fh:
+        with (gzip.open(p, "rb") if is_gzip(p) else open(p, "rb")) as fh:
             for lineno, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue

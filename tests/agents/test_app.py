@@ -18,31 +18,16 @@ from sift.agents.app import TIMER_ERROR_LOG_INTERVAL, OneAtATime, create_app, ke
 from sift.agents.service import (
     VECTOR_BATCH_MAGIC_COUNTS,
     Service,
-    TrainingSet,
     read_vector_batch,
     shard_of,
 )
-from sift.filters.vectorize import Vectorizer
 from sift.settings import Settings
-
-TRAIN = ["wheat exports rose", "wheat crop", "crude oil prices", "oil output", "gold mine"]
+from tests.agents.offline import TRAIN, agent, offline_worker, training_set
 
 
 @pytest.fixture
 def worker(tmp_path: Any) -> Any:
-    vec = Vectorizer(n_features=2**12).fit(TRAIN)
-    training = TrainingSet(vec, vec.transform(TRAIN), {f"t{i}": i for i in range(len(TRAIN))})
-    settings = Settings(broker="kafka://127.0.0.1:1", app_id="sift-test", partitions=2,
-                        data_dir=str(tmp_path), batch_timeout=0.01)
-    w = create_app(settings, training=training)
-    w.app.finalize()
-    w.app.conf.store = "memory://"
-    w.app.flow_control.resume()
-    for t in w.topics.values():
-        t.send = AsyncMock()  # type: ignore[method-assign]
-    w.table.table.send_changelog = Mock()  # the changelog producer needs a broker
-    w.service.journal.table.send_changelog = Mock()  # the judgment journal's too
-    return w
+    return offline_worker(str(tmp_path))
 
 
 def test_the_worker_vectorizes_as_its_settings_say(tmp_path: Any) -> None:
@@ -79,8 +64,7 @@ def test_the_group_session_settings_reach_faust(tmp_path: Any) -> None:
     """``SIFT_SESSION_TIMEOUT`` and ``SIFT_HEARTBEAT_INTERVAL`` reach the consumer; the
     request timeout stays at Faust's 90 s unless the session is longer (Faust refuses a
     session timeout above the request timeout)."""
-    vec = Vectorizer(n_features=2**12).fit(TRAIN)
-    training = TrainingSet(vec, vec.transform(TRAIN), {f"t{i}": i for i in range(len(TRAIN))})
+    training = training_set()
     for session, heartbeat, request in ((60.0, 3.0, 90.0), (10.0, 1.0, 90.0), (120.0, 5.0, 150.0)):
         settings = Settings(broker="kafka://127.0.0.1:1", app_id="sift-test", partitions=2,
                             data_dir=str(tmp_path / str(session)), session_timeout=session,
@@ -95,17 +79,12 @@ def test_the_web_server_listens_where_the_settings_say(tmp_path: Any) -> None:
     """Faust's ``web_host`` only names the server; it listened on ``web_bind``, every
     interface by default, so ``/metrics`` was open to the network with SIFT_WEB_HOST
     127.0.0.1."""
-    vec = Vectorizer(n_features=2**12).fit(TRAIN)
-    training = TrainingSet(vec, vec.transform(TRAIN), {f"t{i}": i for i in range(len(TRAIN))})
+    training = training_set()
     for host in ("127.0.0.1", "0.0.0.0"):
         settings = Settings(broker="kafka://127.0.0.1:1", app_id="sift-test", partitions=2,
                             data_dir=str(tmp_path / host), web_host=host, web_port=6123)
         conf = create_app(settings, training=training, web=True).app.conf
         assert (conf.web_bind, conf.web_port, conf.web_enabled) == (host, 6123, True)
-
-def agent(worker: Any, name: str) -> Any:
-    return next(a for a in worker.app.agents.values() if a.name.endswith(name))
-
 
 def test_documents_agent_fans_out_and_dead_letters(worker: Any) -> None:
     async def run() -> None:

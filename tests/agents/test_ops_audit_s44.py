@@ -15,21 +15,17 @@ import asyncio
 import logging
 from pathlib import Path
 from typing import Any
-from unittest.mock import AsyncMock, Mock
 
 import orjson
 import pytest
 
-from sift.agents.app import create_app
 from sift.agents.review import ReviewService, chunk_key
 from sift.agents.service import InputMessage, Service, TrainingSet, shard_of
-from sift.filters.vectorize import Vectorizer
-from sift.settings import Settings
 from sift.topics.errors import RecordError
 from sift.topics.review import ReviewSpec, is_review_obj
+from tests.agents.offline import agent, offline_worker, training_set
 
 P = 2
-TRAIN = ["wheat exports rose", "wheat crop", "crude oil prices", "oil output", "gold mine"]
 REVIEW = "don1"
 TAKEN = "a standing profile needs another name: review 'don1' is running"
 
@@ -46,29 +42,12 @@ def review_spec(name: str = REVIEW) -> dict[str, Any]:
 
 @pytest.fixture
 def training() -> TrainingSet:
-    vec = Vectorizer(n_features=2**12).fit(TRAIN)
-    return TrainingSet(vec, vec.transform(TRAIN), {f"t{i}": i for i in range(len(TRAIN))})
+    return training_set()
 
 
 @pytest.fixture
-def worker(tmp_path: Any, training: TrainingSet) -> Any:
-    settings = Settings(broker="kafka://127.0.0.1:1", app_id="sift-test", partitions=P,
-                        data_dir=str(tmp_path), batch_timeout=0.01)
-    w = create_app(settings, training=training)
-    w.app.finalize()
-    w.app.conf.store = "memory://"
-    w.app.flow_control.resume()
-    for t in list(w.topics.values()):
-        t.send = AsyncMock()  # type: ignore[method-assign]
-    for t in w.reviews.topics.values():
-        t.send = AsyncMock()  # type: ignore[method-assign]
-    for table in w.app.tables.values():
-        table.send_changelog = Mock()  # the changelog producer needs a broker
-    return w
-
-
-def agent(worker: Any, name: str) -> Any:
-    return next(a for a in worker.app.agents.values() if a.name.endswith(name))
+def worker(tmp_path: Any) -> Any:
+    return offline_worker(str(tmp_path), P)
 
 
 def put_specs(worker: Any, *batches: list[dict[str, Any]]) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from typing import Any
-from unittest.mock import AsyncMock, Mock
+from unittest.mock import AsyncMock
 
 import numpy as np
 import orjson
 import pytest
 
-from sift.agents.app import create_app
 from sift.agents.review import (
     REVIEW_DOCUMENTS_TOPIC,
     ReviewResult,
@@ -19,11 +18,10 @@ from sift.agents.review import (
     decode_review_record,
     gold_reviewer,
 )
-from sift.agents.service import InputMessage, TrainingSet, shard_of
+from sift.agents.service import InputMessage, shard_of
 from sift.filters.screening.errors import ScreeningError
-from sift.filters.vectorize import Vectorizer
-from sift.settings import Settings
 from sift.topics.review import ReviewStatus, decode_request, decode_status, encode_review
+from tests.agents.offline import agent, offline_worker
 
 P = 2
 NAME = "wilson"
@@ -189,33 +187,11 @@ def test_the_same_spec_again_republishes_pending_requests() -> None:
 
 
 # ----------------------------------------------------------------------- the Faust hooks
-TRAIN = ["wheat exports rose", "wheat crop", "crude oil prices", "oil output", "gold mine"]
 
 
 @pytest.fixture
 def worker(tmp_path: Any) -> Any:
-    vec = Vectorizer(n_features=2**12).fit(TRAIN)
-    training = TrainingSet(vec, vec.transform(TRAIN), {f"t{i}": i for i in range(len(TRAIN))})
-    settings = Settings(broker="kafka://127.0.0.1:1", app_id="sift-test", partitions=P,
-                        data_dir=str(tmp_path), batch_timeout=0.01)
-    w = create_app(settings, training=training)
-    w.app.finalize()
-    w.app.conf.store = "memory://"
-    w.app.flow_control.resume()
-    sent: dict[str, AsyncMock] = {}
-    for t in list(w.topics.values()):
-        t.send = AsyncMock()  # type: ignore[method-assign]
-    hooks = w.reviews  # type: ignore[attr-defined]
-    for name, t in hooks.topics.items():
-        t.send = AsyncMock()  # type: ignore[method-assign]
-        sent[name] = t.send
-    for table in w.app.tables.values():
-        table.send_changelog = Mock()  # the changelog producer needs a broker
-    return w
-
-
-def agent(worker: Any, name: str) -> Any:
-    return next(a for a in worker.app.agents.values() if a.name.endswith(name))
+    return offline_worker(str(tmp_path), P)
 
 
 def test_hooks_take_review_specs_and_judgments_and_leave_the_rest(worker: Any) -> None:

@@ -313,14 +313,18 @@ def test_screen_warns_about_records_with_no_text(
                      "abstract); the model has nothing to rank them by"]
 
 
-def test_screen_reads_gzip_by_its_content(tmp_path: Path) -> None:
+def test_screen_reads_gzip_by_its_content(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = _write(tmp_path / "a.jsonl")  # gzip, named .jsonl
     out = tmp_path / "o"
     assert main(["screen", "--data", str(f), *SMALL, "--topic", "rw0", "--out", str(out)]) == 0
     assert json.loads((out / "metrics.json").read_text())["n_records"] == 48
-    plain = _write(tmp_path / "b.jsonl.gz", opener=open)  # plain text, named .gz
+    capsys.readouterr()
+    # a .gz name still means gzip, as for every JSONL reader: plain text so named is refused
+    plain = _write(tmp_path / "b.jsonl.gz", opener=open)
     assert main(["screen", "--data", str(plain), *SMALL, "--topic", "rw0",
-                 "--out", str(out)]) == 0
+                 "--out", str(tmp_path / "o2")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{plain}: cannot read: Not a gzipped file" in err, err
 
 
 def test_screen_all_on_a_missing_folder(tmp_path: Path,
