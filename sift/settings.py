@@ -1,7 +1,10 @@
 """The one place sift reads its environment.
 
 :class:`Settings` is frozen; build it with :meth:`Settings.from_env` at start-up
-and pass it down. Nothing else in sift reads ``os.environ``.
+and pass it down. Nothing else in sift reads ``os.environ`` (two exceptions, both
+outside the service's settings: :mod:`sift.devbroker` reads the JVM's own
+``JAVA_HOME``, and the test harness hands its environment to the worker processes it
+starts; ``tests/unit/test_static_checks.py`` holds the list).
 """
 
 from __future__ import annotations
@@ -262,6 +265,21 @@ class Settings:
         settings = cls(**values)
         overrides = {k: v for k, v in overrides.items() if v is not None}
         return replace(settings, **overrides) if overrides else settings
+
+    @staticmethod
+    def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
+        """Whether ``SIFT_<NAME>`` is set in the environment (or ``environ``), as opposed
+        to left at its default (``sift demo`` starts a local broker unless
+        ``SIFT_BROKER`` is set).
+
+        >>> Settings.is_set("broker", {"SIFT_BROKER": "kafka://kafka:9092"})
+        True
+        >>> Settings.is_set("broker", {})
+        False
+        """
+        if name not in {f.name for f in fields(Settings)}:
+            raise ConfigError(f"no setting named {name!r}")
+        return _PREFIX + name.upper() in (os.environ if environ is None else environ)
 
     def topic(self, name: str) -> str:
         """Full Kafka topic name for a logical name such as ``"documents"``."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import sys
 import tempfile
 import time
@@ -89,7 +88,7 @@ def broker_for(settings: Settings, port: int, keep: bool) -> Iterator[str]:
     """The URL of a reachable broker: SIFT_BROKER's, or a local one started here."""
     from sift.devbroker import DevBroker, admin_ready, bootstrap_servers
 
-    if "SIFT_BROKER" in os.environ:
+    if Settings.is_set("broker"):
         if not admin_ready(bootstrap_servers(settings.broker), timeout=10.0):
             raise SiftError(f"SIFT_BROKER={settings.broker} does not answer")
         yield settings.broker

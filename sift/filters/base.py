@@ -15,6 +15,7 @@ every document against every model in one sparse product where possible.
 from __future__ import annotations
 
 import contextlib
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -146,11 +147,31 @@ MAX_WEIGHT = 1e6
 
 def check_positive(name: str, value: Any, *, allow_zero: bool = False,
                    at_most: float | None = None) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+    """Refuse ``value`` unless it is a finite Python ``int`` or ``float`` (not a boolean),
+    above 0 (at least 0 with ``allow_zero``) and at most ``at_most``.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``name`` and the value received.
+
+    Examples
+    --------
+    >>> check_positive("alpha", 0.5)
+    >>> check_positive("alpha", 10**400)
+    Traceback (most recent call last):
+    ...
+    sift.filters.errors.ParameterError: alpha must be a finite number > 0, got 1000...
+    """
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    try:
+        ok = ok and math.isfinite(value)  # (an int beyond a float's range overflows)
+    except OverflowError:
+        ok = False
     ok = ok and (value >= 0 if allow_zero else value > 0)
     ok = ok and (at_most is None or value <= at_most)
     if not ok:
         bound = ">= 0" if allow_zero else "> 0"
         if at_most is not None:
             bound += f" and <= {at_most:g}"
-        raise ParameterError(f"{name} must be a finite number {bound}, got {value!r}")
+        raise ParameterError(f"{name} must be a finite number {bound}, got {value!r:.60}")

@@ -588,12 +588,22 @@ class Profile:
         m = 0 if X_train is None else X_train.shape[0]
         lab = np.zeros(m, dtype=np.int8)
         if labels is not None:
-            lab = np.asarray(labels, dtype=np.int8).copy()
-            if lab.shape != (m,):
-                raise FilterError(f"labels must have one entry per training row ({m}), got {lab.shape}")
+            got = np.asarray(labels)
+            if got.shape != (m,):
+                raise FilterError(f"labels must have one entry per training row ({m}), got {got.shape}")
+            # checked before the cast, which would truncate 0.7 to 0 and wrap 257 to 1
+            if got.size and got.dtype.kind not in "iuf":
+                raise FilterError(f"labels must be 1, -1 or 0 (unknown), got {got.dtype} values "
+                                  f"{got[:3].tolist()!r}")
+            ok = (got == 1) | (got == -1) | (got == 0)
+            if not ok.all():
+                raise FilterError(f"labels must be 1, -1 or 0 (unknown), got {got[~ok][0].item()!r} "
+                                  f"at row {int(np.flatnonzero(~ok)[0])}")
+            lab = got.astype(np.int8)
         pos_rows = given.astype(np.int64).ravel()
         if pos_rows.size and (pos_rows.min() < 0 or pos_rows.max() >= m):
-            raise FilterError(f"positives must be rows of the training matrix (0..{m - 1})")
+            bad = pos_rows[(pos_rows < 0) | (pos_rows >= m)][0]
+            raise FilterError(f"positives must be rows of the training matrix (0..{m - 1}), got {bad}")
         lab[pos_rows] = 1
         self.size_floor_ = 0
         weights = np.ones(m)

@@ -21,6 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
+from sift.filters.errors import ParameterError
+
 try:  # scipy's sparse x sparse kernel, called without its counting pass (see dense_product)
     from scipy.sparse._sparsetools import csr_matmat as _csr_matmat
     from scipy.sparse._sparsetools import csr_todense as _csr_todense
@@ -198,14 +200,14 @@ def stack_row_refs(rows: Sequence[tuple[sp.csr_matrix, int]]) -> sp.csr_matrix:
     [[0.0, 3.0, 0.0], [1.0, 0.0, 2.0]]
     """
     if not rows:
-        raise ValueError("stack_row_refs needs at least one row")
+        raise ParameterError("stack_row_refs needs at least one row")
     n_cols = rows[0][0].shape[1]
     data: list[NDArray[np.float64]] = []
     indices: list[NDArray[Any]] = []
     lengths: list[int] = []
     for X, i in rows:
         if X.shape[1] != n_cols:
-            raise ValueError(f"stack_row_refs: {X.shape[1]} columns, expected {n_cols}")
+            raise ParameterError(f"stack_row_refs: {X.shape[1]} columns, expected {n_cols}")
         a, b = X.indptr[i], X.indptr[i + 1]
         data.append(X.data[a:b])
         indices.append(X.indices[a:b])
@@ -232,7 +234,7 @@ def nonzero_2d(mask: NDArray[Any]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     [[0, 0, 1], [1, 2, 0]]
     """
     if mask.ndim != 2:
-        raise ValueError(f"nonzero_2d: expected a 2-D array, got {mask.ndim} dimensions")
+        raise ParameterError(f"nonzero_2d: expected a 2-D array, got {mask.ndim} dimensions")
     flat = np.flatnonzero(mask)
     if mask.shape[1] == 0:
         return flat, flat.copy()
@@ -254,12 +256,12 @@ def take_rows(A: NDArray[Any], idx: NDArray[np.integer[Any]]) -> NDArray[Any]:
     [[3.0, 1.0], [5.0, 5.0]]
     """
     if A.ndim != 2 or idx.ndim != 2 or idx.shape[0] != A.shape[0]:
-        raise ValueError(f"take_rows: shapes {A.shape} and {idx.shape} do not match")
+        raise ParameterError(f"take_rows: shapes {A.shape} and {idx.shape} do not match")
     n, m = A.shape
     if idx.size == 0:
         return np.empty(idx.shape, dtype=A.dtype)
     if int(idx.min()) < 0 or int(idx.max()) >= m:
-        raise IndexError(f"take_rows: column index out of range for {m} columns")
+        raise ParameterError(f"take_rows: column index out of range for {m} columns")
     flat = idx + (np.arange(n, dtype=np.intp) * m)[:, None]
     out: NDArray[Any] = np.ascontiguousarray(A).ravel()[flat]
     return out
@@ -310,7 +312,7 @@ def dense_product(A: sp.csr_matrix, B: sp.csr_matrix) -> NDArray[np.float64]:
     """
     n, m = A.shape[0], B.shape[1]
     if A.shape[1] != B.shape[0]:
-        raise ValueError(f"dense_product: shapes {A.shape} and {B.shape} do not align")
+        raise ParameterError(f"dense_product: shapes {A.shape} and {B.shape} do not align")
     if (_csr_matmat is None or A.dtype != np.float64 or B.dtype != np.float64
             or n == 0 or m == 0 or A.nnz == 0 or B.nnz == 0):
         return np.asarray((A @ B).toarray(), dtype=np.float64)
@@ -450,7 +452,7 @@ class ColumnStack:
         """``X`` restricted to the union's columns (in union order)."""
         X = X if isinstance(X, sp.csr_matrix) else sp.csr_matrix(X)
         if X.shape[1] != self.n_features:
-            raise ValueError(f"expected {self.n_features} columns, got {X.shape[1]}")
+            raise ParameterError(f"X must have {self.n_features} columns, got {X.shape[1]}")
         pos = self.lut[X.indices]
         return _build(X, pos, pos >= 0, int(self.cols.size))
 

@@ -293,26 +293,35 @@ def _documents(texts: Any) -> list[Any]:
     Raises
     ------
     ParameterError
-        If ``texts`` is a ``str`` or ``bytes``, or not iterable.
+        If ``texts`` is a ``str`` or ``bytes``, or not iterable, or holds a document that
+        is neither a ``str`` nor UTF-8 ``bytes`` (the message names its index).
     """
     if isinstance(texts, str | bytes):
         more = "..." if len(texts) > 40 else ""
         raise ParameterError(f"texts: an iterable of texts expected, got a {type(texts).__name__} "
                              f"({texts[:40]!r}{more}); pass [text] for a single document")
     try:
-        docs = iter(texts)
+        docs = list(texts)
     except TypeError:
         raise ParameterError(f"texts: an iterable of texts expected, got {type(texts).__name__}") from None
-    return list(docs)
+    if not all(type(d) is str for d in docs):
+        for i, d in enumerate(docs):
+            if isinstance(d, bytes):
+                try:
+                    d.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise ParameterError(f"texts[{i}]: bytes that are not UTF-8 ({exc.reason} at "
+                                         f"byte {exc.start})") from None
+            elif not isinstance(d, str):
+                raise ParameterError(f"texts[{i}]: a str or UTF-8 bytes expected, got "
+                                     f"{type(d).__name__} {d!r:.40}")
+    return docs
 
 
-def _as_text(doc: Any) -> str:
-    """What HashingVectorizer's decoder does before the analyzer (bytes are UTF-8)."""
-    if isinstance(doc, bytes):
-        doc = doc.decode("utf-8")
-    if doc is np.nan:
-        raise ValueError("np.nan is an invalid document, expected byte or unicode string.")
-    return doc  # type: ignore[no-any-return]
+def _as_text(doc: str | bytes) -> str:
+    """What HashingVectorizer's decoder does before the analyzer (bytes are UTF-8;
+    :func:`_documents` has checked that they decode)."""
+    return doc.decode("utf-8") if isinstance(doc, bytes) else doc
 
 
 def _truncated(buf: NDArray[np.uint8], start: NDArray[np.int64], length: NDArray[np.int64],

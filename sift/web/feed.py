@@ -22,6 +22,7 @@ import ssl
 from typing import Any
 
 from sift.agents.app import JOURNAL_TABLE, TABLE
+from sift.errors import ConfigError
 from sift.kafkaclient import bootstrap
 from sift.settings import Settings
 from sift.web.state import WebState
@@ -226,19 +227,19 @@ class KafkaFeed:
         # a misspelt SIFT_APP_ID or SIFT_TOPIC_PREFIX showed an empty dashboard and no
         # lag, as if the service had nothing to do (forty-fourth session)
         if self.changelog not in topics:
-            raise RuntimeError(f"topic {self.changelog} does not exist: no worker with "
-                               f"SIFT_APP_ID={settings.app_id!r} has run on this broker (a "
-                               "worker creates it when it starts)")
+            raise ConfigError(f"topic {self.changelog} does not exist: no worker with "
+                              f"SIFT_APP_ID={settings.app_id!r} has run on this broker (a "
+                              "worker creates it when it starts)")
         wanted = {settings.topic(t): t for t in LAG_TOPICS}
         tps = [tp for tp, meta in committed.items()
                if tp.topic in wanted and meta is not None and meta.offset >= 0]
         if not tps:
             names = ", ".join(sorted(wanted))
             if committed:
-                raise RuntimeError(f"the workers' group {settings.app_id!r} (SIFT_APP_ID) has "
-                                   f"committed offsets of other topics only, none of {names}: "
-                                   f"is SIFT_TOPIC_PREFIX={settings.topic_prefix!r} the "
-                                   "workers'?")
+                raise ConfigError(f"the workers' group {settings.app_id!r} (SIFT_APP_ID) has "
+                                  f"committed offsets of other topics only, none of {names}: "
+                                  f"is SIFT_TOPIC_PREFIX={settings.topic_prefix!r} the "
+                                  "workers'?")
             raise RuntimeError(f"the workers' group {settings.app_id!r} (SIFT_APP_ID) has "
                                f"committed no offsets on {names}: no worker of it has "
                                "consumed a message here yet")

@@ -316,7 +316,7 @@ def test_the_lag_says_when_the_group_has_nothing_or_the_changelog_is_missing(
     feed = KafkaFeed(settings, state)
     FakeAdmin.topics = ["p.documents"]
     FakeAdmin.committed = {}
-    with pytest.raises(RuntimeError, match=r"topic grp-profile_to_state-changelog does not "
+    with pytest.raises(ConfigError, match=r"topic grp-profile_to_state-changelog does not "
                                            r"exist: no worker with SIFT_APP_ID='grp'"):
         asyncio.run(feed.lag())
     FakeAdmin.topics = ["p.documents", "grp-profile_to_state-changelog"]
@@ -325,7 +325,7 @@ def test_the_lag_says_when_the_group_has_nothing_or_the_changelog_is_missing(
         asyncio.run(feed.lag())
     # offsets of other topics only: another prefix's
     FakeAdmin.committed = {TopicPartition("q.documents", 0): OffsetAndMetadata(5, "", -1)}
-    with pytest.raises(RuntimeError, match=r"SIFT_TOPIC_PREFIX='p\.'"):
+    with pytest.raises(ConfigError, match=r"SIFT_TOPIC_PREFIX='p\.'"):
         asyncio.run(feed.lag())
     FakeAdmin.committed = {TopicPartition("p.documents", 0): OffsetAndMetadata(5, "", -1)}
     monkeypatch.setattr(feed, "_end_offsets", lambda tps: {("p.documents", 0): 7})

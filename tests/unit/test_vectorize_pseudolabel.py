@@ -323,13 +323,18 @@ def test_batch_transform_edge_cases() -> None:
         with _path(small):
             for texts in batches:
                 _assert_identical(v.transform(texts), _ref_transform(v, texts))
-            # bytes are UTF-8, as scikit-learn decodes them; np.nan is refused as it refuses it
+            # bytes are UTF-8, as scikit-learn decodes them; anything else is refused with
+            # the package's error naming the document's index, on both paths
             _assert_identical(v.transform([b"wheat \xc3\xa9t\xc3\xa9", "oil"]),
                               _ref_transform(v, ["wheat été", "oil"]))
-            with pytest.raises(ValueError, match=r"np\.nan"):
+            with pytest.raises(ParameterError, match=r"texts\[0\].*float nan"):
                 v.transform([np.nan])
-            with pytest.raises(AttributeError):
+            with pytest.raises(ParameterError, match=r"texts\[1\].*NoneType"):
                 v.transform(["wheat", None])
+            with pytest.raises(ParameterError, match=r"texts\[2\].*not UTF-8"):
+                v.transform(["wheat", b"oil", b"\xffwheat"])
+            with pytest.raises(ParameterError, match=r"texts\[0\].*int 3"):
+                v.transform([3])
             assert v.transform([]).shape == (0, 2**16)  # (scikit-learn's hasher raised on an empty batch)
 
 

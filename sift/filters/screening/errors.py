@@ -1,9 +1,9 @@
 """Errors of the review-mode (technology-assisted review) core."""
 
-from sift.errors import SiftError
+from sift.filters.errors import FilterError
 
 
-class ScreeningError(SiftError, ValueError):
+class ScreeningError(FilterError, ValueError):
     """A review received a parameter, document, judgment or state it cannot use.
 
     The message names the parameter (or input) and the value received.

@@ -1,0 +1,71 @@
+"""The forty-fifth session's style audit: errors of the package's own kind, naming the
+parameter and the value, for inputs that used to pass silently or raise foreign errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sift.errors import ConfigError, SiftError
+from sift.filters.errors import FilterError, ParameterError
+from sift.filters.profile import Profile
+from sift.filters.rocchio import Rocchio
+from sift.filters.screening.errors import ScreeningError
+from sift.filters.vectorize import Vectorizer
+from sift.settings import Settings
+
+TEXTS = ["wheat crop harvest", "oil prices rise", "wheat exports fall", "oil field output"]
+
+
+def _fit(labels: object) -> Profile:
+    vec = Vectorizer().fit(TEXTS)
+    p = Profile("wheat", query="wheat")
+    p.fit(vec.transform(["wheat"]), vec.transform(TEXTS), labels=labels)
+    return p
+
+
+@pytest.mark.parametrize(("labels", "shown"), [
+    ([0.7, 0, 1, 0], "got 0.7 at row 0"),  # the cast made it 0: the row silently unknown
+    ([1, 0, 1.9, 0], "got 1.9 at row 2"),  # ... and this one 1
+    ([1, 0, 257, 0], "got 257 at row 2"),  # int8 wraps 257 to 1
+    ([1, 0, 1000, 0], "got 1000 at row 2"),  # OverflowError before
+    (["1", "0", "1", "0"], "<U1 values"),  # a bare ValueError before
+    ([True, False, True, False], "bool values"),
+])
+def test_fit_refuses_labels_other_than_1_minus_1_and_0(labels: object, shown: str) -> None:
+    with pytest.raises(FilterError, match=r"labels must be 1, -1 or 0 \(unknown\), got ") as info:
+        _fit(labels)
+    assert shown in str(info.value)
+
+
+def test_fit_takes_whole_labels_of_any_numeric_type() -> None:
+    a, b = _fit([1, -1, 0, 0]), _fit(np.array([1.0, -1.0, 0.0, 0.0]))
+    assert a.examples_.labels.tolist() == b.examples_.labels.tolist()
+    assert a.threshold_ == b.threshold_
+
+
+def test_fit_names_the_positive_out_of_range() -> None:
+    vec = Vectorizer().fit(TEXTS)
+    with pytest.raises(FilterError, match=r"rows of the training matrix \(0\.\.3\), got 9"):
+        Profile("wheat", query="wheat").fit(vec.transform(["wheat"]), vec.transform(TEXTS),
+                                           positives=[0, 9])
+
+
+@pytest.mark.parametrize("value", [10**30, 10**400, -(10**400)], ids=["1e30", "1e400", "-1e400"])
+def test_huge_integers_are_refused_as_parameters(value: int) -> None:
+    # np.isfinite raised TypeError on integers beyond 64 bits
+    with pytest.raises(ParameterError, match="alpha must be a finite number"):
+        Rocchio(alpha=value)
+
+
+def test_screening_errors_are_filter_errors() -> None:
+    # one `except FilterError` catches whatever the learning core refuses
+    assert issubclass(ScreeningError, FilterError)
+    assert issubclass(ScreeningError, ValueError) and issubclass(ScreeningError, SiftError)
+
+
+def test_settings_says_whether_a_variable_was_set() -> None:
+    assert Settings.is_set("broker", {"SIFT_BROKER": ""})
+    assert not Settings.is_set("broker", {"BROKER": "x", "SIFT_BROKERS": "y"})
+    with pytest.raises(ConfigError, match="no setting named 'brokers'"):
+        Settings.is_set("brokers", {})
