@@ -12,7 +12,3 @@ class SiftError(Exception):
 
 class ConfigError(SiftError):
     """A setting or command-line option has a value sift cannot use."""
-
-
-class InputError(SiftError):
-    """An input file or record is malformed."""

@@ -293,9 +293,11 @@ class KantorStack(Stack):
 
     def __init__(self, models: Sequence[ScoringModel]) -> None:
         super().__init__(models)
-        if not all(isinstance(m, Kantor) for m in models):
-            raise ParameterError("KantorStack takes Kantor models only")
-        vecs = [m.vectors() for m in models]  # type: ignore[attr-defined]
+        kantors = [m for m in models if isinstance(m, Kantor)]
+        if len(kantors) != len(models):
+            other = next(m for m in models if not isinstance(m, Kantor))
+            raise ParameterError(f"KantorStack takes Kantor models only, got {type(other).__name__}")
+        vecs = [m.vectors() for m in kantors]
         n_features = self.models[0].n_features_ if self.models else 1
         self.P = ColumnStack(n_features, [(v[0], v[1]) for v in vecs])
         self.N = ColumnStack(n_features, [(v[0], v[2]) for v in vecs])

@@ -592,7 +592,7 @@ class KNNStack(Stack):
         super().__init__(models)
         for m in models:
             if not isinstance(m, KNN):
-                raise ParameterError("KNNStack takes kNN models only")
+                raise ParameterError(f"KNNStack takes kNN models only, got {type(m).__name__}")
         self._built = False
 
     def update(self, j: int, model: ScoringModel) -> bool:

@@ -347,10 +347,12 @@ class LinearStack(Stack):
 
     def __init__(self, models: Sequence[ScoringModel]) -> None:
         super().__init__(models)
-        if not all(isinstance(m, Rocchio) for m in models):
-            raise ParameterError("LinearStack takes Rocchio models only")
+        rocchios = [m for m in models if isinstance(m, Rocchio)]
+        if len(rocchios) != len(models):
+            other = next(m for m in models if not isinstance(m, Rocchio))
+            raise ParameterError(f"LinearStack takes Rocchio models only, got {type(other).__name__}")
         n_features = self.models[0].n_features_ if self.models else 1
-        self.stack = ColumnStack(n_features, [m.coef()[:2] for m in models])  # type: ignore[attr-defined]
+        self.stack = ColumnStack(n_features, [m.coef()[:2] for m in rocchios])
 
     def update(self, j: int, model: ScoringModel) -> bool:
         if not isinstance(model, Rocchio):

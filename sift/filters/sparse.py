@@ -267,23 +267,6 @@ def take_rows(A: NDArray[Any], idx: NDArray[np.integer[Any]]) -> NDArray[Any]:
     return out
 
 
-def rowwise_sq_norms(X: sp.csr_matrix) -> NDArray[np.float64]:
-    """Squared Euclidean length of each row."""
-    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-    return np.bincount(rows, weights=X.data**2, minlength=X.shape[0]).astype(np.float64)
-
-
-def dense_or_sparse(n_rows: int, n_cols: int, rows: NDArray[np.int64], cols: NDArray[np.int64],
-                    vals: NDArray[np.float64], *, dense_limit: int = 20_000_000) -> Any:
-    """A (n_rows x n_cols) matrix from unique (row, col) triplets: dense when small enough,
-    else CSR."""
-    if n_rows * n_cols <= dense_limit:
-        out = np.zeros((n_rows, n_cols))
-        out[rows, cols] = vals
-        return out
-    return sp.csr_matrix((vals, (rows, cols)), shape=(n_rows, n_cols))
-
-
 def matmul_dense(A: sp.csr_matrix, B: Any) -> NDArray[np.float64]:
     """``A @ B`` as a dense array, whether ``B`` is dense or sparse."""
     if sp.issparse(B):

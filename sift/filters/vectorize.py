@@ -953,7 +953,24 @@ class Vectorizer:
         return keep
 
     # -- state ----------------------------------------------------------------------
+    def get_params(self) -> dict[str, Any]:
+        """Every hyperparameter of :meth:`__init__` by name (defaults included), so that
+        ``Vectorizer(**v.get_params())`` is an unfitted copy of ``v``.
+
+        >>> Vectorizer(2**10, truncate=6).get_params()["truncate"]
+        6
+        >>> Vectorizer(2**10).get_params() == Vectorizer(**Vectorizer(2**10).get_params()).get_params()
+        True
+        """
+        return {"n_features": self.n_features, "tf": self.tf, "idf": self.idf,
+                "normalize": self.normalize, "stop_words": self.stop_words,
+                "ngram_max": self.ngram_max, "truncate": self.truncate, "chars": self.chars,
+                "char_ngrams": self.char_ngrams, "char_top": self.char_top}
+
     def params(self) -> dict[str, Any]:
+        """The hyperparameters as the state and the fingerprint keep them: JSON values,
+        and the options added later only when they differ from their defaults (so a
+        state written before them is unchanged); :meth:`get_params` has them all."""
         stop: Any = self.stop_words if isinstance(self.stop_words, str) else sorted(self.stop_words)
         out = {"n_features": self.n_features, "tf": self.tf, "idf": self.idf,
                "normalize": self.normalize, "stop_words": stop, "ngram_max": self.ngram_max}

@@ -69,3 +69,29 @@ def test_settings_says_whether_a_variable_was_set() -> None:
     assert not Settings.is_set("broker", {"BROKER": "x", "SIFT_BROKERS": "y"})
     with pytest.raises(ConfigError, match="no setting named 'brokers'"):
         Settings.is_set("brokers", {})
+
+
+def test_vectorizer_get_params_has_every_hyperparameter() -> None:
+    import inspect
+
+    v = Vectorizer(2**12, tf="raw", truncate=5, chars=0.2, char_ngrams=(2, 4), char_top=50,
+                   stop_words=["wheat"])
+    got = v.get_params()
+    assert set(got) == set(inspect.signature(Vectorizer).parameters)
+    assert got["truncate"] == 5 and got["char_ngrams"] == (2, 4) and got["stop_words"] == ["wheat"]
+    copy = Vectorizer(**got).fit(TEXTS)
+    assert (copy.transform(TEXTS) != v.fit(TEXTS).transform(TEXTS)).nnz == 0
+    # params() (the state's) leaves the later options out at their defaults; get_params does not
+    assert "truncate" not in Vectorizer().params() and Vectorizer().get_params()["truncate"] is None
+
+
+def test_a_stack_names_the_model_it_cannot_take() -> None:
+    from sift.filters.kantor import Kantor, KantorStack
+    from sift.filters.knn import KNN, KNNStack
+    from sift.filters.rocchio import LinearStack
+
+    for stack, model, other in ((LinearStack, "Rocchio", Kantor()), (KantorStack, "Kantor", KNN()),
+                                (KNNStack, "kNN", Rocchio())):
+        with pytest.raises(ParameterError, match=f"takes {model} models only, got "
+                                                 f"{type(other).__name__}"):
+            stack([other])

@@ -81,14 +81,6 @@ def knee_rule(labels: Sequence[int], min_screened: int = 150) -> bool:
     return rho >= 156 - min(r, 150)
 
 
-def knee_stop(labels: Sequence[int], checkpoints: Sequence[int], min_screened: int = 150) -> int:
-    """Records screened when the knee rule first fires at one of ``checkpoints`` (else ``len``)."""
-    for c in checkpoints:
-        if knee_rule(labels[:c], min_screened):
-            return int(c)
-    return len(labels)
-
-
 def fixed_budget_rule(screened: int, n_total: int, budget: float) -> bool:
     """Stop once ``ceil(budget * n_total)`` records are screened."""
     if not 0.0 < budget <= 1.0:
