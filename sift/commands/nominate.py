@@ -148,6 +148,10 @@ def simulate_rdpg(
 ) -> dict[str, Any]:
     """Monte Carlo estimate of the paper's Figure 2 (mean reciprocal rank and 95% CI).
 
+    The CI is the normal approximation ``mean +- 1.96 sd / sqrt(runs)``, clipped to
+    [0, 1] (where a reciprocal rank lies; with few runs the unclipped interval can leave
+    it).
+
     With ``fixed_positions`` the latent positions are drawn once (from ``seed``)
     and only the adjacency samples vary between runs, as in the paper's single
     realisation (then the ``P`` panel is the same in every run); otherwise they
@@ -171,8 +175,10 @@ def simulate_rdpg(
             mean = arr.mean(axis=0)
             half = (1.96 * arr.std(axis=0, ddof=1) / math.sqrt(arr.shape[0]) if runs > 1
                     else 0 * mean)
-            summary[obs][ranker] = {"mean": mean.tolist(), "lo": (mean - half).tolist(),
-                                    "hi": (mean + half).tolist()}
+            # a reciprocal rank is in [0, 1]: so is its interval
+            summary[obs][ranker] = {"mean": mean.tolist(),
+                                    "lo": np.clip(mean - half, 0.0, 1.0).tolist(),
+                                    "hi": np.clip(mean + half, 0.0, 1.0).tolist()}
     return {"alphas": list(ALPHAS), "runs": runs, "k": k, "n": n, "seed": seed,
             "latent_positions": ("fixed: one draw from the seed" if fixed_positions
                                  else "redrawn in every run"),
@@ -321,8 +327,9 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("give --simulate rdpg or --data FILE --category C")
     if args.simulate is not None and args.data is not None:
         raise ConfigError("--simulate and --data are exclusive")
-    if args.time_limit <= 0:
-        raise ConfigError(f"--time-limit must be positive, got {args.time_limit}")
+    if not math.isfinite(args.time_limit) or args.time_limit <= 0:
+        raise ConfigError(f"--time-limit must be a positive finite number of seconds, "
+                          f"got {args.time_limit}")
     if args.simulate == "rdpg":
         runs = _positive_int("--runs", args.runs)
         k = _positive_int("--k", args.k)
@@ -332,8 +339,8 @@ def _run(args: argparse.Namespace) -> int:
         bar.close()
         write_json(out / "rdpg.json", res)
         for obs in ("P", "Abar"):
-            print(f"observed: {res['observed'][obs]}  (MRR of the 6th closest, 95% CI, "
-                  f"{runs} runs)")
+            print(f"observed: {res['observed'][obs]}  (MRR of the 6th closest, 95% CI "
+                  f"clipped to [0, 1], {runs} runs)")
             print(f"{'alpha':>5}  " + "  ".join(f"{r.upper():>19}" for r in ("ilp", "ase", "lse")))
             for i, a in enumerate(res["alphas"]):
                 cells = []
@@ -393,7 +400,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--objective", choices=["maxrank", "meanrank", "mrr"], default="maxrank",
                    help="what the ILP optimises (default: maxrank, the paper's)")
     p.add_argument("--time-limit", type=float, default=30.0,
-                   help="seconds per ILP solve (default 30)")
+                   help="seconds per ILP solve, positive and finite (default 30; "
+                        "--simulate rdpg solves without a limit)")
     p.add_argument("--seed", type=nonnegative_int, default=0,
                    help="seed of the draws (default 0)")
     p.add_argument("--out", required=True, help="output directory")

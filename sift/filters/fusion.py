@@ -57,6 +57,7 @@ This module is pure computation (numpy, scipy): no file or network I/O.
 from __future__ import annotations
 
 import contextlib
+import numbers
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -76,7 +77,7 @@ from sift.filters.kantor import Kantor
 from sift.filters.knn import KNN
 from sift.filters.rocchio import Rocchio
 from sift.filters.sparse import nonzero_2d, restrict, unique
-from sift.filters.state import decode_array, encode_array
+from sift.filters.state import check_version, decode_array, decode_count, encode_array
 
 __all__ = [
     "COMPONENTS",
@@ -122,11 +123,64 @@ class _Problem:
     raw: FloatArray  # (n, J) the dissimilarities as given
 
 
-def _as_matrix(dissimilarities: ArrayLike) -> FloatArray:
+def _real_array(values: Any, name: str, what: str) -> FloatArray:
+    """``values`` as a float64 array; complex numbers, strings and other objects are
+    refused rather than coerced (numpy drops an imaginary part and parses strings)."""
+    if sp.issparse(values):
+        raise FusionError(f"{name} must be {what} of real numbers, got a sparse matrix")
     try:
-        d = np.asarray(dissimilarities, dtype=np.float64)
+        arr = np.asarray(values)
     except (TypeError, ValueError) as exc:
-        raise FusionError(f"dissimilarities must be a numeric (n, J) array: {exc}") from None
+        raise FusionError(f"{name} must be {what} of real numbers: {exc}") from None
+    kind = arr.dtype.kind
+    if kind == "O":
+        # Python integers beyond int64 make an object array: numbers, so accepted
+        bad = [x for x in arr.reshape(-1) if isinstance(x, bool)
+               or not isinstance(x, numbers.Real)][:1] if arr.ndim else [values]
+        if bad:
+            raise FusionError(f"{name} must be {what} of real numbers, got {bad[0]!r:.60}")
+    elif kind not in "biuf":
+        first = arr.reshape(-1)[0] if arr.size else arr
+        raise FusionError(f"{name} must be {what} of real numbers, got dtype {arr.dtype} "
+                          f"({first!r:.40})")
+    try:
+        return np.asarray(arr, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise FusionError(f"{name} must be {what} of real numbers: {exc}") from None
+
+
+def _not_bool_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def _check_seed(seed: Any, name: str = "seed") -> int | None:
+    """``None`` or a non-negative integer (numpy integers too, not a bool)."""
+    if seed is None:
+        return None
+    if not _not_bool_int(seed) or int(seed) < 0:
+        raise FusionError(f"{name} must be None or an integer >= 0, got {seed!r}")
+    return int(seed)
+
+
+def _check_time_limit(time_limit: Any, name: str = "time_limit") -> float | None:
+    """``None`` or a finite number of seconds > 0 (numpy numbers too, not a bool)."""
+    if time_limit is None:
+        return None
+    ok = (isinstance(time_limit, int | float | np.integer | np.floating)
+          and not isinstance(time_limit, bool | np.bool_))
+    if not ok or not np.isfinite(time_limit) or time_limit <= 0:
+        raise FusionError(f"{name} must be None or a positive number of seconds, got {time_limit!r}")
+    return float(time_limit)
+
+
+def _check_method(method: Any) -> str:
+    if not isinstance(method, str) or method not in ("auto", "milp", "sweep"):
+        raise FusionError(f"method must be auto, milp or sweep, got {method!r}")
+    return method
+
+
+def _as_matrix(dissimilarities: ArrayLike) -> FloatArray:
+    d = _real_array(dissimilarities, "dissimilarities", "a numeric (n, J) array")
     if d.ndim == 1:
         d = d[:, None]
     if d.ndim != 2:
@@ -144,21 +198,33 @@ def _as_matrix(dissimilarities: ArrayLike) -> FloatArray:
     return d
 
 
-def _index_set(values: ArrayLike, n: int, name: str) -> IntArray:
-    arr = np.asarray(values)
+def _index_set(values: ArrayLike, n: int, name: str,
+               empty: str | None = "need at least one known positive") -> IntArray:
+    """Distinct integer indices in ``[0, n)`` (integral floats accepted); ``empty``: the
+    reason an empty set is refused (``None``: allowed)."""
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError) as exc:
+        raise FusionError(f"{name} must hold integer row indices: {exc}") from None
     if arr.ndim != 1:
         arr = arr.reshape(-1)
     if arr.size == 0:
-        raise FusionError(f"{name} is empty; need at least one known positive")
+        if empty is not None:
+            raise FusionError(f"{name} is empty; {empty}")
+        return np.zeros(0, dtype=np.intp)
     if arr.dtype.kind not in "iu":
         if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            if np.any(np.abs(arr) > 2.0**62):
+                big = arr[np.abs(arr) > 2.0**62][0]
+                raise FusionError(f"{name} holds row index {big!r} outside [0, {n})")
             arr = arr.astype(np.intp)
         else:
             raise FusionError(f"{name} must hold integer row indices, got {arr.tolist()[:5]}")
-    idx = arr.astype(np.intp)
-    out = idx[(idx < 0) | (idx >= n)]
+    # the range on the values as given (an unsigned index beyond int64 would wrap)
+    out = arr[(arr < 0) | (arr >= n)]
     if out.size:
         raise FusionError(f"{name} holds row index {int(out[0])} outside [0, {n})")
+    idx = arr.astype(np.intp)
     if unique(idx).size != idx.size:
         raise FusionError(f"{name} holds duplicate row indices: {idx.tolist()[:10]}")
     return idx
@@ -182,24 +248,30 @@ def _problem(dissimilarities: ArrayLike, positives: ArrayLike, query: int | None
     rows = np.concatenate([pos, cand])
     lo = d[rows].min(axis=0)
     hi = d[rows].max(axis=0)
-    rng = hi - lo
+    # a column spanning more than the largest float (e.g. -1.7e308 to 1.7e308) has no
+    # finite range: then every column is taken at half its values, which changes neither
+    # the rescaled values (halving is exact) nor the weights (the scales stay in ratio)
+    with np.errstate(over="ignore"):
+        half = 0.5 if not np.all(np.isfinite(hi - lo)) else 1.0
+    rng = hi * half - lo * half
     # constant: a range within rounding of the column's magnitude (relative, so that a
     # column's units do not matter: one of values near 1e-13 still varies)
-    varying = np.flatnonzero(rng > 1e-12 * np.maximum(np.abs(hi), np.abs(lo))).astype(np.intp)
+    varying = np.flatnonzero(
+        rng > 1e-12 * half * np.maximum(np.abs(hi), np.abs(lo))).astype(np.intp)
     dn = np.zeros((n, varying.size), dtype=np.float64)
     if varying.size:
-        dn[rows] = (d[np.ix_(rows, varying)] - lo[varying]) / rng[varying]
+        dn[rows] = ((d[np.ix_(rows, varying)] * half - lo[varying] * half) / rng[varying])
     return _Problem(dn, varying, rng[varying], j, pos, cand, d)
 
 
 def _check_objective(objective: str) -> Objective:
-    if objective not in OBJECTIVES:
+    if not isinstance(objective, str) or objective not in OBJECTIVES:
         raise FusionError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     return objective  # type: ignore[return-value]
 
 
 def _check_weights(weights: ArrayLike, j: int, name: str = "weights") -> FloatArray:
-    w = np.asarray(weights, dtype=np.float64).reshape(-1)
+    w = _real_array(weights, name, "an array").reshape(-1)
     if w.size != j:
         raise FusionError(f"{name} must have J = {j} entries, got {w.size}")
     if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
@@ -329,18 +401,28 @@ def objective_value(
     return _report(obj, float(_objective_many(d, prob.positives, prob.candidates, a, obj)[0]))
 
 
+def _scores(scores: ArrayLike) -> FloatArray:
+    """Finite real scores, one per item."""
+    s = _real_array(scores, "scores", "an array").reshape(-1)
+    bad = np.flatnonzero(~np.isfinite(s))
+    if bad.size:
+        raise FusionError(f"scores must be finite, got {s[bad[0]]} at index {int(bad[0])}")
+    return s
+
+
 def fused_ranks(scores: ArrayLike, pool: ArrayLike | None = None) -> FloatArray:
     """Mid-ranks (1 = best = smallest score) of each item of ``pool`` within ``pool``.
 
-    Ties share the mean of the positions they occupy.
+    Ties share the mean of the positions they occupy. ``scores`` must be finite and
+    ``pool`` distinct integer indices into them.
 
     Examples
     --------
     >>> fused_ranks([0.3, 0.1, 0.3, 0.7]).tolist()
     [2.5, 1.0, 2.5, 4.0]
     """
-    s = np.asarray(scores, dtype=np.float64).reshape(-1)
-    idx = np.arange(s.size) if pool is None else np.asarray(pool, dtype=np.intp)
+    s = _scores(scores)
+    idx = np.arange(s.size) if pool is None else _index_set(pool, s.size, "pool", empty=None)
     v = s[idx]
     srt = np.sort(v)
     less = np.searchsorted(srt, v, side="left")
@@ -358,22 +440,19 @@ def heldout_mrr(
 
     Items in ``exclude`` (the query and the known positives ``S``) are removed
     from the list first, as in the paper's evaluation of ``S* \\ S``. Ties get
-    mid-ranks.
+    mid-ranks. Scores must be finite; ``heldout`` and ``exclude`` distinct integer
+    indices into them (:class:`FusionError` otherwise).
 
     Examples
     --------
     >>> heldout_mrr([0.0, 0.1, 0.2, 0.3, 0.4], [3], exclude=[0, 1])
     0.5
     """
-    s = np.asarray(scores, dtype=np.float64).reshape(-1)
-    held = np.asarray(heldout, dtype=np.intp).reshape(-1)
-    if held.size == 0:
-        raise FusionError("heldout is empty; nothing to evaluate")
-    if not np.all(np.isfinite(s)):
-        raise FusionError("scores must be finite")
+    s = _scores(scores)
+    held = _index_set(heldout, s.size, "heldout", empty="nothing to evaluate")
     keep = np.ones(s.size, dtype=bool)
     if exclude is not None:
-        keep[np.asarray(exclude, dtype=np.intp)] = False
+        keep[_index_set(exclude, s.size, "exclude", empty=None)] = False
     if not np.all(keep[held]):
         raise FusionError("heldout and exclude overlap")
     pool = np.flatnonzero(keep)
@@ -1199,7 +1278,9 @@ class FusionResult:
         or mean reciprocal rank of ``S`` (``mrr``).
     bound
         Proven bound on the optimum (lower for ``maxrank``/``meanrank``; for
-        ``mrr`` an upper bound on the truncated MRR), or nan if unknown.
+        ``mrr`` an upper bound on the MRR: the truncated program's bound plus
+        ``1 / (mrr_cutoff + 1)``, what the ranks beyond the cutoff can add), or nan if
+        unknown. Weights reaching it are optimal (for ``mrr`` whatever the cutoff).
     gap
         Relative gap between ``objective`` and ``bound``, ``|objective - bound|`` over
         the larger of the two in magnitude, in [0, 1] (0 when proven optimal).
@@ -1234,11 +1315,21 @@ class FusionResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _huge(prob: _Problem) -> bool:
+    """Whether a column's range is near the float maximum (then the weights, inversely
+    proportional to the ranges, are mapped with the ranges in ratio, without overflow)."""
+    return bool(prob.scale.size and prob.scale.max() > 1e300)
+
+
 def _to_original(prob: _Problem, alpha_n: FloatArray) -> FloatArray:
     w = np.zeros(prob.n_cols, dtype=np.float64)
     if prob.cols.size == 0:
         return np.full(prob.n_cols, 1.0 / prob.n_cols)
-    w[prob.cols] = alpha_n / prob.scale
+    if _huge(prob):
+        with np.errstate(under="ignore"):
+            w[prob.cols] = alpha_n * (prob.scale.min() / prob.scale)
+    else:
+        w[prob.cols] = alpha_n / prob.scale
     total = w.sum()
     return w / total if total > 0 else np.full(prob.n_cols, 1.0 / prob.n_cols)
 
@@ -1265,7 +1356,11 @@ def _as_given(w: FloatArray, prob: _Problem) -> FloatArray:
 
 
 def _to_normalised(prob: _Problem, w: FloatArray) -> FloatArray:
-    a = w[prob.cols] * prob.scale
+    if _huge(prob):
+        with np.errstate(under="ignore"):
+            a = w[prob.cols] * (prob.scale / prob.scale.max())
+    else:
+        a = w[prob.cols] * prob.scale
     return a / a.sum() if a.sum() > 0 else np.full(prob.cols.size, 1.0 / max(1, prob.cols.size))
 
 
@@ -1352,12 +1447,15 @@ def solve_weights(
     """
     t0 = time.monotonic()
     obj = _check_objective(objective)
-    if method not in ("auto", "milp", "sweep"):
-        raise FusionError(f"method must be auto, milp or sweep, got {method!r}")
-    if time_limit is not None and (not np.isfinite(time_limit) or time_limit <= 0):
-        raise FusionError(f"time_limit must be a positive number of seconds, got {time_limit}")
-    if isinstance(mrr_cutoff, bool) or not isinstance(mrr_cutoff, int) or mrr_cutoff < 1:
+    _check_method(method)
+    time_limit = _check_time_limit(time_limit)
+    if not _not_bool_int(mrr_cutoff) or mrr_cutoff < 1:
         raise FusionError(f"mrr_cutoff must be a positive integer, got {mrr_cutoff!r}")
+    mrr_cutoff = int(mrr_cutoff)
+    seed = _check_seed(seed)
+    if runner is not None and not callable(runner):
+        raise FusionError(f"runner must be None or a callable runner(job, deadline), "
+                          f"got {runner!r}")
     prob = _problem(dissimilarities, positives, query)
     d, pos, cand = prob.d, prob.positives, prob.candidates
     j = prob.cols.size
@@ -1572,14 +1670,28 @@ def solve_weights(
     else:
         # the program optimises a truncated MRR; its bound is on that
         bound = out.bound / pos.size - 1.0 / (mrr_cutoff + 1) if np.isfinite(out.bound) else -np.inf
-        # optimal only when the solution reaches the bound (as for meanrank): the solver's
-        # status on the truncated program does not say so for the exact objective
-        opt = out.optimal and mrr_cutoff >= cand.size and float(vals[best]) <= bound + 1e-9
+        # the bound, the truncated program's plus what the ranks beyond the cutoff can add
+        # (less than 1 / (cutoff + 1) each), bounds the exact MRR: weights that reach it
+        # are optimal whatever the cutoff (as for meanrank)
+        opt = out.optimal and float(vals[best]) <= bound + 1e-9
     return finish(trio2[best], "heuristic" if best == 2 else "milp", bound, opt,
                   message=out.message, **kw_p)
 
 
 # --------------------------------------------------------------------------- estimators
+
+
+def _fitted_matrix(est: Any, dissimilarities: ArrayLike) -> FloatArray:
+    """The dissimilarities to score with a fitted estimator, as wide as those it was
+    fitted on."""
+    j = getattr(est, "n_columns_", None)
+    if j is None:
+        raise FusionError(f"this {type(est).__name__} is not fitted yet; call fit first")
+    d = _as_matrix(dissimilarities)
+    if d.shape[1] != j:
+        raise FusionError(f"dissimilarities must have J = {j} columns (as fitted), "
+                          f"got {d.shape[1]}")
+    return d
 
 
 class DissimilarityFusion:
@@ -1590,7 +1702,8 @@ class DissimilarityFusion:
     objective
         ``"maxrank"``, ``"meanrank"`` or ``"mrr"`` (see :func:`solve_weights`).
     time_limit
-        Seconds per fit, or ``None``.
+        Seconds per fit, or ``None`` (no limit). A fit that reaches the limit keeps the
+        best weights found so far, which can depend on the machine's speed.
     method
         ``"auto"``, ``"milp"`` or ``"sweep"``.
     seed
@@ -1599,7 +1712,9 @@ class DissimilarityFusion:
     Attributes
     ----------
     weights_ : ndarray of shape (J,)
-        Learned weights.
+        Learned weights (a copy of ``result_.weights``).
+    n_columns_ : int
+        ``J``, the number of dissimilarities fitted on (scored ones must match).
     result_ : FusionResult
         Full solver report.
 
@@ -1620,10 +1735,12 @@ class DissimilarityFusion:
         method: str = "auto",
         seed: int | None = 0,
     ) -> None:
+        _check_objective(objective)
+        _check_method(method)
         self.objective = objective
-        self.time_limit = time_limit
+        self.time_limit = _check_time_limit(time_limit)
         self.method = method
-        self.seed = seed
+        self.seed = _check_seed(seed)
 
     def fit(
         self,
@@ -1644,12 +1761,14 @@ class DissimilarityFusion:
             start=start,
             seed=self.seed,
         )
-        self.weights_ = self.result_.weights
+        # a copy: the result is frozen, and changing one must not change the other
+        self.weights_ = self.result_.weights.copy()
+        self.n_columns_ = self.weights_.size
         return self
 
     def score(self, dissimilarities: ArrayLike) -> FloatArray:
         """Fused dissimilarity of each row (smaller ranks earlier)."""
-        d = _as_matrix(dissimilarities)
+        d = _fitted_matrix(self, dissimilarities)
         return np.asarray(d @ _check_weights(self.weights_, d.shape[1]), dtype=np.float64)
 
     def rank(self, dissimilarities: ArrayLike) -> FloatArray:
@@ -1681,6 +1800,8 @@ class SingletonRanker:
         Objective value of the chosen dissimilarity.
     tied_ : list of int
         All dissimilarities that tied for best.
+    n_columns_ : int
+        ``J``, the number of dissimilarities fitted on (scored ones must match).
 
     Examples
     --------
@@ -1691,8 +1812,9 @@ class SingletonRanker:
     """
 
     def __init__(self, objective: str = "maxrank", seed: int | None = 0) -> None:
+        _check_objective(objective)
         self.objective = objective
-        self.seed = seed
+        self.seed = _check_seed(seed)
 
     def fit(
         self, dissimilarities: ArrayLike, positives: ArrayLike, *, query: int | None = None
@@ -1706,24 +1828,68 @@ class SingletonRanker:
         # objective): as solve_weights, leave it out while another column varies
         allowed = prob.cols if prob.cols.size else np.arange(d.shape[1], dtype=np.intp)
         tied = allowed[vals[allowed] <= vals[allowed].min()]
-        rng = np.random.default_rng(self.seed)
+        rng = np.random.default_rng(_check_seed(self.seed))
         self.column_ = int(tied[int(rng.integers(tied.size))]) if tied.size > 1 else int(tied[0])
         self.tied_ = [int(t) for t in tied]
         self.objective_ = _report(obj, float(vals[self.column_]))
         self.weights_ = np.zeros(d.shape[1])
         self.weights_[self.column_] = 1.0
+        self.n_columns_ = d.shape[1]
         return self
 
     def score(self, dissimilarities: ArrayLike) -> FloatArray:
         """The chosen dissimilarity of each row."""
-        d = _as_matrix(dissimilarities)
+        d = _fitted_matrix(self, dissimilarities)
         return np.asarray(d[:, self.column_], dtype=np.float64)
+
+    def rank(self, dissimilarities: ArrayLike) -> FloatArray:
+        """Mid-ranks of each row under the chosen dissimilarity."""
+        return fused_ranks(self.score(dissimilarities))
 
 
 # --------------------------------------------------------------------------- profile model
 
 COMPONENTS: tuple[str, ...] = ("word", "char", "lsa", "rocchio", "kantor", "knn")
 _FUSION_STATE_VERSION = 1
+#: Bounds a state's scaling must keep: ``_solve`` floors a column's range at 1e-12 (a
+#: narrower one becomes 1), and a shift or range beyond 1e100 (or a tie-break range
+#: below 1e-100) can make ``(D - lo) / scale`` overflow; real ones are far inside.
+_SCALE_FLOOR = 1e-12
+_STATE_MAGNITUDE = 1e100
+_ALPHA_SUM_TOL = 1e-6
+
+
+def _check_scaling(alpha: FloatArray | None, lo: FloatArray, scale: FloatArray,
+                   tie: FloatArray, j: int) -> None:
+    """Refuse a :class:`FusionModel` state whose weights or scaling would give non-finite
+    or meaningless scores (:class:`StateError` naming the field)."""
+    sizes = (j,) if alpha is not None else (0, j)
+    for name, arr in (("lo", lo), ("scale", scale)):
+        if arr.size not in sizes:
+            want = f"{j}" if alpha is not None else f"0 or {j}"
+            raise StateError(f"fusion.{name}: must have {want} entries (one per component), "
+                             f"got {arr.size}")
+    if lo.size and np.any(np.abs(lo) > _STATE_MAGNITUDE):
+        raise StateError(f"fusion.lo: shifts must be at most {_STATE_MAGNITUDE:g} in magnitude, "
+                         f"got {lo.tolist()}")
+    if scale.size and not np.all((scale >= _SCALE_FLOOR) & (scale <= _STATE_MAGNITUDE)):
+        raise StateError(f"fusion.scale: ranges must be in [{_SCALE_FLOOR:g}, "
+                         f"{_STATE_MAGNITUDE:g}], got {scale.tolist()}")
+    if alpha is not None:
+        if alpha.size != j:
+            raise StateError(f"fusion.alpha: must have {j} entries (one per component), "
+                             f"got {alpha.size}")
+        with np.errstate(over="ignore"):
+            total = float(alpha.sum())
+        if np.any(alpha < 0) or not abs(total - 1.0) <= _ALPHA_SUM_TOL:
+            raise StateError(f"fusion.alpha: weights must be >= 0 and sum to 1, got "
+                             f"{alpha.tolist()}")
+    if tie.size not in (0, 2) or (tie.size and (
+            not np.all(np.isfinite(tie)) or abs(tie[0]) > _STATE_MAGNITUDE
+            or not 1.0 / _STATE_MAGNITUDE <= tie[1] <= _STATE_MAGNITUDE)):
+        raise StateError(f"fusion.tie: must be empty or a shift of magnitude at most "
+                         f"{_STATE_MAGNITUDE:g} and a range in [{1 / _STATE_MAGNITUDE:g}, "
+                         f"{_STATE_MAGNITUDE:g}], got {tie.tolist()}")
 _KANTOR_FLOOR = 1e-12
 _KNN_TIE = 1e-3
 
@@ -1857,7 +2023,10 @@ class FusionModel(ScoringModel):
     resolve_every
         Re-solve the weights after this many new positives.
     time_limit
-        Seconds per solve.
+        Seconds per solve (``None``: no limit). A solve that reaches it keeps the best
+        weights found so far, so on a slower or busier machine the same seed and
+        judgments can give other weights; ``None`` makes a seeded profile the same
+        everywhere (at the cost of solves without a bound on their time).
     objective
         Objective of :func:`solve_weights`.
     rocchio, kantor, knn
@@ -1905,7 +2074,7 @@ class FusionModel(ScoringModel):
         self,
         components: list[str] | None = None,
         resolve_every: int = 5,
-        time_limit: float = 1.0,
+        time_limit: float | None = 1.0,
         objective: str = "maxrank",
         rocchio: dict[str, Any] | None = None,
         kantor: dict[str, Any] | None = None,
@@ -1921,8 +2090,14 @@ class FusionModel(ScoringModel):
         for name, sub in (("rocchio", rocchio), ("kantor", kantor), ("knn", knn)):
             if sub is not None and not isinstance(sub, dict):
                 raise ParameterError(f"{name} must be a dict of its parameters, got {sub!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        if not _not_bool_int(seed) or seed < 0:
             raise ParameterError(f"seed must be an integer >= 0, got {seed!r}")
+        # numpy scalars as Python numbers (the parameters go to JSON)
+        seed = int(seed)
+        resolve_every = int(resolve_every) if _not_bool_int(resolve_every) else resolve_every
+        time_limit, batch_solve_seconds = (
+            float(x) if isinstance(x, np.integer | np.floating) and not isinstance(x, np.bool_)
+            else x for x in (time_limit, batch_solve_seconds))
         self.components = None if components is None else list(components)
         self.resolve_every = resolve_every
         self.time_limit = time_limit
@@ -1948,8 +2123,9 @@ class FusionModel(ScoringModel):
         if (isinstance(resolve_every, bool) or not isinstance(resolve_every, int)
                 or resolve_every < 1):
             raise ParameterError(f"resolve_every must be a positive integer, got {resolve_every!r}")
-        check_positive("time_limit", time_limit)
-        if objective not in OBJECTIVES:
+        if time_limit is not None:
+            check_positive("time_limit", time_limit)
+        if not isinstance(objective, str) or objective not in OBJECTIVES:
             raise ParameterError(
                 f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
         try:
@@ -2276,15 +2452,15 @@ class FusionModel(ScoringModel):
             "n_pos_at_solve": self.n_pos_at_solve_,
             "pending": self.pending_,
             "n_solves": self.n_solves_,
-            "last_solve": dict(self.last_solve_),
+            # the solve's wall-clock time stays out: a state is a function of the
+            # seed and the judgments, the same bytes on any machine
+            "last_solve": {k: v for k, v in self.last_solve_.items() if k != "seconds"},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        check_version(state, "fusion")
         try:
-            if state.get("kind") != "fusion" or state.get("version") != _FUSION_STATE_VERSION:
-                raise StateError(f"fusion: expected kind 'fusion' version {_FUSION_STATE_VERSION}, "
-                                 f"got {state.get('kind')!r} {state.get('version')!r}")
-            if list(state["components"]) != self.components_:
+            if not isinstance(state["components"], list) or state["components"] != self.components_:
                 raise StateError(f"fusion: state components {state['components']} differ from the "
                                  f"bound context's {self.components_} (same vectorizer?)")
             self.rocchio_.load_state_dict(state["rocchio"])
@@ -2300,22 +2476,23 @@ class FusionModel(ScoringModel):
             # tie-break's scaling is taken from the examples at the next use (see _tie)
             tie = (decode_array(state["tie"], name="fusion.tie", dtype=np.float64, ndim=1)
                    if "tie" in state else np.zeros(0))
-            n_pos, n_at = int(state["n_pos"]), int(state["n_pos_at_solve"])
+            n_pos = decode_count(state["n_pos"], name="fusion.n_pos")
+            n_at = decode_count(state["n_pos_at_solve"], name="fusion.n_pos_at_solve")
+            n_solves = decode_count(state["n_solves"], name="fusion.n_solves")
             pending = state["pending"]
-            n_solves = int(state["n_solves"])
-            last = dict(state["last_solve"])
+            raw_last = state["last_solve"]
         except StateError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StateError(f"fusion: {exc}") from None
-        if alpha is not None and (alpha.size != j or lo.size != j or scale.size != j
-                                  or np.any(alpha < 0) or np.any(scale <= 0)):
-            raise StateError("fusion: weights or scaling do not match the components")
-        if not isinstance(pending, bool) or min(n_pos, n_at, n_solves) < 0 or n_at > n_pos:
-            raise StateError("fusion: bad counters")
-        if tie.size not in (0, 2) or (tie.size and (not np.all(np.isfinite(tie)) or tie[1] <= 0)):
-            raise StateError(f"fusion: tie must be empty or a finite shift and a range > 0, "
-                             f"got {tie.tolist()}")
+        if not isinstance(raw_last, dict):
+            raise StateError(f"fusion.last_solve: must be an object, got {raw_last!r:.60}")
+        last = {k: v for k, v in raw_last.items() if k != "seconds"}
+        _check_scaling(alpha, lo, scale, tie, j)
+        if not isinstance(pending, bool):
+            raise StateError(f"fusion.pending: must be true or false, got {pending!r}")
+        if n_at > n_pos:
+            raise StateError(f"fusion: bad counters (n_pos_at_solve {n_at} > n_pos {n_pos})")
         self.centroid_ = centroid
         self.alpha_, self.lo_, self.scale_, self.tie_ = alpha, lo, scale, tie
         self.n_pos_, self.n_pos_at_solve_, self.pending_ = n_pos, n_at, pending

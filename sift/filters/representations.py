@@ -51,6 +51,41 @@ from sift.filters.vectorize import Vectorizer, _documents, _integer, _switch, no
 
 REPRESENTATIONS: tuple[str, ...] = ("word", "char", "lsa")
 
+#: A seed scikit-learn's ``random_state`` accepts.
+_MAX_SEED = 2**32 - 1
+
+
+def _int_param(name: str, value: Any, low: int, high: int | None = None) -> int:
+    """``value`` as a Python int in ``[low, high]`` (numpy integers accepted; bools, floats
+    and strings refused with a :class:`ParameterError` naming ``name`` and the value)."""
+    v = _integer(value)
+    if not isinstance(v, int) or isinstance(v, bool) or v < low or (high is not None and v > high):
+        span = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ParameterError(f"{name} must be an integer {span}, got {value!r}")
+    return v
+
+
+def _real_param(name: str, value: Any) -> float:
+    """``value`` as a Python float (numpy numbers accepted; bools and strings refused)."""
+    if (not isinstance(value, int | float | np.integer | np.floating)
+            or isinstance(value, bool | np.bool_) or not math.isfinite(value)):
+        raise ParameterError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _ngram_range(value: Any) -> tuple[int, int]:
+    """``(lo, hi)`` integers with ``1 <= lo <= hi`` (no float is truncated)."""
+    bad = ParameterError(f"char_ngram_range must be two integers (lo, hi) with 1 <= lo <= hi, "
+                         f"got {value!r}")
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence | np.ndarray) or len(value) != 2:
+        raise bad
+    lo_n, hi_n = (_integer(x) for x in value)
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (lo_n, hi_n)):
+        raise bad
+    if not 1 <= lo_n <= hi_n:
+        raise bad
+    return lo_n, hi_n
+
 
 class TextRepresentations:
     """Fit word TF-IDF, character n-gram TF-IDF and LSA on a corpus.
@@ -61,11 +96,19 @@ class TextRepresentations:
         Which representations, in column order (subset of ``word``, ``char``,
         ``lsa``).
     lsa_components
-        Dimension of the LSA space.
+        Dimension of the LSA space (an integer >= 1; at most one less than the number of
+        documents and of word features). LSA needs at least two word features: with
+        fewer, :meth:`fit` raises :class:`~sift.filters.fusion.FusionError` (leave
+        ``"lsa"`` out of ``names``) rather than return fewer columns than ``names``.
     min_df
-        Minimum document frequency of a word or character n-gram.
+        Minimum document frequency (an integer >= 1) of a word or character n-gram;
+        1 when there are fewer than ``10 * min_df`` texts.
     seed
-        Seed of the randomised SVD.
+        Seed of the randomised SVD (an integer in ``[0, 2**32 - 1]``).
+
+    Every parameter is checked when the object is made
+    (:class:`~sift.filters.errors.ParameterError` or
+    :class:`~sift.filters.fusion.FusionError`, naming it and the value).
 
     Attributes
     ----------
@@ -86,36 +129,62 @@ class TextRepresentations:
         self.lsa_components = lsa_components
         self.min_df = min_df
         self.seed = seed
+        self._checked()
 
-    def fit(self, texts: Sequence[str]) -> TextRepresentations:
-        """Fit every representation on ``texts`` and keep the document matrices."""
-        names = list(self.names)
-        unknown = [n for n in names if n not in REPRESENTATIONS]
+    def _checked(self) -> tuple[list[str], int, int, int]:
+        """``(names, lsa_components, min_df, seed)``, validated."""
+        names = self.names
+        if isinstance(names, str | bytes) or not isinstance(names, Iterable):
+            raise FusionError(f"names must be a non-empty list of names among "
+                              f"{', '.join(REPRESENTATIONS)}, got {names!r}")
+        names = list(names)
+        unknown = [n for n in names if not isinstance(n, str) or n not in REPRESENTATIONS]
         if unknown or not names:
             raise FusionError(
                 f"names must be a non-empty subset of {', '.join(REPRESENTATIONS)}, got {names}"
             )
-        if self.lsa_components < 1:
-            raise FusionError(f"lsa_components must be >= 1, got {self.lsa_components}")
+        return (names, _int_param("lsa_components", self.lsa_components, 1),
+                _int_param("min_df", self.min_df, 1), _int_param("seed", self.seed, 0, _MAX_SEED))
+
+    def fit(self, texts: Iterable[str]) -> TextRepresentations:
+        """Fit every representation on ``texts`` (any iterable of texts, not a bare
+        string) and keep the document matrices.
+
+        Raises
+        ------
+        ParameterError
+            If ``texts`` is a string or holds something other than a text (naming its
+            index), or a parameter is bad.
+        FusionError
+            With fewer than 2 texts, no word or character n-gram left (all stop words, or
+            below ``min_df``), or ``lsa`` asked of texts with fewer than two word features.
+        """
+        names, lsa_components, min_df0, seed = self._checked()
+        texts = _documents(texts)
         if len(texts) < 2:
             raise FusionError(f"need at least 2 texts, got {len(texts)}")
-        min_df = self.min_df if len(texts) >= 10 * self.min_df else 1
+        min_df = min_df0 if len(texts) >= 10 * min_df0 else 1
         mats: dict[str, Any] = {}
         word: sp.csr_matrix | None = None
         if "word" in names or "lsa" in names:
             vec = TfidfVectorizer(sublinear_tf=True, stop_words="english", ngram_range=(1, 2),
                                   min_df=min_df, dtype=np.float64)
-            word = vec.fit_transform(texts).tocsr()
+            word = _fit_tfidf(vec, texts, "word")
             if "word" in names:
                 mats["word"] = word
         if "char" in names:
             cvec = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True,
                                    min_df=min_df, dtype=np.float64, max_features=300_000)
-            mats["char"] = cvec.fit_transform(texts).tocsr()
+            mats["char"] = _fit_tfidf(cvec, texts, "character n-gram")
         if "lsa" in names:
             assert word is not None
-            k = max(1, min(self.lsa_components, min(word.shape) - 1))
-            svd = TruncatedSVD(n_components=k, random_state=self.seed)
+            if word.shape[1] < 2:
+                raise FusionError(
+                    f"lsa needs at least 2 word features (a truncated SVD keeps fewer "
+                    f"dimensions than it has features), the texts give {word.shape[1]}; "
+                    f"leave 'lsa' out of names")
+            k = max(1, min(lsa_components, min(word.shape) - 1))
+            svd = TruncatedSVD(n_components=k, random_state=seed)
             mats["lsa"] = normalize(svd.fit_transform(word))
         self.names_ = names
         self.matrices_ = mats
@@ -124,9 +193,16 @@ class TextRepresentations:
     def dissimilarities(self, query: int) -> NDArray[np.float64]:
         """Cosine dissimilarity ``1 - cos`` of every document to document ``query``.
 
-        Returns an (n, J) array; row ``query`` is zero.
+        Returns an (n, J) array; row ``query`` is zero. ``query`` must be an integer
+        (numpy integers too; not a bool or a float).
         """
-        n = next(iter(self.matrices_.values())).shape[0]
+        mats = getattr(self, "matrices_", None)
+        if mats is None:
+            raise FusionError("TextRepresentations is not fitted yet; call fit first")
+        n = next(iter(mats.values())).shape[0]
+        if isinstance(query, bool | np.bool_) or not isinstance(query, int | np.integer):
+            raise FusionError(f"query must be an integer document index, got {query!r}")
+        query = int(query)
         if not 0 <= query < n:
             raise FusionError(f"query = {query} is outside [0, {n})")
         cols = []
@@ -138,6 +214,17 @@ class TextRepresentations:
         out = np.column_stack(cols).astype(np.float64)
         out[query] = 0.0
         return out
+
+
+def _fit_tfidf(vec: TfidfVectorizer, texts: list[Any], what: str) -> sp.csr_matrix:
+    """``vec`` fitted on ``texts``; an empty vocabulary is a :class:`FusionError`."""
+    try:
+        return vec.fit_transform(texts).tocsr()
+    except ValueError as exc:
+        if "empty vocabulary" in str(exc) or "no terms remain" in str(exc):
+            raise FusionError(f"texts: no {what} features left (every word a stop word, "
+                              f"or below min_df); {exc}") from None
+        raise
 
 
 def _top_per_row(X: sp.csr_matrix, k: int) -> sp.csr_matrix:
@@ -183,15 +270,18 @@ class FusionVectorizer(Vectorizer):
         Share ``c`` of the character block in the dot product, in ``[0, 1)``;
         0 leaves the character block out.
     char_ngram_range
-        Character n-gram lengths.
+        Character n-gram lengths: two integers ``(lo, hi)``, ``1 <= lo <= hi``.
     char_top
         Character n-grams kept per document (``None``: all).
     lsa_components, lsa_columns
         LSA dimension (0: no LSA) and how many frequent word columns it reads.
     seed
-        Seed of the randomised SVD.
+        Seed of the randomised SVD (an integer in ``[0, 2**32 - 1]``).
     tf, idf, stop_words, ngram_max
         As in :class:`~sift.filters.vectorize.Vectorizer` (word block).
+
+    Integer parameters accept numpy integers, ``char_weight`` numpy floats; bools are
+    refused (:class:`~sift.filters.errors.ParameterError`, naming the parameter).
 
     Examples
     --------
@@ -224,18 +314,19 @@ class FusionVectorizer(Vectorizer):
         n_features = _integer(n_features)
         if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 4:
             raise ParameterError(f"n_features must be an integer >= 4, got {n_features!r}")
-        if not (isinstance(char_weight, int | float) and 0.0 <= char_weight < 1.0):
-            raise ParameterError(f"char_weight must be in [0, 1), got {char_weight!r}")
-        lo_n, hi_n = (int(x) for x in char_ngram_range)
-        if not 1 <= lo_n <= hi_n:
-            raise ParameterError(f"char_ngram_range must be (lo, hi) with 1 <= lo <= hi, "
-                                 f"got {char_ngram_range!r}")
-        if char_top is not None and (not isinstance(char_top, int) or char_top < 1):
-            raise ParameterError(f"char_top must be a positive integer or None, got {char_top!r}")
-        if not isinstance(lsa_components, int) or lsa_components < 0:
-            raise ParameterError(f"lsa_components must be an integer >= 0, got {lsa_components!r}")
-        if not isinstance(lsa_columns, int) or lsa_columns < 2:
-            raise ParameterError(f"lsa_columns must be an integer >= 2, got {lsa_columns!r}")
+        try:
+            cw = _real_param("char_weight", char_weight)
+        except ParameterError:
+            cw = -1.0
+        if not 0.0 <= cw < 1.0:
+            raise ParameterError(f"char_weight must be a number in [0, 1), got {char_weight!r}")
+        lo_n, hi_n = _ngram_range(char_ngram_range)
+        if char_top is not None:
+            char_top = _int_param("char_top", char_top, 1)
+        lsa_components = _int_param("lsa_components", lsa_components, 0)
+        lsa_columns = _int_param("lsa_columns", lsa_columns, 2)
+        seed = _int_param("seed", seed, 0, _MAX_SEED)
+        char_weight = cw
         if not _switch("normalize", normalize):
             raise ParameterError("FusionVectorizer always normalises (normalize=True)")
         super().__init__(n_features, tf=tf, idf=idf, normalize=True, stop_words=stop_words,
