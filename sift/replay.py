@@ -32,7 +32,7 @@ from sift.filters.threshold import scut
 from sift.filters.vectorize import Vectorizer, normalize_rows
 from sift.topics.codecs import read_jsonl
 from sift.topics.errors import RecordError
-from sift.topics.records import Document, ProfileSpec, is_positive_text, unknown_positive
+from sift.topics.records import Document, ProfileSpec, is_positive_text, show, unknown_positive
 
 
 class Filterer(Protocol):
@@ -80,30 +80,43 @@ class Corpus:
 
 
 def load_corpus(train: str | Path, test: str | Path, *, skip_bad: bool = False) -> Corpus:
-    """Read a training and a test file (JSONL, gzip allowed)."""
-    skipped: dict[str, int] = {}
+    """Read a training and a test file (JSONL, gzip allowed).
 
-    def reader(path: str | Path, key: str) -> list[Document]:
+    Raises
+    ------
+    RecordError
+        At the first bad line (unless ``skip_bad``), or when a file holds no document;
+        when ``skip_bad`` left it none, the message says how many lines were skipped and
+        why the first was.
+    """
+    skipped: dict[str, int] = {}
+    first: dict[str, tuple[int, str]] = {}
+
+    def reader(path: str | Path, key: str, what: str) -> list[Document]:
         def on_skip(lineno: int, err: RecordError) -> None:
             skipped[key] = skipped.get(key, 0) + 1
+            first.setdefault(key, (lineno, err.reason))
 
         ids: set[str] = set()
 
         def parse(obj: Any) -> Document:
             doc = Document.from_obj(obj)
             if doc.id in ids:  # decisions and judgments name documents by id
-                raise RecordError("duplicate_id", f"document id {doc.id!r} came before")
+                raise RecordError("duplicate_id", f"document id {show(doc.id)} came before")
             ids.add(doc.id)
             return doc
 
-        return list(read_jsonl(path, parse, skip_bad=skip_bad, on_skip=on_skip))
+        docs = list(read_jsonl(path, parse, skip_bad=skip_bad, on_skip=on_skip))
+        if not docs:
+            why = ""
+            if key in skipped:
+                n, reason = first[key]
+                why = (f": --skip-bad skipped {skipped[key]} bad line"
+                       f"{'s' if skipped[key] > 1 else ''} (the first, line {n}: {reason})")
+            raise RecordError("empty", f"{path}: no {what} documents{why}")
+        return docs
 
-    corpus = Corpus(reader(train, "train"), reader(test, "test"), skipped)
-    if not corpus.train:
-        raise RecordError("empty", f"{train}: no training documents")
-    if not corpus.test:
-        raise RecordError("empty", f"{test}: no test documents")
-    return corpus
+    return Corpus(reader(train, "train", "training"), reader(test, "test", "test"), skipped)
 
 
 def query_from_name(name: str) -> str:

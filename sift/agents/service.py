@@ -78,7 +78,18 @@ from sift.replay import query_from_name
 from sift.topics.codecs import decode_judgment, decode_profile_spec, loads
 from sift.topics.deadletter import DeadLetter
 from sift.topics.errors import RecordError
-from sift.topics.records import Decision, Document, Judgment, ProfileSpec, is_positive_text, unknown_positive
+from sift.topics.records import (
+    Decision,
+    Document,
+    Judgment,
+    ProfileSpec,
+    clip,
+    counted_text,
+    document_bytes,
+    is_positive_text,
+    show,
+    unknown_positive,
+)
 
 log = logging.getLogger("sift.worker")
 
@@ -177,7 +188,8 @@ class Forward:
 def dead_letter(msg: InputMessage, err: RecordError, original: bytes | None = None) -> DeadLetter:
     """A dead letter for ``msg`` (``original`` overrides the bytes kept, e.g. one batch item)."""
     raw = msg.value if original is None else original
-    return DeadLetter(err.reason, str(err), msg.topic, msg.partition, msg.offset, raw or b"",
+    # one line, bounded: a message wrapping a model's error may quote a parameter whole
+    return DeadLetter(err.reason, clip(str(err)), msg.topic, msg.partition, msg.offset, raw or b"",
                       time.time())
 
 
@@ -866,12 +878,14 @@ class Service:
 
     # -- 1. documents -> vectors, fanned out to every shard -----------------------------------
     def _check_size(self, doc: Document) -> None:
-        chars = len(doc.text) + len(doc.title)
-        if chars * 4 > self.max_document_bytes:
-            size = len(doc.text.encode("utf-8")) + len(doc.title.encode("utf-8"))
+        """``too_large`` over ``max_document_bytes`` of text and title, the title counted
+        once (:func:`~sift.topics.records.document_bytes`, also what `sift produce` checks)."""
+        chars = sum(len(part) for part in counted_text(doc))
+        if chars * 4 > self.max_document_bytes:  # else it fits whatever its characters
+            size = document_bytes(doc)
             if size > self.max_document_bytes:
-                raise RecordError("too_large", f"document {doc.id!r} has {size} bytes of text, "
-                                  f"over the limit of {self.max_document_bytes}")
+                raise RecordError("too_large", f"document {show(doc.id)} has {size} bytes of "
+                                  f"text, over the limit of {self.max_document_bytes}")
 
     def decode_documents(self, msg: InputMessage,
                          dead: list[DeadLetter] | None) -> list[Document]:

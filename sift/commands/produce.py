@@ -13,9 +13,9 @@ from typing import Any, NamedTuple
 from sift.commands._common import Progress, positive_int
 from sift.errors import SiftError
 from sift.settings import Settings
-from sift.topics.codecs import GZIP_MAGIC, dumps, is_document_batch, is_gzip, loads
+from sift.topics.codecs import GZIP_MAGIC, dumps, is_document_batch, loads, open_jsonl
 from sift.topics.errors import RecordError
-from sift.topics.records import Document, Judgment, ProfileSpec
+from sift.topics.records import Document, Judgment, ProfileSpec, document_bytes, show
 from sift.topics.review import ReviewSpec, is_review_obj
 
 EPILOG = """\
@@ -37,7 +37,10 @@ Every line is validated before the first is sent: a bad line is reported with it
 file and line number and nothing is sent. --raw sends lines as they are, unchecked,
 one a message; a line that is a JSON object is still keyed as above (by its "id", a
 batch by its first document's "id", or by its "profile"), any other line is unkeyed.
-A file or standard input is read as gzip when it starts with gzip's magic bytes.
+A documents line is also refused when the worker would dead-letter it: a document over
+SIFT_MAX_DOCUMENT_BYTES of text and title (too_large), or an id that came earlier in
+the input (duplicate_id).
+A file, a pipe or standard input is read as gzip when it starts with gzip's magic bytes.
 A message the broker refuses (larger than its message.max.bytes, say) stops the
 command with an error naming its file and lines; "sent" counts only what it took.
 """
@@ -93,15 +96,38 @@ def lines(path: Path, data: bytes | None = None) -> Iterator[tuple[int, bytes]]:
             if line.strip():
                 yield n, line.rstrip(b"\r")
         return
-    if not path.is_file():
-        raise SiftError(f"{path}: no such file")
+    check_input(path)
     try:
-        opener: Any = gzip.open if is_gzip(path) else open  # by name or magic bytes
-        with opener(path, "rb") as fh:
+        with open_jsonl(path) as fh:  # gzip by name or magic bytes; one open, a pipe too
             for n, line in enumerate(fh, 1):
                 if line.strip():
                     yield n, line.rstrip(b"\r\n")
     except (OSError, EOFError, zlib.error) as exc:  # zlib: a corrupt gzip stream
+        raise SiftError(f"{path}: cannot read: {exc}") from None
+
+
+def check_input(path: Path) -> None:
+    """A one-line error for an input path that cannot be read: missing, or a folder
+    (a pipe, ``<(zcat f)``, is read: it is no regular file but exists)."""
+    if path.is_dir():
+        raise SiftError(f"{path}: is a directory, not a JSONL file")
+    if not path.exists():
+        raise SiftError(f"{path}: no such file")
+
+
+def read_input(path: Path) -> bytes | None:
+    """What the command reads twice (checked, then sent), read whole first when it can be
+    read only once: standard input (``-``) or a pipe (``<(zcat f)``, ``/dev/stdin``);
+    ``None`` for a regular file, which is read again."""
+    if str(path) == "-":
+        return sys.stdin.buffer.read()
+    check_input(path)
+    if path.is_file():
+        return None
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
         raise SiftError(f"{path}: cannot read: {exc}") from None
 
 
@@ -164,14 +190,43 @@ def raw_key(line: bytes, topic: str) -> bytes | None:
     return value.encode() if isinstance(value, str) else None
 
 
-def _documents(obj: Any, where: str, room: int | None) -> list[Document]:
+class DocumentCheck:
+    """What the worker would refuse of documents that parse: one over
+    ``max_document_bytes`` (``too_large``, counted as the worker counts,
+    :func:`~sift.topics.records.document_bytes`) and an id that came earlier in the input
+    (``duplicate_id``: in one routed batch the worker keeps the first; later, with another
+    text, it refuses it). ``None``: no size limit."""
+
+    def __init__(self, max_document_bytes: int | None = None) -> None:
+        self.limit = max_document_bytes
+        self.seen: dict[str, str] = {}  # id -> where it came first
+
+    def __call__(self, doc: Document, where: str) -> None:
+        if self.limit is not None:
+            size = document_bytes(doc)
+            if size > self.limit:
+                raise RecordError("too_large", f"document {show(doc.id)} has {size} bytes of "
+                                  f"text, over the limit of {self.limit} "
+                                  "(SIFT_MAX_DOCUMENT_BYTES)")
+        first = self.seen.get(doc.id)
+        if first is not None:
+            raise RecordError("duplicate_id", f"document id {show(doc.id)} came before, on "
+                              f"{first}: ids must be unique")
+        self.seen[doc.id] = where
+
+
+def _documents(obj: Any, where: str, room: int | None, lineno: int = 0,
+               check: DocumentCheck | None = None) -> list[Document]:
     """The documents of a parsed documents line (one, or the items of a batch, at most
-    ``room`` of them when given), checked one by one, without their gold labels; a bad
-    one is a :class:`SiftError` naming ``where`` (file:line) and its index in the batch."""
+    ``room`` of them when given), checked one by one (and by ``check``, the line being
+    ``lineno``), without their gold labels; a bad one is a :class:`SiftError` naming
+    ``where`` (file:line) and its index in the batch."""
     parse = PARSERS["documents"]
+    check = check or DocumentCheck()
     if not is_document_batch(obj):
         try:
             found = [parse(obj)]
+            check(found[0], f"line {lineno}")
         except RecordError as exc:
             raise SiftError(f"{where}: {exc}") from None
     else:
@@ -182,6 +237,7 @@ def _documents(obj: Any, where: str, room: int | None) -> list[Document]:
         for i, item in enumerate(items if room is None else items[:room]):
             try:
                 found.append(parse(item))
+                check(found[-1], f"line {lineno}, documents[{i}]")
             except RecordError as exc:
                 raise SiftError(f"{where}: documents[{i}]: {exc}") from None
     return [Document(d.id, d.text, d.title, d.date, d.metadata) for d in found]  # no gold labels
@@ -199,7 +255,8 @@ def _batch(pending: list[tuple[int, Document]], batch: int) -> Message:
 
 
 def numbered_messages(path: Path, topic: str, batch: int, raw: bool, limit: int | None,
-                      data: bytes | None = None) -> Iterator[Message]:
+                      data: bytes | None = None, *,
+                      max_document_bytes: int | None = None) -> Iterator[Message]:
     """The messages to send, each with the input lines it came from.
 
     Parameters
@@ -216,14 +273,19 @@ def numbered_messages(path: Path, topic: str, batch: int, raw: bool, limit: int 
         At most this many records (documents, not lines, for the documents topic).
     data
         Standard input's bytes, see :func:`lines`.
+    max_document_bytes
+        The worker's ``SIFT_MAX_DOCUMENT_BYTES`` (``None``: no limit), see
+        :class:`DocumentCheck`.
 
     Raises
     ------
     SiftError
-        A line (or an item of a batch line) that is not a valid record, named by file
-        and line (and the item's index).
+        A line (or an item of a batch line) that is not a valid record, or a document the
+        worker would refuse (:class:`DocumentCheck`), named by file and line (and the
+        item's index).
     """
     parse = PARSERS[topic]
+    check = DocumentCheck(max_document_bytes)
     pending: list[tuple[int, Document]] = []
     count = 0
     for n, line in lines(path, data):
@@ -239,7 +301,8 @@ def numbered_messages(path: Path, topic: str, batch: int, raw: bool, limit: int 
         except RecordError as exc:
             raise SiftError(f"{where}: {exc}") from None
         if topic == "documents":
-            for doc in _documents(obj, where, None if limit is None else limit - count):
+            for doc in _documents(obj, where, None if limit is None else limit - count, n,
+                                  check):
                 count += 1
                 pending.append((n, doc))
                 if len(pending) >= batch:
@@ -258,10 +321,12 @@ def numbered_messages(path: Path, topic: str, batch: int, raw: bool, limit: int 
 
 
 def messages(path: Path, topic: str, batch: int, raw: bool, limit: int | None,
-             data: bytes | None = None) -> Iterator[tuple[bytes | None, bytes, int]]:
+             data: bytes | None = None, *, max_document_bytes: int | None = None
+             ) -> Iterator[tuple[bytes | None, bytes, int]]:
     """(key, value, number of records) per message: :func:`numbered_messages` without
     the line numbers."""
-    for m in numbered_messages(path, topic, batch, raw, limit, data):
+    for m in numbered_messages(path, topic, batch, raw, limit, data,
+                               max_document_bytes=max_document_bytes):
         yield m.key, m.value, m.records
 
 
@@ -273,15 +338,14 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env(broker=args.broker)
     if args.batch < 1 or args.batch > settings.max_batch_documents:
         raise SiftError(f"--batch must be between 1 and {settings.max_batch_documents}")
-    # standard input is read whole first: it is read twice (checked, then sent)
-    data = sys.stdin.buffer.read() if str(args.file) == "-" else None
-    if data is None and not args.file.is_file():
-        raise SiftError(f"{args.file}: no such file")
+    # standard input or a pipe is read whole first: it is read twice (checked, then sent)
+    data = read_input(args.file)
     topic = settings.topic(args.topic)
     if not args.raw:
         # the whole file first: a bad line stops the command before anything is sent,
         # so a corrected file can be sent again without duplicating its first records
-        for _ in messages(args.file, args.topic, args.batch, args.raw, args.limit, data):
+        for _ in messages(args.file, args.topic, args.batch, args.raw, args.limit, data,
+                          max_document_bytes=settings.max_document_bytes):
             pass
     ensure_topics(settings, [topic])
     prod = producer(settings)
@@ -292,7 +356,7 @@ def run(args: argparse.Namespace) -> int:
     held: dict[str, int] = {}  # records of each message sent, by its description
     try:
         for msg in numbered_messages(args.file, args.topic, args.batch, args.raw, args.limit,
-                                     data):
+                                     data, max_document_bytes=settings.max_document_bytes):
             if sends.failed:  # the broker refused one: stop, the error names it
                 break
             where = msg.where(label(args.file), noun)

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from sift.commands._common import Progress, nonnegative_int, positive_int, write_json
+from sift.commands._common import Progress, nonnegative_int, positive_int, printable, write_json
 from sift.devbroker import REPO_ROOT
 from sift.errors import ConfigError
 from sift.filters.bagging import RULES as BAG_RULES
@@ -208,7 +208,11 @@ def run(args: argparse.Namespace) -> int:
         if not Path(path).exists():
             raise ConfigError(f"{path}: no such file (run from the repository root or pass --train/--test)")
     corpus = load_corpus(args.train, args.test, skip_bad=args.skip_bad)
+    # a spec with a "mode" (a review spec, or a misspelt one) is refused, file and line,
+    # as the worker refuses it (bad_mode): ProfileSpec.from_obj
     specs = read_specs(args.profiles) if args.profiles else default_specs(corpus)
+    if not specs and args.profiles:
+        raise ConfigError(f"{args.profiles}: no profile specs (every line is blank)")
     if not specs:
         raise ConfigError("no profiles: no category occurs in both files and no --profiles given")
     cfg = ReplayConfig(
@@ -249,6 +253,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_table(m: dict[str, Any], stream: Any) -> None:
+    """The metrics for the terminal; profile names with control characters (a newline, an
+    escape sequence) are printed escaped (:func:`~sift.commands._common.printable`)."""
     cfg = m["config"]
     mode = "full training (batch)" if cfg["full_training"] else f"adaptive, update={cfg['update']}"
     thr = f"TROT on {cfg['measure']}"
@@ -271,14 +277,15 @@ def print_table(m: dict[str, Any], stream: Any) -> None:
     for name, g in m["groups"].items():
         su = "-" if math.isnan(g["macro_t11su"]) else f"{g['macro_t11su']:.3f}"
         f = "-" if math.isnan(g["macro_t11f"]) else f"{g['macro_t11f']:.3f}"
-        stream.write(f"{name:34s} {g['profiles']:8d} {su:>7s} {f:>7s}\n")
+        stream.write(f"{printable(name):34s} {g['profiles']:8d} {su:>7s} {f:>7s}\n")
     per = sorted(m["per_profile"].items(), key=lambda kv: -kv[1]["relevant_in_test"])[:10]
     stream.write(f"{'largest profiles':20s} {'R+':>5s} {'N+':>5s} {'R-':>5s} {'T11SU':>7s} {'T11F':>7s}\n")
     for name, r in per:
-        stream.write(f"{name:20s} {r['R+']:5d} {r['N+']:5d} {r['R-']:5d} {r['t11su']:7.3f} {r['t11f']:7.3f}\n")
+        stream.write(f"{printable(name):20s} {r['R+']:5d} {r['N+']:5d} {r['R-']:5d} "
+                     f"{r['t11su']:7.3f} {r['t11f']:7.3f}\n")
     if m.get("skipped_lines"):
         stream.write(f"skipped lines: {m['skipped_lines']}\n")
-    empty = sorted(n for n, r in m["per_profile"].items() if r["relevant_in_test"] == 0)
+    empty = sorted(printable(n) for n, r in m["per_profile"].items() if r["relevant_in_test"] == 0)
     if empty:
         shown = ", ".join(empty[:10]) + (", ..." if len(empty) > 10 else "")
         stream.write(f"note: {len(empty)} profile(s) with no relevant document in the stream, for "

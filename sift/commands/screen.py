@@ -22,8 +22,9 @@ from sift.commands._common import Progress, nonnegative_int, write_json
 from sift.filters.screening.cal import DEFAULTS
 from sift.filters.screening.errors import ScreeningError
 from sift.filters.screening.simulation import TARGETS, SimulationResult, simulate
-from sift.topics.codecs import read_jsonl
+from sift.topics.codecs import read_jsonl_numbered
 from sift.topics.errors import RecordError
+from sift.topics.records import show
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,7 @@ def _text(obj: dict[str, Any], key: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        shown = repr(value) if len(repr(value)) <= 60 else f"{repr(value)[:57]}..."
-        raise RecordError("bad_text", f"{key!r} must be a string or null, got {shown}")
+        raise RecordError("bad_text", f"{key!r} must be a string or null, got {show(value, 60)}")
     return value
 
 
@@ -56,10 +56,10 @@ def _parse(obj: Any) -> LabelledRecord:
         raise RecordError("no_label", "record has no 'label' field")
     label = obj["label"]
     if isinstance(label, bool) or label not in (0, 1):
-        raise RecordError("bad_label", f"'label' must be 0 or 1, got {label!r}")
+        raise RecordError("bad_label", f"'label' must be 0 or 1, got {show(label)}")
     rid = obj.get("id")
     if not isinstance(rid, str | int) or isinstance(rid, bool) or rid == "":
-        raise RecordError("bad_id", f"'id' must be a non-empty string or integer, got {rid!r}")
+        raise RecordError("bad_id", f"'id' must be a non-empty string or integer, got {show(rid)}")
     # (before, ``or ""`` took 0, [] or false for no text)
     return LabelledRecord(str(rid), _text(obj, "title"), _text(obj, "abstract"), int(label))
 
@@ -69,15 +69,19 @@ def load_records(path: str | Path) -> list[LabelledRecord]:
     :func:`~sift.topics.codecs.read_jsonl`); raise ScreeningError when
     it cannot be simulated."""
     p = Path(path)
+    records: list[LabelledRecord] = []
+    first: dict[str, int] = {}  # id -> its line
     try:
-        records = list(read_jsonl(p, _parse))
+        for n, record in read_jsonl_numbered(p, _parse):
+            if record.id in first:  # the number 1 and the string "1" are one id
+                raise ScreeningError(f"{p}:{n}: record id {show(record.id)} came before, on "
+                                     f"line {first[record.id]}: ids must be unique")
+            first[record.id] = n
+            records.append(record)
     except RecordError as exc:
         raise ScreeningError(str(exc)) from None
     if not records:
         raise ScreeningError(f"{p}: no records")
-    ids = [r.id for r in records]
-    if len(set(ids)) != len(ids):
-        raise ScreeningError(f"{p}: record ids are not unique")
     n_rel = sum(r.label for r in records)
     if n_rel == 0 or n_rel == len(records):
         raise ScreeningError(

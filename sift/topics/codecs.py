@@ -7,11 +7,13 @@ RecordError with a reason code, ready for a dead letter or a one-line error.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import orjson
 
@@ -133,11 +135,93 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 def is_gzip(path: Path) -> bool:
     """Whether a file is read as gzip: named ``.gz``, or starting with gzip's magic bytes
-    whatever its name (a ``.gz`` file that is not gzip is then refused as unreadable)."""
+    whatever its name (a ``.gz`` file that is not gzip is then refused as unreadable).
+
+    For a regular file only: on a pipe the probe takes bytes the reader then misses
+    (:func:`open_jsonl` sniffs the bytes from the stream it reads)."""
     if path.suffix == ".gz":
         return True
     with path.open("rb") as probe:
         return probe.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+
+
+class _Prefixed(io.RawIOBase):
+    """A stream that cannot seek (a pipe) with the bytes already read from it put back."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return self._rest.readinto(buffer)  # type: ignore[attr-defined,no-any-return]
+
+    def close(self) -> None:
+        self._rest.close()
+        super().close()
+
+
+@contextlib.contextmanager
+def open_jsonl(path: str | Path) -> Iterator[BinaryIO]:
+    """The bytes of a JSONL file, gunzipped when it is gzip (:func:`is_gzip`'s rule), from
+    one open of the path: its first bytes are sniffed from the stream that is then read,
+    so a pipe (``<(zcat f)``, ``/dev/stdin``) loses nothing and may hold gzip (before the
+    forty-fifth session a second open missed the 8 KiB the probe had buffered). Raises
+    OSError (a missing file, a folder) as :func:`open` does."""
+    p = Path(path)
+    raw = open(p, "rb", buffering=0)  # noqa: SIM115 (closed below)
+    try:
+        head = b""
+        while len(head) < len(GZIP_MAGIC):  # a pipe may give fewer bytes than asked
+            more = raw.read(len(GZIP_MAGIC) - len(head))
+            if not more:
+                break
+            head += more
+        if raw.seekable():
+            raw.seek(0)
+            stream: BinaryIO = io.BufferedReader(raw)
+        else:
+            stream = io.BufferedReader(_Prefixed(head, raw))
+        if p.suffix == ".gz" or head == GZIP_MAGIC:
+            stream = gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[assignment]
+        yield stream
+    finally:
+        raw.close()
+
+
+def read_jsonl_numbered(
+    path: str | Path,
+    parse: Callable[[Any], T],
+    *,
+    skip_bad: bool = False,
+    on_skip: Callable[[int, RecordError], None] | None = None,
+) -> Iterator[tuple[int, T]]:
+    """:func:`read_jsonl`, each record with its line number."""
+    p = Path(path)
+    if not p.exists():
+        raise RecordError("no_file", f"{p}: no such file")
+    try:
+        with open_jsonl(p) as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield lineno, parse(loads(line))
+                except RecordError as exc:
+                    if skip_bad:
+                        if on_skip is not None:
+                            on_skip(lineno, exc)
+                        continue
+                    raise RecordError(exc.reason, f"{p}:{lineno}: {exc}") from None
+    except (OSError, EOFError, zlib.error) as exc:  # zlib: a corrupt gzip stream
+        raise RecordError("unreadable", f"{p}: cannot read: {exc}") from None
 
 
 def read_jsonl(
@@ -147,27 +231,12 @@ def read_jsonl(
     skip_bad: bool = False,
     on_skip: Callable[[int, RecordError], None] | None = None,
 ) -> Iterator[T]:
-    """Yield records from a JSONL file (gzip allowed, see :func:`is_gzip`).
+    """Yield records from a JSONL file (gzip allowed, see :func:`is_gzip`; a pipe too,
+    see :func:`open_jsonl`).
 
     A bad line raises ``RecordError`` naming the file and line number, unless
     ``skip_bad`` is set, in which case ``on_skip(line_number, error)`` is called.
     Blank lines are ignored.
     """
-    p = Path(path)
-    if not p.exists():
-        raise RecordError("no_file", f"{p}: no such file")
-    try:
-        with (gzip.open(p, "rb") if is_gzip(p) else open(p, "rb")) as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield parse(loads(line))
-                except RecordError as exc:
-                    if skip_bad:
-                        if on_skip is not None:
-                            on_skip(lineno, exc)
-                        continue
-                    raise RecordError(exc.reason, f"{p}:{lineno}: {exc}") from None
-    except (OSError, EOFError, zlib.error) as exc:  # zlib: a corrupt gzip stream
-        raise RecordError("unreadable", f"{p}: cannot read: {exc}") from None
+    for _, record in read_jsonl_numbered(path, parse, skip_bad=skip_bad, on_skip=on_skip):
+        yield record

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import base64
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from sift.topics.errors import RecordError
+from sift.topics.records import show
 
 
 @dataclass(frozen=True)
@@ -32,13 +36,42 @@ class DeadLetter:
         }
 
     @classmethod
-    def from_obj(cls, obj: dict[str, Any]) -> DeadLetter:
-        return cls(
-            reason=str(obj["reason"]),
-            message=str(obj.get("message", "")),
-            topic=str(obj.get("topic", "")),
-            partition=int(obj.get("partition", -1)),
-            offset=int(obj.get("offset", -1)),
-            original=base64.b64decode(obj.get("original_b64", "")),
-            ts=float(obj.get("ts", 0.0)),
-        )
+    def from_obj(cls, obj: Any) -> DeadLetter:
+        """Read a dead letter back (``sift tail dead-letters``, a test). Raises only
+        :class:`RecordError`: ``not_an_object``, or ``bad_dead_letter`` naming the field
+        (before the forty-fifth session a malformed one raised KeyError, ValueError,
+        TypeError or binascii.Error). Absent optional fields take the defaults above."""
+        if not isinstance(obj, dict):
+            raise RecordError("not_an_object",
+                              f"dead letter must be a JSON object, got {type(obj).__name__}")
+
+        def bad(key: str, what: str) -> RecordError:
+            return RecordError("bad_dead_letter", f"dead letter field {key!r} must be {what}, "
+                               f"got {show(obj.get(key))}")
+
+        def text(key: str, required: bool = False) -> str:
+            value = obj.get(key, None if required else "")
+            if not isinstance(value, str):
+                raise bad(key, "a string")
+            return value
+
+        def integer(key: str) -> int:
+            value = obj.get(key, -1)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise bad(key, "an integer")
+            return value
+
+        ts = obj.get("ts", 0.0)
+        try:
+            finite = not isinstance(ts, bool) and isinstance(ts, int | float) and math.isfinite(ts)
+        except OverflowError:  # an integer beyond any float
+            finite = False
+        if not finite:
+            raise bad("ts", "a finite number")
+        try:
+            original = base64.b64decode(text("original_b64"), validate=True)
+        except ValueError:  # binascii.Error; a non-ASCII character
+            raise bad("original_b64", "base64") from None
+        return cls(reason=text("reason", required=True), message=text("message"),
+                   topic=text("topic"), partition=integer("partition"),
+                   offset=integer("offset"), original=original, ts=float(ts))

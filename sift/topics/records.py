@@ -9,6 +9,7 @@ input (forward compatibility) but never emitted.
 from __future__ import annotations
 
 import math
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,53 @@ MAX_ID_CHARS = 512
 MAX_UPDATE = 1_000_000
 #: the deepest nesting of objects and arrays a document's metadata may have
 MAX_METADATA_DEPTH = 32
+
+
+#: the most characters of a received value an error message quotes
+MAX_SHOWN = 80
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 2  # [[...]]: a value nested 1,000 levels deep is not walked
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = MAX_SHOWN
+
+
+def show(value: Any, limit: int = MAX_SHOWN) -> str:
+    """A received value for an error message: its ``repr``, on one line (control characters
+    escaped, as ``repr`` does), at most ``limit`` characters, never walking deeper than two
+    levels of nesting (``repr`` of a value nested 1,000 levels deep raised RecursionError,
+    and one of 100,000 characters made a 100 KB "one-line" error: forty-fifth session).
+
+    >>> show("trade"), show([[[[1]]]]), show(3)
+    ("'trade'", '[[...]]', '3')
+    >>> len(show("x" * 100_000))
+    80
+    """
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a value no JSON decoder makes (a broken __repr__)
+        text = f"<{type(value).__name__}>"
+    text = " ".join(text.split())  # reprlib leaves no newline; a foreign repr might
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+
+
+#: the longest message a dead letter carries (names of up to 512 characters fit)
+MAX_MESSAGE = 1000
+
+
+def clip(message: str, limit: int = MAX_MESSAGE) -> str:
+    """``message`` on one line (a character that is not printable, a newline, as its
+    ``repr`` escape) and at most ``limit`` characters: for a message built from another
+    error's text, which may quote a received value whole (a model's check of a
+    100,000-character parameter).
+
+    >>> clip("bad" + chr(10) + "value") == "bad" + chr(92) + "nvalue", clip("x" * 20, 10)
+    (True, 'xxxxxxx...')
+    """
+    text = message[:limit + 1]
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
 def _require_obj(obj: Any, what: str) -> dict[str, Any]:
@@ -134,7 +182,7 @@ class Document:
             abstract = _str(o, "abstract", required=False, what="document", allow_empty=True) or ""
             text = f"{title}\n{abstract}".strip() if abstract.strip() else text
         if not text.strip() and not title.strip():
-            raise RecordError("missing_text", f"document {doc_id!r} has no text")
+            raise RecordError("missing_text", f"document {show(doc_id)} has no text")
         if not text.strip():
             text = title
         date = _str(o, "date", required=False, what="document") if "date" in o else None
@@ -183,6 +231,31 @@ class Document:
         if self.topics:
             out["topics"] = list(self.topics)
         return out
+
+
+def counted_text(doc: Document) -> tuple[str, ...]:
+    """What a document's size counts: its text and its title, the title once. A text that
+    begins with the title (a title-only document's, which is the title; a screening
+    record's, its title and abstract joined by a newline; the bundled Reuters texts) is
+    counted alone, as :attr:`Document.scored_text` scores it (before the forty-fifth
+    session a title-only document counted its title twice, so one over half the limit was
+    refused)."""
+    title = doc.title.strip()
+    if not title or doc.text.lstrip().startswith(title):
+        return (doc.text,)
+    return (doc.text, doc.title)
+
+
+def document_bytes(doc: Document) -> int:
+    """The UTF-8 bytes of :func:`counted_text`: what ``SIFT_MAX_DOCUMENT_BYTES`` limits (the
+    worker dead-letters a larger document ``too_large``; ``sift produce`` refuses it).
+
+    >>> document_bytes(Document.from_obj({"id": "a", "title": "caf\u00e9"}))
+    5
+    >>> document_bytes(Document("b", "output rose", "OPEC"))
+    15
+    """
+    return sum(len(part.encode("utf-8")) for part in counted_text(doc))
 
 
 @dataclass(frozen=True)
@@ -252,7 +325,7 @@ def unknown_positive(profile: str, entry: str, where: str) -> RecordError:
     """The error for a ``positives`` entry that is neither a known id nor a text."""
     shown = entry if len(entry) <= 80 else entry[:77] + "..."
     return RecordError("unknown_positive",
-                       f"profile {profile!r}: positive {shown!r} is not {where} "
+                       f"profile {show(profile)}: positive {shown!r} is not {where} "
                        "(a text positive needs whitespace inside)")
 
 
@@ -290,27 +363,33 @@ class ProfileSpec:
         delete = o.get("delete", False)
         if not isinstance(delete, bool):
             raise RecordError("bad_delete", "profile spec field 'delete' must be true or false")
+        if "mode" in o:  # a review spec (sift.topics.review.is_review_obj): never a profile
+            raise RecordError("bad_mode", f"profile spec of {show(name)} has a 'mode' "
+                              f"({show(o['mode'])}): a spec with a mode is a review spec "
+                              "(sift review start), a standing profile's spec has none")
         model = o.get("model", "rocchio")
         if model not in MODELS:
             raise RecordError(
-                "bad_model", f"profile spec field 'model' must be one of {', '.join(MODELS)}, got {model!r}"
+                "bad_model", f"profile spec field 'model' must be one of {', '.join(MODELS)}, "
+                f"got {show(model)}"
             )
         query = _str(o, "query", required=False, what="profile spec", allow_empty=True) or ""
-        params = o.get("params") or {}
-        if not isinstance(params, dict):
-            raise RecordError("bad_params", "profile spec field 'params' must be an object")
+        params = o.get("params", {})
+        if not isinstance(params, dict):  # [], false, null: not an empty set of params
+            raise RecordError("bad_params", "profile spec field 'params' must be an object, "
+                              f"got {show(params)}")
         for key, value in params.items():
             flat = isinstance(value, str | int | float | bool) or value is None or (
                 isinstance(value, list) and all(isinstance(v, str | int | float | bool) for v in value))
             if not flat or (isinstance(value, float) and not math.isfinite(value)):
-                raise RecordError("bad_params", f"profile spec param {key!r} must be a finite number, "
+                raise RecordError("bad_params", f"profile spec param {show(key)} must be a finite number, "
                                   "string, boolean or a flat list of them")
         measure = o.get("measure", "t11su")
         if measure not in MEASURES and not _is_utility(measure):
             raise RecordError(
                 "bad_measure", f"profile spec field 'measure' must be one of {', '.join(MEASURES)} "
                 f"or 'utility:R:N' (finite credits of a relevant and a non-relevant delivery), "
-                f"got {measure!r}"
+                f"got {show(measure)}"
             )
         update = o.get("update", "every")
         valid_update = update in ("every", "never") or (isinstance(update, int) and 1 <= update <= MAX_UPDATE)
@@ -318,23 +397,23 @@ class ProfileSpec:
             raise RecordError(
                 "bad_update",
                 f"profile spec field 'update' must be 'every', 'never' or an integer in [1, {MAX_UPDATE}], "
-                f"got {update!r}",
+                f"got {show(update)}",
             )
-        positives = o.get("positives") or []
+        positives = o.get("positives", [])
         if not isinstance(positives, list) or not all(isinstance(p, str) for p in positives):
             raise RecordError("bad_positives", "profile spec field 'positives' must be a list of strings")
         if not delete and not query.strip() and not positives:
-            raise RecordError("empty_profile", f"profile {name!r} has neither a query nor positives")
+            raise RecordError("empty_profile", f"profile {show(name)} has neither a query nor positives")
         bags = o.get("bags", 1)
         if isinstance(bags, bool) or not isinstance(bags, int) or not 1 <= bags <= MAX_BAGS:
             raise RecordError("bad_bags", f"profile spec field 'bags' must be an integer in "
-                              f"[1, {MAX_BAGS}], got {bags!r}")
+                              f"[1, {MAX_BAGS}], got {show(bags)}")
         bag_rule = o.get("bag_rule", "margin")
         if bag_rule not in BAG_RULES:
             raise RecordError("bad_bags", f"profile spec field 'bag_rule' must be one of "
-                              f"{', '.join(BAG_RULES)}, got {bag_rule!r}")
+                              f"{', '.join(BAG_RULES)}, got {show(bag_rule)}")
         if bags == 1 and bag_rule != "margin":  # else dropped: a plain profile, unasked
-            raise RecordError("bad_bags", f"profile spec field 'bag_rule' {bag_rule!r} needs "
+            raise RecordError("bad_bags", f"profile spec field 'bag_rule' {show(bag_rule)} needs "
                               "'bags' above 1: one profile has no members to combine")
         reset = o.get("reset", False)
         if not isinstance(reset, bool):

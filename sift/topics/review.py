@@ -35,7 +35,7 @@ from typing import Any
 
 from sift.topics.codecs import dumps, loads
 from sift.topics.errors import RecordError
-from sift.topics.records import MAX_ID_CHARS, Document
+from sift.topics.records import MAX_ID_CHARS, Document, show
 
 REVIEW_MODE = "review"
 REQUESTS_TOPIC = "requests"
@@ -49,9 +49,9 @@ REVIEW_PARAMS = ("draws", "n_top", "growth", "n_negatives", "exponent", "target_
 
 
 def _show(value: Any) -> str:
-    """``repr`` of a received value, on one line and short (for error messages)."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:57]}..."
+    """``repr`` of a received value, on one line and short (for error messages), never
+    walking a deeply nested value (:func:`sift.topics.records.show`)."""
+    return show(value, 60)
 
 
 def _number(value: Any) -> bool:
@@ -108,7 +108,7 @@ class ReviewSpec:
                               "a NUL character")
         if obj.get("mode") != REVIEW_MODE:
             raise RecordError("bad_mode", f"review spec field 'mode' must be 'review' (a "
-                              f"standing profile's spec has no 'mode'), got {obj.get('mode')!r}")
+                              f"standing profile's spec has no 'mode'), got {_show(obj.get('mode'))}")
         delete = obj.get("delete", False)
         if not isinstance(delete, bool):
             raise RecordError("bad_delete", "review spec field 'delete' must be true or false")
@@ -116,19 +116,19 @@ class ReviewSpec:
         if not isinstance(query, str):
             raise RecordError("bad_query", "review spec field 'query' must be a string")
         if not delete and not query.strip():
-            raise RecordError("missing_query", f"review {name!r} has no 'query' (its topic text)")
+            raise RecordError("missing_query", f"review {show(name)} has no 'query' (its topic text)")
         params = obj.get("params", {})
         if not isinstance(params, dict):  # [], false, null: not an empty set of params
             raise RecordError("bad_params", "review spec field 'params' must be an object, "
                               f"got {_show(params)}")
         for key, value in params.items():
             if key not in REVIEW_PARAMS:
-                raise RecordError("bad_params", f"review spec param {key!r} is not one of "
+                raise RecordError("bad_params", f"review spec param {_show(key)} is not one of "
                                   f"{', '.join(REVIEW_PARAMS)}")
             ok = value is None or isinstance(value, str | bool | int) or (
                 isinstance(value, float) and math.isfinite(value))
             if not ok:
-                raise RecordError("bad_params", f"review spec param {key!r} must be a finite "
+                raise RecordError("bad_params", f"review spec param {_show(key)} must be a finite "
                                   "number, a string or a boolean")
         return cls(name, query, dict(params), delete)
 
@@ -153,7 +153,7 @@ def review_names(doc: Document) -> list[str]:
     if (not isinstance(names, list) or not names
             or not all(isinstance(n, str) and n.strip() and len(n) <= MAX_ID_CHARS
                        for n in names)):
-        raise RecordError("bad_review", f"document {doc.id!r}: metadata 'review' must be a "
+        raise RecordError("bad_review", f"document {show(doc.id)}: metadata 'review' must be a "
                           "review name or a list of names")
     return list(dict.fromkeys(names))
 
