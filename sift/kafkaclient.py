@@ -49,7 +49,10 @@ _HINTS = (
     (re.compile(r"ECONNREFUSED|Connection refused", re.I),
      "nothing listens there: is the broker running, and is SIFT_BROKER right?"),
     (re.compile(r"socket disconnected|Connection reset", re.I),
-     "the broker closed the connection: does SIFT_SECURITY_PROTOCOL match this listener?"),
+     # (also what an address that does not answer gives on some networks: the connection
+     # attempt ends the same way, so both causes are named)
+     "the connection was closed: is SIFT_BROKER right and reachable from here, and does "
+     "SIFT_SECURITY_PROTOCOL match this listener?"),
 )
 
 #: a closed connection under SASL: refused credentials sometimes end the connection
