@@ -1020,6 +1020,14 @@ def _stop_margin(time_limit: float) -> float:
 
 _MILP_OVERHEAD_PER_NNZ = 4e-6
 _MILP_OVERHEAD_FIXED = 1.0
+#: A program of at most this many non-zeros is small: HiGHS builds, solves and leaves
+#: it in 0.01-0.04 s (forty-fifth session: the 13 such programs of two fusion profiles'
+#: replays, J = 6, 82-393 examples), so its fixed overhead is taken as
+#: ``_MILP_OVERHEAD_SMALL``. With the fixed second above, no solve under a limit below
+#: about 5.5 s started HiGHS: each of a fusion profile's 1 s solves ran line searches to
+#: its limit and none was proven optimal, where HiGHS proved these optimal in 0.04 s.
+_SMALL_MILP_NNZ = 5_000
+_MILP_OVERHEAD_SMALL = 0.05
 _MILP_SHARE = 0.9
 #: The MILP is started only with at least this many times its overhead estimate left
 #: (at 10 s for J = 10, N = 40,000 HiGHS's root LP did not finish on a loaded machine).
@@ -1130,7 +1138,13 @@ def _pairs_reserve(
         nnz += mixed * (j + 1)  # its row: the J differences and -M y
         if objective == "mrr":  # its rank indicators: one row per k, every free pair in it
             nnz += max(0, cutoff_rank - int(np.count_nonzero(always))) * (mixed + 1)
-    return float(_MILP_OVERHEAD_FIXED + _MILP_OVERHEAD_PER_NNZ * nnz + _POLISH_PER_ROW * n_y)
+    return float(_milp_overhead(nnz) + _MILP_OVERHEAD_PER_NNZ * nnz + _POLISH_PER_ROW * n_y)
+
+
+def _milp_overhead(nnz: int) -> float:
+    """The fixed part of a MILP's overhead: small for a small program (see
+    ``_SMALL_MILP_NNZ``), else the second measured for large ones."""
+    return _MILP_OVERHEAD_SMALL if nnz <= _SMALL_MILP_NNZ else _MILP_OVERHEAD_FIXED
 
 
 def _milp_pairs(
@@ -1559,7 +1573,7 @@ def solve_weights(
         # The whole call respects time_limit: HiGHS gets what is left minus an
         # estimate of the work it does not interrupt and of what follows it.
         nnz = pr.active.size * (j + 2) + pr.pos_rows.size * (j + 1)
-        reserve = (_MILP_OVERHEAD_FIXED + _MILP_OVERHEAD_PER_NNZ * nnz
+        reserve = (_milp_overhead(nnz) + _MILP_OVERHEAD_PER_NNZ * nnz
                    + _POLISH_PER_ROW * pr.active.size)
         left = remaining()
         # HiGHS overruns its limit more when the machine is loaded: keep 10 % slack

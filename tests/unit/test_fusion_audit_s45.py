@@ -459,3 +459,18 @@ def test_docs_rdpg_statements_match_the_committed_numbers() -> None:
             assert (len(inside), start) == (7, 0.3)
     assert "7 of 9 with `Abar` (misses 0.1, 0.2" in doc
     assert "0.3 (P) / 0.4 (Abar) to 0.9" in doc
+
+
+def test_a_small_program_is_solved_by_the_milp_under_a_short_limit() -> None:
+    # finding 11: with a fixed 1 s overhead estimate and the 4x rule, no solve under a
+    # limit below about 5.5 s started HiGHS; this 60-row program (which HiGHS proves
+    # optimal at 9 in a few hundredths of a second) ran line searches for the whole
+    # limit and came back not optimal. A fusion profile solves with a 1 s limit.
+    X = np.random.default_rng(0).random((500, 3))
+    free = solve_weights(X[:60], [5], time_limit=None)
+    assert free.optimal and free.objective == 9.0
+    for limit in (1.0, 0.7):
+        res = solve_weights(X[:60], [5], time_limit=limit)
+        assert res.optimal, res.message
+        assert res.objective == 9.0 and res.method == "milp"
+        assert "not started" not in res.message
