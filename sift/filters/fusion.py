@@ -68,10 +68,9 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
-from sift.errors import SiftError
 from sift.filters.accumulator import SparseAccumulator
 from sift.filters.base import ScoringModel, check_positive
-from sift.filters.errors import ParameterError, StateError
+from sift.filters.errors import FilterError, ParameterError, StateError
 from sift.filters.examples import ExampleSet
 from sift.filters.kantor import Kantor
 from sift.filters.knn import KNN
@@ -103,8 +102,9 @@ IntArray = NDArray[np.intp]
 _CHUNK_CELLS = 4_000_000  # cells of a dense temporary before we chunk
 
 
-class FusionError(SiftError, ValueError):
-    """Bad input to the fusion ranker; the message names the parameter and value."""
+class FusionError(FilterError, ValueError):
+    """Bad input to the fusion ranker; the message names the parameter and value (a
+    :class:`~sift.filters.errors.FilterError`, as every error of the learning core)."""
 
 
 # --------------------------------------------------------------------------- validation

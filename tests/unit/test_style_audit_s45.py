@@ -58,10 +58,13 @@ def test_huge_integers_are_refused_as_parameters(value: int) -> None:
         Rocchio(alpha=value)
 
 
-def test_screening_errors_are_filter_errors() -> None:
+def test_screening_and_fusion_errors_are_filter_errors() -> None:
     # one `except FilterError` catches whatever the learning core refuses
-    assert issubclass(ScreeningError, FilterError)
-    assert issubclass(ScreeningError, ValueError) and issubclass(ScreeningError, SiftError)
+    from sift.filters.fusion import FusionError
+
+    for error in (ScreeningError, FusionError):
+        assert issubclass(error, FilterError)
+        assert issubclass(error, ValueError) and issubclass(error, SiftError)
 
 
 def test_settings_says_whether_a_variable_was_set() -> None:
