@@ -98,3 +98,13 @@ def test_a_stack_names_the_model_it_cannot_take() -> None:
         with pytest.raises(ParameterError, match=f"takes {model} models only, got "
                                                  f"{type(other).__name__}"):
             stack([other])
+
+
+@pytest.mark.parametrize(("labels", "shown"), [([1, 0, 0.7], "0.7"), ([1, 0, 2], "2"),
+                                               (["1", "0", "0"], "<U1")])
+def test_simulate_refuses_labels_other_than_0_and_1(labels: list[object], shown: str) -> None:
+    from sift.filters.screening.simulation import simulate
+
+    # 0.7 was truncated to 0 and 2 counted twice among the relevant
+    with pytest.raises(ScreeningError, match=f"labels must be 0 or 1, got .*{shown}"):
+        simulate(["a", "b", "c"], ["x y", "y z", "z w"], labels, topic=None, seed=0)

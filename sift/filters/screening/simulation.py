@@ -92,11 +92,26 @@ def simulate(
     ``stops["hh@0.95"]``, ``stops["knee"]`` and so on. With ``run_to_end`` false the run
     ends as soon as ``main_rule`` fires; with ``until_recall`` it ends once that recall
     is reached (enough for WSS at that recall; used for tuning).
+
+    Examples
+    --------
+    Eight records on aspirin among 52 weather reports: the review screens the eight first.
+
+    >>> texts = [f"aspirin trial dose {i}" for i in range(8)] + [f"weather rain {i}" for i in range(52)]
+    >>> result = simulate([f"d{i}" for i in range(60)], texts, [1] * 8 + [0] * 52,
+    ...                   topic="aspirin dose", seed=0)
+    >>> result.labels[:9], len(result.labels)
+    ([1, 1, 1, 1, 1, 1, 1, 1, 0], 60)
     """
     n = len(ids)
     if not (n == len(texts) == len(labels)):
         raise ScreeningError("ids, texts and labels must have the same length")
-    gold = np.asarray(labels, dtype=np.int64)
+    given = np.asarray(labels)
+    ok = (given == 0) | (given == 1)
+    if given.dtype.kind not in "biuf" or not ok.all():
+        bad = given.ravel()[~ok.ravel()][0].item() if given.dtype.kind in "biuf" else given.dtype
+        raise ScreeningError(f"labels must be 0 or 1, got {bad!r:.40}")
+    gold = given.astype(np.int64)
     n_rel = int(gold.sum())
     if n == 0 or n_rel == 0 or n_rel == n:
         raise ScreeningError(f"labels hold a single class ({n_rel} relevant of {n})")
