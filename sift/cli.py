@@ -29,13 +29,29 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class _CommandParser(_Parser):
+    """A subcommand's parser (and its verbs'): an argument it does not know is reported
+    by it, naming the subcommand and its help. argparse hands a subparser's leftovers up
+    to the top-level parser, which said ``sift: error: unrecognized arguments: --limit 10
+    (see sift --help)`` for ``sift replay --limit 10`` (forty-fifth session). Everything
+    after a subcommand's name goes to its parser, so a leftover there is always its own."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="sift",
         description="Streaming adaptive document filter (Rocchio, Kantor, kNN, fusion + TROT).",
     )
     parser.add_argument("--version", action="version", version=f"sift {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
     import sift.commands as commands
 
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):

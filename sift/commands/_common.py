@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -103,6 +104,28 @@ def positive_seconds(value: str) -> float:
     if not (math.isfinite(x) and x > 0):
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {value!r}")
     return x
+
+
+def check_out_dir(out: Path, option: str = "--out") -> None:
+    """Refuse, before any work, an output folder that cannot be one: a file, a path under a
+    file, or a folder that cannot be written (nothing is created here). ``sift replay`` and
+    ``sift nominate`` found out only when writing, after the whole run, with a raw
+    ``[Errno 20] Not a directory`` (forty-fifth session)."""
+    from sift.errors import ConfigError
+
+    if out.exists():
+        if not out.is_dir():
+            raise ConfigError(f"{option} {out}: exists and is not a folder")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise ConfigError(f"{option} {out}: the folder is not writable")
+        return
+    parent = out.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"{option} {out}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {out}: cannot be created ({parent} is not writable)")
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
+import shutil
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
@@ -69,7 +71,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--chunk", type=int, default=20,
                    help="documents sent before waiting for their judgments (default 20)")
     p.add_argument("--port", type=int, default=9092, help="port of the local broker")
-    p.add_argument("--keep-broker", action="store_true", help="leave the local broker running")
+    p.add_argument("--keep-broker", action="store_true",
+                   help="leave the local broker running, and this run's topics on it (by "
+                        "default they are deleted at the end, on any broker)")
     p.add_argument("--no-compare", action="store_true", help="skip the in-process sift replay")
     p.add_argument("--bags", type=int, default=1, metavar="B",
                    help="each profile bagged over B pseudolabel draws (a spec's bags; default 1)")
@@ -84,8 +88,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 @contextmanager
-def broker_for(settings: Settings, port: int, keep: bool) -> Iterator[str]:
-    """The URL of a reachable broker: SIFT_BROKER's, or a local one started here."""
+def broker_for(settings: Settings, port: int, keep: bool,
+               trash: list[str] | None = None) -> Iterator[str]:
+    """The URL of a reachable broker: SIFT_BROKER's, or a local one started here.
+
+    ``trash``: the topics deleted on it by then (:func:`demo_run` fills it): the partition
+    folders they leave in the data dir of a broker stopped here are removed once it has
+    stopped (a deleted topic's folders are renamed at once, but deleted by the broker only
+    a minute later, or at its next run)."""
     from sift.devbroker import DevBroker, admin_ready, bootstrap_servers
 
     if Settings.is_set("broker"):
@@ -108,6 +118,111 @@ def broker_for(settings: Settings, port: int, keep: bool) -> Iterator[str]:
         if not keep:
             broker.stop()
             print("demo: broker stopped")
+            if trash and not broker.is_running():
+                remove_partition_dirs(broker.data / "kafka-logs", trash)
+
+
+def run_topics(names: Iterable[str], settings: Settings) -> list[str]:
+    """The topics among ``names`` that a demo run with ``settings`` created: those under its
+    own topic prefix, and its Faust app's internal ones (the tables' changelogs, repartition
+    topics, the assignor's), named ``<app id>-...``. Nothing else: on a user's broker
+    (SIFT_BROKER) the other topics are not the demo's."""
+    if not settings.topic_prefix or not settings.app_id:
+        raise ValueError("a demo run needs a topic prefix and an app id of its own")
+    internal = f"{settings.app_id}-"
+    return sorted(n for n in names if n.startswith((settings.topic_prefix, internal)))
+
+
+def delete_run_topics(settings: Settings, timeout: float = 30.0) -> list[str]:
+    """Delete the topics this demo run created (:func:`run_topics`) and wait until the
+    broker no longer lists them; return their names."""
+    from kafka.errors import KafkaError
+
+    from sift.kafkaclient import KafkaClientError, admin
+
+    client = admin(settings, timeout)
+    try:
+        names = run_topics(client.list_topics(), settings)
+        if names:
+            client.delete_topics(names, timeout_ms=int(timeout * 1000))
+            deadline = time.monotonic() + timeout
+            while set(names) & set(client.list_topics()):
+                if time.monotonic() > deadline:
+                    raise KafkaClientError(f"{len(names)} topics not deleted within {timeout:g} s")
+                time.sleep(0.1)
+    except KafkaError as exc:
+        raise KafkaClientError(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        client.close()
+    return names
+
+
+#: a partition folder of a topic, after its name: ``-<partition>``, or, deleted (or found
+#: stray at a start), ``-<partition>.<32 hex digits>-delete`` (``-stray``)
+_PARTITION_DIR = re.compile(r"-\d+(?:\.[0-9a-f]{32}-(?:delete|stray))?")
+
+
+def remove_partition_dirs(logs: Path, topics: Iterable[str]) -> int:
+    """Remove from a stopped broker's log dir the partition folders of ``topics`` (deleted
+    topics only: the broker no longer knows them); return how many were removed."""
+    names = sorted(set(topics), key=len, reverse=True)
+    removed = 0
+    with suppress(OSError):
+        for path in logs.iterdir():
+            if path.is_dir() and any(path.name.startswith(t)
+                                     and _PARTITION_DIR.fullmatch(path.name[len(t):])
+                                     for t in names):
+                shutil.rmtree(path, ignore_errors=True)
+                removed += 1
+    return removed
+
+
+@contextmanager
+def demo_run(base: Settings, url: str, keep: bool, trash: list[str] | None = None,
+             **overrides: Any) -> Iterator[Settings]:
+    """The settings of one demo run on the broker at ``url``: a topic prefix and an app id
+    of its own, and the worker's data dir in a new temporary folder.
+
+    At the end, however it ends (an error, Ctrl-C), the topics the run created are deleted
+    (each run has new ones: on a reused broker they piled up, compacted changelogs that
+    retention never removes, 321 MB a ``make demo``; forty-fifth session), unless ``keep``
+    (``--keep-broker``: left for inspection); their names go to ``trash``. The temporary
+    folder is removed after a run that succeeded; after one that failed it is kept, and
+    named, for the worker's log."""
+    run_id = uuid.uuid4().hex[:6]
+    folder = Path(tempfile.mkdtemp(prefix="sift-demo-"))
+    settings = replace(base, broker=url, topic_prefix=f"demo{run_id}.",
+                       app_id=f"sift-demo-{run_id}", data_dir=str(folder / "worker"),
+                       **overrides)
+    ok = False
+    try:
+        yield settings
+        ok = True
+    finally:
+        try:
+            _end_topics(settings, keep, trash)
+        finally:
+            if ok:
+                shutil.rmtree(folder, ignore_errors=True)
+            else:
+                print(f"demo: the worker's log and data are kept in {folder}", file=sys.stderr)
+
+
+def _end_topics(settings: Settings, keep: bool, trash: list[str] | None) -> None:
+    """Delete the run's topics, or say they are kept; one line either way."""
+    what = f"{settings.topic_prefix}*, {settings.app_id}-*"
+    if keep:
+        print(f"demo: this run's topics ({what}) kept on {settings.broker} (--keep-broker)")
+        return
+    try:
+        names = delete_run_topics(settings)
+    except SiftError as exc:
+        print(f"demo: could not delete this run's topics ({what}) on {settings.broker}: {exc}",
+              file=sys.stderr)
+        return
+    if trash is not None:
+        trash.extend(names)
+    print(f"demo: removed this run's {len(names)} topics ({what}) from {settings.broker}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,15 +239,13 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None:
         corpus.test = corpus.test[: args.limit]
     base = Settings.from_env()
-    with broker_for(base, args.port, args.keep_broker) as url:
-        run_id = uuid.uuid4().hex[:6]
-        settings = replace(base, broker=url, topic_prefix=f"demo{run_id}.",
-                           app_id=f"sift-demo-{run_id}", idf_corpus=str(args.train),
-                           stats_interval=min(base.stats_interval, POLL * 2.5),
-                           # the closed loop waits for each chunk's judgments: a shorter
-                           # take than a worker under a backlog wants
-                           judgment_batch_timeout=min(base.judgment_batch_timeout, 0.25),
-                           data_dir=str(Path(tempfile.mkdtemp(prefix="sift-demo-")) / "worker"))
+    trash: list[str] = []
+    with broker_for(base, args.port, args.keep_broker, trash=trash) as url, \
+            demo_run(base, url, args.keep_broker, trash, idf_corpus=str(args.train),
+                     stats_interval=min(base.stats_interval, POLL * 2.5),
+                     # the closed loop waits for each chunk's judgments: a shorter
+                     # take than a worker under a backlog wants
+                     judgment_batch_timeout=min(base.judgment_batch_timeout, 0.25)) as settings:
         try:
             result = stream(settings, corpus, args.chunk, args.bags)
         except HarnessError as exc:
@@ -180,11 +293,9 @@ def run_review(args: argparse.Namespace) -> int:
     gold = gold_labels(path)
     docs = list(collection(path, "demo"))
     base = Settings.from_env()
-    with broker_for(base, args.port, args.keep_broker) as url:
-        run_id = uuid.uuid4().hex[:6]
-        settings = replace(base, broker=url, topic_prefix=f"demo{run_id}.",
-                           app_id=f"sift-demo-{run_id}",
-                           data_dir=str(Path(tempfile.mkdtemp(prefix="sift-demo-")) / "worker"))
+    trash: list[str] = []
+    with broker_for(base, args.port, args.keep_broker, trash=trash) as url, \
+            demo_run(base, url, args.keep_broker, trash) as settings:
         from sift.agents.app import prepare_topics
         from sift.agents.harness import send_all
 

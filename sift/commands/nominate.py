@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from sift.commands._common import Progress, nonnegative_int, write_json
+from sift.commands._common import Progress, check_out_dir, nonnegative_int, write_json
 from sift.errors import ConfigError
 
 EPILOG = """examples:
@@ -330,6 +331,7 @@ def _run(args: argparse.Namespace) -> int:
     if not math.isfinite(args.time_limit) or args.time_limit <= 0:
         raise ConfigError(f"--time-limit must be a positive finite number of seconds, "
                           f"got {args.time_limit}")
+    check_out_dir(out)  # before the run, not after it
     if args.simulate == "rdpg":
         runs = _positive_int("--runs", args.runs)
         k = _positive_int("--k", args.k)
@@ -337,7 +339,7 @@ def _run(args: argparse.Namespace) -> int:
         res = simulate_rdpg(args.seed, runs=runs, k=k, fixed_positions=args.fixed_positions,
                             progress=bar)
         bar.close()
-        write_json(out / "rdpg.json", res)
+        # the table first: a write that fails still leaves it on the terminal
         for obs in ("P", "Abar"):
             print(f"observed: {res['observed'][obs]}  (MRR of the 6th closest, 95% CI "
                   f"clipped to [0, 1], {runs} runs)")
@@ -348,6 +350,8 @@ def _run(args: argparse.Namespace) -> int:
                     s = res["mrr"][obs][r]
                     cells.append(f"{s['mean'][i]:.3f} [{s['lo'][i]:.3f},{s['hi'][i]:.3f}]")
                 print(f"{a:>5.1f}  " + "  ".join(f"{c:>19}" for c in cells))
+        sys.stdout.flush()
+        write_json(out / "rdpg.json", res)
         if plot_rdpg(res, out / "rdpg.png"):
             print(f"wrote {out / 'rdpg.json'} and {out / 'rdpg.png'}")
         return 0
@@ -364,7 +368,6 @@ def _run(args: argparse.Namespace) -> int:
                       seed=args.seed, reps=reps, time_limit=args.time_limit,
                       objective=args.objective, progress=bar)
     bar.close()
-    write_json(out / "metrics.json", res)
     print(f"{args.category}: {res['category_size']} of {res['documents']} documents, "
           f"|S| = {positives}, {trials} trials")
     print(f"  MRR ILP        {res['mrr_ilp']:.4f}")
@@ -373,6 +376,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  MRR {name:<10} {v:.4f}")
     print(f"  Wilcoxon (ILP > Singleton) p = {res['wilcoxon_p']:.3g}  "
           f"(ILP better in {res['ilp_better']}, worse in {res['ilp_worse']})")
+    sys.stdout.flush()
+    write_json(out / "metrics.json", res)
     print(f"wrote {out / 'metrics.json'}")
     return 0
 

@@ -44,9 +44,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
     raw = argparse.RawDescriptionHelpFormatter
     ls = verbs.add_parser("list", help="the profiles and their thresholds", formatter_class=raw,
+                          description="List the profiles of the running service and their\n"
+                                      "thresholds, read from the profile table's changelog.",
                           epilog="example:\n  sift profiles list --json")
     ls.add_argument("--json", action="store_true", help="one JSON object per profile")
     add = verbs.add_parser("add", help="create or replace a profile", formatter_class=raw,
+                           description="Create a profile of the running service from a query\n"
+                                       "and positive documents (ids or texts), or replace the\n"
+                                       "profile of that name; a worker trains it.",
                            epilog='example:\n  sift profiles add wheat --query "wheat grain exports" --positive r5')
     add.add_argument("name")
     add.add_argument("--query", default="", help="query text (default none)")
@@ -68,6 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      help="replacing a profile, leave out the judgments it learned (by default "
                           "the new profile learns them again)")
     rm = verbs.add_parser("rm", help="delete a profile", formatter_class=raw,
+                          description="Delete a profile of the running service.",
                           epilog="example:\n  sift profiles rm wheat --wait 10")
     rm.add_argument("name")
     for verb in (add, rm):

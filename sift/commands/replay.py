@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from sift.commands._common import Progress, nonnegative_int, positive_int, printable, write_json
+from sift.commands._common import Progress, check_out_dir, nonnegative_int, positive_int, printable, write_json
 from sift.devbroker import REPO_ROOT
 from sift.errors import ConfigError
 from sift.filters.bagging import RULES as BAG_RULES
@@ -207,6 +207,8 @@ def run(args: argparse.Namespace) -> int:
             setattr(args, attr, path)
         if not Path(path).exists():
             raise ConfigError(f"{path}: no such file (run from the repository root or pass --train/--test)")
+    out = Path(args.out)
+    check_out_dir(out)  # before the run, not after it (minutes with --full-training)
     corpus = load_corpus(args.train, args.test, skip_bad=args.skip_bad)
     # a spec with a "mode" (a review spec, or a misspelt one) is refused, file and line,
     # as the worker refuses it (bad_mode): ProfileSpec.from_obj
@@ -239,13 +241,14 @@ def run(args: argparse.Namespace) -> int:
         result = replay(corpus, cfg, specs, progress=progress.update)
     finally:
         progress.close()
-    out = Path(args.out)
+    # the measures first: a write that fails still leaves them on the terminal
+    print_table(result.metrics, sys.stdout)
+    sys.stdout.flush()
     out.mkdir(parents=True, exist_ok=True)
     with (out / "decisions.jsonl").open("wb") as fh:
         for d in result.decisions:
             fh.write(orjson.dumps(d) + b"\n")
     write_json(out / "metrics.json", result.metrics)
-    print_table(result.metrics, sys.stdout)
     if not args.no_plot:
         plot_t11su(result.metrics, out / "t11su.png")
     print(f"wrote {out / 'metrics.json'} and {out / 'decisions.jsonl'} ({len(result.decisions)} decisions)")

@@ -8,7 +8,6 @@ stopping rule fires; see docs/screening.md.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +17,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from sift.commands._common import Progress, nonnegative_int, write_json
+from sift.commands._common import Progress, check_out_dir, nonnegative_int, write_json
+from sift.errors import SiftError
 from sift.filters.screening.cal import DEFAULTS
 from sift.filters.screening.errors import ScreeningError
 from sift.filters.screening.simulation import TARGETS, SimulationResult, simulate
@@ -137,19 +137,10 @@ def warn_no_text(path: Path, records: Sequence[LabelledRecord]) -> None:
 def check_out(out: Path) -> None:
     """Refuse, before any work, an ``--out`` that cannot be the output folder: a file, a
     path under a file, or a folder that cannot be written (nothing is created here)."""
-    if out.exists():
-        if not out.is_dir():
-            raise ScreeningError(f"--out {out}: exists and is not a folder")
-        if not os.access(out, os.W_OK | os.X_OK):
-            raise ScreeningError(f"--out {out}: the folder is not writable")
-        return
-    parent = out.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ScreeningError(f"--out {out}: {parent} is not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ScreeningError(f"--out {out}: cannot be created ({parent} is not writable)")
+    try:
+        check_out_dir(out)
+    except SiftError as exc:
+        raise ScreeningError(str(exc)) from None
 
 
 EPILOG = """example:
@@ -312,13 +303,20 @@ def _run_all(args: argparse.Namespace) -> int:
         loaded.append((f, records, topic))
     bar = Progress(len(files) * seeds, "screen")
     try:
-        for f, records, topic in loaded:
+        for done, (f, records, topic) in enumerate(loaded, 1):
+            name = f.name.split(".")[0]
             for seed in range(seeds):
                 result, _ = run_file(f, seed=seed, params=params, topic=topic, records=records)
                 m = metrics(result, rule)
                 m["topic"] = topic
-                rows.setdefault(f.name.split(".")[0], []).append(m)
+                rows.setdefault(name, []).append(m)
                 bar.update()
+            if not bar.enabled:  # no bar off a terminal: a line a dataset, not ten silent minutes
+                ms = rows[name]
+                print(f"screen: {name}: {seeds} seed{'s' if seeds > 1 else ''} done, recall "
+                      f"{np.mean([x['recall_at_stop'] for x in ms]):.3f}, cost "
+                      f"{np.mean([x['cost_at_stop'] for x in ms]):.3f} "
+                      f"({done}/{len(loaded)} datasets)", flush=True)
     finally:
         bar.close()
     print(f"rule {rule}, {seeds} seeds; recall and cost at stop: mean (worst)")

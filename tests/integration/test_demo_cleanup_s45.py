@@ -1,0 +1,113 @@
+"""``sift demo`` leaves nothing behind (forty-fifth session, finding 2): every run used a
+new topic prefix and app id on a reused broker, and its topics (the tables' changelogs
+compacted, so never removed by retention) stayed: 321 MB a ``make demo`` in
+``.cache/kafka/data-9092``; and each run left a ``/tmp/sift-demo-*`` folder."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from sift.cli import main
+from sift.topics.codecs import read_jsonl
+from sift.topics.records import Document
+from tests.integration.test_demo import _free_pair
+
+REUTERS = Path(__file__).resolve().parents[2] / "data" / "reuters21578"
+
+
+def _small_corpus(tmp_path: Path) -> tuple[Path, Path]:
+    train = list(read_jsonl(REUTERS / "train.jsonl.gz", Document.from_obj))[:400]
+    test = list(read_jsonl(REUTERS / "test.jsonl.gz", Document.from_obj))[:20]
+    train_path, test_path = tmp_path / "train.jsonl.gz", tmp_path / "test.jsonl"
+    with gzip.open(train_path, "wb") as fh:
+        fh.writelines(orjson.dumps(d.to_obj()) + b"\n" for d in train)
+    test_path.write_bytes(b"".join(orjson.dumps(d.to_obj()) + b"\n" for d in test))
+    return train_path, test_path
+
+
+def _record_deleted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    import sift.commands.demo as demo
+
+    deleted: list[str] = []
+    real = getattr(demo, "delete_run_topics", None)
+    if real is None:  # (the code before the fix: nothing was deleted)
+        return deleted
+
+    def recording(settings: Any, timeout: float = 30.0) -> list[str]:
+        names = real(settings, timeout)
+        deleted.extend(names)
+        return names
+
+    monkeypatch.setattr(demo, "delete_run_topics", recording)
+    return deleted
+
+
+def _list_topics(bootstrap: str) -> set[str]:
+    from kafka import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="sift-tests")
+    try:
+        return set(client.list_topics())
+    finally:
+        client.close()
+
+
+def test_a_demo_on_a_users_broker_deletes_only_its_own_topics(
+        broker_url: str, bootstrap: str, make_topics: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    others = make_topics("documents", "users-own")  # another user's topics stay
+    train, test = _small_corpus(tmp_path)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setenv("SIFT_BROKER", broker_url)
+    deleted = _record_deleted(monkeypatch)
+    before = _list_topics(bootstrap)
+    assert set(others) <= before
+    assert main(["demo", "--train", str(train), "--test", str(test), "--chunk", "5",
+                 "--no-compare", "--out", str(tmp_path / "result.json")]) == 0
+    assert orjson.loads((tmp_path / "result.json").read_bytes())["documents"] == 20
+    after = _list_topics(bootstrap) - {"__consumer_offsets"}  # the broker's (a fresh one's first group)
+    assert after == before - {"__consumer_offsets"}, (after - before, before - after)
+    assert list(temp.iterdir()) == []  # the worker's temporary folder too
+    # the run's wire topics and its app's changelogs were there, and are gone
+    assert any(t.endswith("-profile_to_state-changelog") for t in deleted)
+    assert any(t.endswith(".documents") and t.startswith("demo") for t in deleted)
+    removed = [line for line in capsys.readouterr().out.splitlines() if "removed" in line]
+    assert len(removed) == 1 and f"{len(deleted)} topics" in removed[0]
+
+
+def test_a_demo_that_starts_its_broker_leaves_no_partition_of_its_topics_on_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broker the demo starts reuses ``.cache/kafka/data-<port>``: a deleted topic's
+    partitions are removed by the broker only a minute later, after the demo stopped it."""
+    from sift.devbroker import DevBroker
+
+    port = _free_pair()
+    broker = DevBroker(port=port, controller_port=port + 1)
+    existed = broker.data.exists()
+    train, test = _small_corpus(tmp_path)
+    monkeypatch.delenv("SIFT_BROKER", raising=False)
+    deleted = _record_deleted(monkeypatch)
+    try:
+        assert main(["demo", "--train", str(train), "--test", str(test), "--chunk", "5",
+                     "--no-compare", "--port", str(port),
+                     "--out", str(tmp_path / "result.json")]) == 0
+        assert not broker.is_running()
+        logs = broker.data / "kafka-logs"
+        left = sorted(p.name for p in logs.iterdir() if p.is_dir())
+        assert left and all(re.match(r"__(consumer_offsets|cluster_metadata)-\d+$", n)
+                            for n in left), left
+        assert any(t.endswith("-profile_to_state-changelog") for t in deleted)
+    finally:
+        broker.stop()
+        if not existed:
+            shutil.rmtree(broker.data, ignore_errors=True)
