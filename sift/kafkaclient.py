@@ -360,12 +360,59 @@ def group_lag(settings: Settings, names: Iterable[str]) -> int:
     return sum(group_lag_by_partition(settings, names).values())
 
 
-def start_offsets(settings: Settings, partitions: Iterable[tuple[str, int]]
-                  ) -> dict[tuple[str, int], int]:
+#: how long :func:`start_offsets` keeps asking a group coordinator that is not there yet
+#: (a fresh broker creates ``__consumer_offsets`` at the first request; a restarted one
+#: loads it), and the pauses between the attempts (doubling, at most the last)
+COORDINATOR_RETRY_SECONDS = 12.0
+COORDINATOR_BACKOFF = (0.25, 2.0)
+
+
+def _retriable(exc: BaseException) -> bool:
+    """A broker error that goes away by itself: no coordinator yet, a coordinator still
+    loading or moved, a leader being elected, a connection or request that timed out."""
+    from kafka.errors import RetriableError
+
+    return isinstance(exc, RetriableError)
+
+
+def _committed(settings: Settings, retry_for: float) -> dict[Any, Any]:
+    """The worker group's committed offsets, asking again for up to ``retry_for`` seconds
+    while the broker answers with a retriable error (``CoordinatorNotAvailable`` on a
+    fresh or restarted broker); the last error is raised after that."""
+    from kafka.errors import KafkaError
+
+    deadline = time.monotonic() + retry_for
+    pause, most = COORDINATOR_BACKOFF
+    while True:
+        try:
+            cli = admin(settings)
+            try:
+                found: dict[Any, Any] = cli.list_group_offsets(
+                    {settings.app_id: None}).get(settings.app_id, {})
+                return found
+            finally:
+                cli.close()
+        except KafkaError as exc:
+            left = deadline - time.monotonic()
+            if not _retriable(exc) or left <= 0:
+                raise
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, most)
+
+
+def start_offsets(settings: Settings, partitions: Iterable[tuple[str, int]], *,
+                  retry_for: float | None = None) -> dict[tuple[str, int], int]:
     """Where the worker group (``settings.app_id``) starts on each ``(topic, partition)``:
     its committed offset or, for a partition it never committed, the partition's first
     offset still in the log (where a consumer with ``auto_offset_reset="earliest"``
     starts). Both asked of the broker, so a commit not yet known locally still counts.
+
+    An empty partition (its first offset is its end) starts at its end whatever the
+    group committed, so the group coordinator is asked only when a partition holds
+    messages, and asked again for up to ``retry_for`` seconds
+    (:data:`COORDINATOR_RETRY_SECONDS`) while it is not available: on a fresh broker it
+    did not exist yet at a first worker's start, which then skipped the read-back of the
+    documents (forty-fifth session).
     """
     from kafka import TopicPartition
     from kafka.errors import KafkaError
@@ -374,26 +421,27 @@ def start_offsets(settings: Settings, partitions: Iterable[tuple[str, int]]
     if not tps:
         return {}
     try:
-        cli = admin(settings)
+        cons = consumer(settings)
         try:
-            committed = cli.list_group_offsets({settings.app_id: None}).get(settings.app_id, {})
+            firsts = cons.beginning_offsets(tps)
+            ends = cons.end_offsets(tps)
         finally:
-            cli.close()
+            cons.close()
         out: dict[tuple[str, int], int] = {}
-        rest = []
+        held = []
         for tp in tps:
-            meta = committed.get(tp)
-            if meta is not None and meta.offset >= 0:
-                out[(tp.topic, tp.partition)] = int(meta.offset)
+            first, end = int(firsts.get(tp, 0)), int(ends.get(tp, 0))
+            if end > first:
+                held.append(tp)
             else:
-                rest.append(tp)
-        if rest:
-            cons = consumer(settings)
-            try:
-                for tp, off in cons.beginning_offsets(rest).items():
-                    out[(tp.topic, tp.partition)] = int(off)
-            finally:
-                cons.close()
+                out[(tp.topic, tp.partition)] = end
+        if held:
+            committed = _committed(settings, COORDINATOR_RETRY_SECONDS if retry_for is None
+                                   else retry_for)
+            for tp in held:
+                meta = committed.get(tp)
+                out[(tp.topic, tp.partition)] = (int(meta.offset) if meta is not None
+                                                 and meta.offset >= 0 else int(firsts[tp]))
     except KafkaError as exc:
         raise KafkaClientError(f"cannot read the start offsets of {sorted(set(partitions))}: "
                                f"{exc}") from None
@@ -415,6 +463,26 @@ def first_offsets(settings: Settings, partitions: Iterable[tuple[str, int]]
         found = cons.beginning_offsets(tps)
     except KafkaError as exc:
         raise KafkaClientError(f"cannot read the first offsets of {sorted(set(partitions))}: "
+                               f"{exc}") from None
+    finally:
+        cons.close()
+    return {(tp.topic, tp.partition): int(off) for tp, off in found.items()}
+
+
+def end_offsets(settings: Settings, partitions: Iterable[tuple[str, int]]
+                ) -> dict[tuple[str, int], int]:
+    """The offset the next message of each ``(topic, partition)`` will get."""
+    from kafka import TopicPartition
+    from kafka.errors import KafkaError
+
+    tps = [TopicPartition(t, p) for t, p in sorted(set(partitions))]
+    if not tps:
+        return {}
+    cons = consumer(settings)
+    try:
+        found = cons.end_offsets(tps)
+    except KafkaError as exc:
+        raise KafkaClientError(f"cannot read the end offsets of {sorted(set(partitions))}: "
                                f"{exc}") from None
     finally:
         cons.close()

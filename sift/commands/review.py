@@ -39,7 +39,7 @@ examples:
   sift review load donners data/screening/Donners_2021.jsonl.gz
   sift review answer donners --gold data/screening/Donners_2021.jsonl.gz --until-stop 300
   sift review status donners
-  sift review rm donners
+  sift review rm donners --wait 30
 
 A review screens a fixed collection with continuous active learning and estimates how
 many relevant records it holds (docs/screening.md). 'start' sends the review spec to
@@ -83,6 +83,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     status.add_argument("--json", action="store_true", help="one JSON object per review")
     rm = verbs.add_parser("rm", help="delete a review")
     rm.add_argument("name")
+    rm.add_argument("--wait", type=nonnegative_seconds, default=0.0, metavar="S",
+                    help="wait up to S seconds for the worker's answer: deleted, or rejected "
+                         "with its reason (default 0: send and return)")
     broker_option(p, [start, load, answer, status, rm])
     p.set_defaults(func=run)
 
@@ -175,34 +178,94 @@ def deleted_reviews(settings: Settings, *, idle: float = 1.0) -> set[str]:
     """The reviews whose last spec on the profiles topic deletes them (a review's specs
     are keyed by its name, so they share a partition and arrive in the order sent; a
     spec creating it again brings it back)."""
+    return _last_specs(settings, idle=idle)[0]
+
+
+def _last_specs(settings: Settings, *, idle: float = 1.0) -> tuple[set[str], set[str]]:
+    """From one read of the profiles topic: the reviews whose last spec deletes them
+    (:func:`deleted_reviews`), and the names whose last standing-profile spec creates
+    that profile (the worker may have refused it: see :func:`is_standing_profile`)."""
     from sift.agents.harness import read_all
     from sift.kafkaclient import ensure_topics
+    from sift.topics.records import ProfileSpec
 
     topic = settings.topic("profiles")
     ensure_topics(settings, [topic])
     deleted: dict[str, bool] = {}
+    standing: dict[str, bool] = {}
     for _, value, _, _ in read_all(settings, topic, idle=idle):
-        try:
-            spec = ReviewSpec.from_obj(loads(value)) if value is not None else None
-        except RecordError:  # a standing profile's spec, or a bad one
+        if value is None:
             continue
-        if spec is not None:
-            deleted[spec.review] = spec.delete
-    return {name for name, gone in deleted.items() if gone}
+        try:
+            obj = loads(value)
+        except RecordError:  # a bad spec
+            continue
+        try:
+            spec = ReviewSpec.from_obj(obj)
+        except RecordError:  # a standing profile's spec, or a bad one
+            try:
+                prof = ProfileSpec.from_obj(obj)
+            except RecordError:
+                continue
+            standing[prof.profile] = not prof.delete
+            continue
+        deleted[spec.review] = spec.delete
+    return ({name for name, gone in deleted.items() if gone},
+            {name for name, made in standing.items() if made})
 
 
 def status_of(settings: Settings, name: str) -> ReviewStatus:
     """Review ``name``'s last status; a one-line error when it was deleted or has none
-    (never started, or no worker has taken its spec yet)."""
-    gone = deleted_reviews(settings)
-    found = statuses(settings, deleted=gone)
+    (never started, or no worker has taken its spec yet), or when ``name`` is a standing
+    profile's (the advice to start it would be refused ``profile_exists``).
+
+    A deletion counts only for a review that had a status: the worker refuses
+    (dead-letters ``unknown_review``) the deletion of a review that does not exist, but
+    the spec stays on the profiles topic, and "was deleted" then named a review that
+    never was (forty-fifth session)."""
+    gone, standing = _last_specs(settings)
+    found = statuses(settings, deleted=set())
     if name in found:
+        if name in gone:
+            raise SiftError(f"review {name!r} was deleted")
         return found[name]
-    if name in gone:
-        raise SiftError(f"review {name!r} was deleted")
+    if name in standing and is_standing_profile(settings, name):
+        raise SiftError(f"{name!r} is a standing profile, not a review (see 'sift profiles "
+                        "list'); a review needs a name of its own")
     raise SiftError(f"no status for review {name!r} on {settings.topic(STATUS_TOPIC)}: start it "
                     f"with 'sift review start {name} --query ... --wait 30' (a worker answers "
                     "with its first status)")
+
+
+def is_standing_profile(settings: Settings, name: str, timeout: float = 30.0) -> bool:
+    """Whether the profile table holds a standing profile ``name`` now: its last value in
+    the table's changelog (only the partition of its shard is read) is a record, not a
+    tombstone. False when no worker of ``SIFT_APP_ID`` made that table; True when the
+    changelog cannot be read (the caller asks only about a name whose last spec on the
+    profiles topic created a standing profile)."""
+    from sift import kafkaclient
+    from sift.agents.service import shard_of
+    from sift.commands.profiles import changelog_topic
+
+    topic = changelog_topic(settings)
+    try:
+        n = kafkaclient.partition_counts(settings, [topic]).get(topic, 0)
+        if not n:
+            return False
+        part = [(topic, shard_of(name, n))]
+        first = kafkaclient.first_offsets(settings, part)
+        end = kafkaclient.end_offsets(settings, part)
+        values = kafkaclient.read_offsets(
+            settings, [(t, p, first.get((t, p), 0), end.get((t, p), 0)) for t, p in part],
+            timeout=timeout)
+    except kafkaclient.KafkaClientError:
+        return True
+    key = name.encode()
+    held = False
+    for _, _, _, k, value in values:
+        if k == key:
+            held = bool(value)
+    return held
 
 
 def describe(st: ReviewStatus) -> str:
@@ -269,6 +332,73 @@ def start(settings: Settings, obj: dict[str, Any], wait: float) -> int:
             cons.close()
     raise SiftError(f"no status for review {name!r} within {wait:g} s: is a worker running "
                     f"with SIFT_TOPIC_PREFIX={settings.topic_prefix!r}?")
+
+
+def review_changelog_topic(settings: Settings) -> str:
+    """The review table's changelog topic (the table's name under ``SIFT_APP_ID``)."""
+    from sift.agents.review import REVIEW_TABLE
+
+    return f"{settings.app_id}-{REVIEW_TABLE}-changelog"
+
+
+def deletion_answer(cons: Any, settings: Settings, name: str, sent: bytes,
+                    wait: float) -> tuple[bool, str]:
+    """The worker's answer to the deletion ``sent`` of review ``name``, read from
+    ``cons`` (a consumer of the review table's changelog and the dead letters, at their
+    ends before the spec was sent): ``(True, "deleted")`` at the review record's
+    tombstone, ``(False, "reason: message")`` at the spec's dead letter. Raises
+    :class:`SiftError` when neither comes within ``wait`` seconds."""
+    table, dead = review_changelog_topic(settings), settings.topic("dead-letters")
+    key = name.encode()
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        for tp, records in cons.poll(timeout_ms=200).items():
+            for r in records:
+                if tp.topic == dead:
+                    refused = dead_letter_answer(r.value, sent)
+                    if refused is not None:
+                        return False, refused
+                elif tp.topic == table and r.key == key and not r.value:
+                    return True, "deleted"
+    raise SiftError(f"no answer for review {name!r} within {wait:g} s: is a worker running "
+                    f"with SIFT_APP_ID={settings.app_id}?")
+
+
+def remove(settings: Settings, name: str, wait: float) -> int:
+    """Send review ``name``'s deletion; with ``wait``, report the worker's answer
+    (exit code 1 when it refuses, e.g. ``unknown_review``)."""
+    from kafka.structs import TopicPartition
+
+    from sift.kafkaclient import consumer, ensure_topics
+
+    obj = {"profile": name, "mode": "review", "delete": True}
+    try:
+        ReviewSpec.from_obj(obj)
+    except RecordError as exc:
+        raise SiftError(str(exc)) from None
+    value = dumps(obj)
+    if not wait:
+        _send(settings, settings.topic("profiles"), iter([(name.encode(), value)]))
+        print(f"sent deletion of review {name!r} to {settings.topic('profiles')}")
+        return 0
+    topics = [review_changelog_topic(settings), settings.topic("dead-letters")]
+    ensure_topics(settings, topics[1:])  # the changelog is the workers' to create
+    cons = consumer(settings, check_crcs=False, max_partition_fetch_bytes=16 * 1024 * 1024)
+    try:
+        # the ends before the spec is sent: an answer can only come after them
+        tps = [TopicPartition(t, p) for t in topics for p in sorted(cons.partitions_for_topic(t) or ())]
+        cons.assign(tps)
+        for tp, end in cons.end_offsets(tps).items():
+            cons.seek(tp, end)
+        _send(settings, settings.topic("profiles"), iter([(name.encode(), value)]))
+        accepted, detail = deletion_answer(cons, settings, name, value, wait)
+    finally:
+        cons.close()
+    if accepted:
+        print(f"review {name!r}: {detail}")
+        return 0
+    print(f"sift review: review {name!r} rejected: {detail}", file=sys.stderr)
+    return 1
 
 
 def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float,
@@ -358,14 +488,7 @@ def run(args: argparse.Namespace) -> int:
         answer(settings, args.name, gold, args.until_stop, args.limit)
         return 0
     if args.verb == "rm":
-        obj = {"profile": args.name, "mode": "review", "delete": True}
-        try:
-            ReviewSpec.from_obj(obj)
-        except RecordError as exc:
-            raise SiftError(str(exc)) from None
-        _send(settings, settings.topic("profiles"), iter([(args.name.encode(), dumps(obj))]))
-        print(f"sent deletion of review {args.name!r} to {settings.topic('profiles')}")
-        return 0
+        return remove(settings, args.name, args.wait)
     rows = [status_of(settings, args.name)] if args.name else list(statuses(settings).values())
     for st in sorted(rows, key=lambda s: s.review):
         print(json_line(st.to_obj()) if args.json else describe(st))

@@ -29,7 +29,8 @@ SIFT_PARTITIONS, SIFT_REPLICATION_FACTOR (3 on a cluster), SIFT_IDF_CORPUS,
 SIFT_SECURITY_PROTOCOL, SIFT_SASL_MECHANISM,
 SIFT_SASL_USERNAME, SIFT_SASL_PASSWORD, SIFT_SSL_CAFILE, SIFT_SSL_CERTFILE and
 SIFT_SSL_KEYFILE. Workers with the same SIFT_APP_ID share the profiles; each
-needs its own SIFT_DATA_DIR (and SIFT_WEB_PORT with --web).
+needs its own SIFT_DATA_DIR (and SIFT_WEB_PORT with --web): a worker locks its
+directory, and a second one started on it stops at once.
 """
 
 
@@ -97,6 +98,57 @@ def check_data_dir(path: str) -> None:
     except OSError as exc:
         raise SiftError(f"SIFT_DATA_DIR {path!r} is not a writable directory: "
                         f"{exc.strerror or exc}") from None
+
+
+#: the lock file in a worker's data dir (:func:`lock_data_dir`)
+LOCK_FILE = ".sift-worker.lock"
+
+
+class DataDirLock:
+    """An exclusive ``flock`` on ``<data dir>/.sift-worker.lock``, held while the file
+    stays open: for the worker's life, released by the kernel when the process ends,
+    however it ends (a killed worker leaves no stale lock; the file that stays behind
+    locks nothing)."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self.fd: int | None = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the last descriptor drops the lock
+            self.fd = None
+
+
+def lock_data_dir(path: str) -> DataDirLock:
+    """Lock ``path`` (created if need be) for this worker, before anything else touches
+    it; a one-line error naming the directory, the other worker's pid and
+    ``SIFT_DATA_DIR`` when another live process holds it. Two workers sharing a directory
+    wrote the same stats.json without a word (forty-fifth session)."""
+    import fcntl
+
+    lock = os.path.join(path, LOCK_FILE)
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise SiftError(f"SIFT_DATA_DIR {path!r} is not a writable directory: "
+                        f"{exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        try:
+            other = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+        except OSError:
+            other = ""
+        os.close(fd)
+        who = f"another worker (pid {other})" if other.isdigit() else "another worker"
+        raise SiftError(f"{who} is using the data directory {path!r} (it holds {lock}): "
+                        "each worker needs its own SIFT_DATA_DIR (or --data-dir)") from None
+    # the holder's pid, for the message above (the lock itself is the flock)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return DataDirLock(path, fd)
 
 
 def load_training(settings: Settings) -> TrainingSet:
@@ -185,10 +237,6 @@ def restore_documents(settings: Settings, service: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from faust import Worker as FaustWorker
-
-    from sift.agents.app import create_app, prepare_topics
-
     settings = Settings.from_env(broker=args.broker, app_id=args.app_id,
                                  partitions=args.partitions, data_dir=args.data_dir)
     if settings.partitions < 1:
@@ -196,7 +244,20 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.web:
         check_web_port(settings.web_host, settings.web_port)
-    # what can be checked here is, before anything is created on the broker
+    # what can be checked here is, before anything is created on the broker; the data
+    # dir locked before anything else touches it, for as long as this worker runs
+    held = lock_data_dir(settings.data_dir)
+    try:
+        return _run(args, settings)
+    finally:
+        held.release()
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from faust import Worker as FaustWorker
+
+    from sift.agents.app import create_app, prepare_topics
+
     check_data_dir(settings.data_dir)
     training = load_training(settings)
     prepare_topics(settings)
