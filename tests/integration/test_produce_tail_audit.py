@@ -45,6 +45,14 @@ def test_a_refused_document_is_an_error_and_tail_max_is_exact(
     # 2.5 MB: over the local broker's 2 MiB (and a stock broker's 1 MiB) message.max.bytes
     huge = tmp_path / "huge.jsonl"
     huge.write_text(orjson.dumps({"id": "huge-d", "text": "word " * 500_000}).decode() + "\n")
+    # produce refuses it itself at the worker's limit (SIFT_MAX_DOCUMENT_BYTES, 1 MB by
+    # default; forty-fifth session), naming the setting and sending nothing
+    assert main(["produce", str(huge), "--batch", "1"]) == 1
+    _, err = capsys.readouterr()
+    assert err.strip().endswith("over the limit of 1000000 (SIFT_MAX_DOCUMENT_BYTES)")
+    assert end_offsets(bootstrap, topic) == before
+    # with a worker limit above the broker's, the broker's refusal is the error
+    monkeypatch.setenv("SIFT_MAX_DOCUMENT_BYTES", str(8 * 2**20))
     assert main(["produce", str(huge), "--batch", "1"]) == 1
     out, err = capsys.readouterr()
     assert out == ""
