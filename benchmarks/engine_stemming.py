@@ -1,7 +1,7 @@
 """Rocchio bags on stemmed text: a rejected experiment, kept so that it can be re-run.
 
 The vectorizer has no stemmer; ``--truncate 6`` stands in for one. This stems every
-training and stream text with a Snowball stemmer (``--algorithm porter`` or ``english``,
+training and stream text with a Snowball stemmer (first argument ``porter`` or ``english``,
 i.e. Porter2; stop words are dropped first, as the vectorizer would) and runs
 ``engine_bagging.py`` on the result with the arguments given after the algorithm, e.g.
 
@@ -10,7 +10,7 @@ i.e. Porter2; stop words are dropped first, as the vectorizer would) and runs
         --out benchmarks/results/engine_stemming.json --merge
 
 Results: docs/engine.md (thirty-ninth session). The runs' keys in the JSON file name
-the algorithm (``--algorithm`` is recorded in ``commands``).
+the algorithm (recorded in ``commands``).
 """
 
 from __future__ import annotations

@@ -147,12 +147,18 @@ def write_results(
         print(f"  {key:12s} met {o['target_met']:.0%} recall {o['recall_mean']:.3f} "
               f"cost {o['cost_mean']:.3f}", flush=True)
     seed_list = sorted({r["seed"] for r in runs})
+    # a command that runs as written (until the forty-fifth session the seeds went in as
+    # prose, "(seeds 0-9)"); a merged file says so and names its parts
+    command = (f"python benchmarks/screening_sift.py --seeds {seeds}"
+               + (f" --first-seed {seed_list[0]}" if seed_list and seed_list[0] else "")
+               + (f" --params '{args.params}'" if args.params != "{}" else "")
+               + (f" --only {args.only}" if args.only else "")
+               + (" --no-timing" if args.no_timing else ""))
+    if args.merge:
+        command = (f"python benchmarks/screening_sift.py --merge {' '.join(args.merge)}"
+                   f" --out {out}")
     write_json(out, {
-        "command": f"python benchmarks/screening_sift.py --seeds {seeds}"
-        + (f" (seeds {seed_list[0]}-{seed_list[-1]})" if seed_list else "")
-        + (f" --params '{args.params}'" if args.params != "{}" else "")
-        + (f" --only {args.only}" if args.only else "")
-        + (" --no-timing" if args.no_timing else ""),
+        "command": command, "seed_list": seed_list,
         "params": {**DEFAULTS, **params}, "seeds": seeds, "overall": overall,
         "per_dataset": per_dataset, "timing": timing, "runs": runs,
     })

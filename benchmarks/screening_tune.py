@@ -220,7 +220,7 @@ def compact(paths: list[str], out: Path) -> None:
                                 for r in runs if "screened_at_first_relevant" in r],
                             "file": Path(path).name}
     write_json(out, {"command": "python benchmarks/screening_tune.py --compact "
-                     + " ".join(Path(p).name for p in paths),
+                     + " ".join(Path(p).name for p in paths) + f" --out {out}",
                      "keys": "rule@target/w<hh_window>[m = hh_variance max]/mb<min_batches>;"
                      " boundC = the bound rule at one-sided confidence C",
                      "results": merged})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sift import __version__
-from sift.topics.records import BAG_RULES, MAX_BAGS, MEASURES, MODELS
+from sift.topics.records import BAG_RULES, MAX_BAGS, MAX_UPDATE, MEASURES, MODELS
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -51,9 +51,14 @@ def openapi() -> dict[str, Any]:
             "properties": {"profile": {"type": "string"}, "query": {"type": "string"},
                            "model": {"type": "string", "enum": list(MODELS)},
                            "params": {"type": "object"},
-                           "measure": {"type": "string", "enum": list(MEASURES)},
+                           "measure": {"anyOf": [
+                               {"type": "string", "enum": list(MEASURES)},
+                               {"type": "string", "pattern": "^utility:[^:]+:[^:]+$",
+                                "description": "a linear utility: finite credits of a "
+                                "relevant and of a non-relevant delivery"}]},
                            "update": {"oneOf": [{"type": "string", "enum": ["every", "never"]},
-                                                {"type": "integer", "minimum": 1}]},
+                                                {"type": "integer", "minimum": 1,
+                                                 "maximum": MAX_UPDATE}]},
                            "positives": {"type": "array", "items": {"type": "string"},
                                          "description": "document ids (training corpus or "
                                          "recently seen) or texts (whitespace inside); the "
@@ -69,8 +74,10 @@ def openapi() -> dict[str, Any]:
                                      "that exists replaces it, and the new profile learns the "
                                      "judgments the old one held again; true: start without "
                                      "them"},
-                           "delete": {"type": "boolean", "description": "true: delete the "
-                                      "profile (the other fields are ignored)"}}},
+                           "delete": {"type": "boolean", "description": "true, on the "
+                                      "profiles topic: delete the profile (the other fields "
+                                      "are ignored); POST /api/profiles refuses it (400): "
+                                      "use DELETE /api/profiles/{profile}"}}},
         "Profile": {
             "type": "object", "required": ["profile", "delivered", "judged", "pending"],
             "properties": {"profile": {"type": "string"}, "model": {"type": ["string", "null"]},
