@@ -452,26 +452,17 @@ def first_offsets(settings: Settings, partitions: Iterable[tuple[str, int]]
                   ) -> dict[tuple[str, int], int]:
     """The first offset each ``(topic, partition)`` still holds (retention may have
     deleted the ones before)."""
-    from kafka import TopicPartition
-    from kafka.errors import KafkaError
-
-    tps = [TopicPartition(t, p) for t, p in sorted(set(partitions))]
-    if not tps:
-        return {}
-    cons = consumer(settings)
-    try:
-        found = cons.beginning_offsets(tps)
-    except KafkaError as exc:
-        raise KafkaClientError(f"cannot read the first offsets of {sorted(set(partitions))}: "
-                               f"{exc}") from None
-    finally:
-        cons.close()
-    return {(tp.topic, tp.partition): int(off) for tp, off in found.items()}
+    return _offsets(settings, partitions, "first")
 
 
 def end_offsets(settings: Settings, partitions: Iterable[tuple[str, int]]
                 ) -> dict[tuple[str, int], int]:
     """The offset the next message of each ``(topic, partition)`` will get."""
+    return _offsets(settings, partitions, "end")
+
+
+def _offsets(settings: Settings, partitions: Iterable[tuple[str, int]], which: str
+             ) -> dict[tuple[str, int], int]:
     from kafka import TopicPartition
     from kafka.errors import KafkaError
 
@@ -480,13 +471,30 @@ def end_offsets(settings: Settings, partitions: Iterable[tuple[str, int]]
         return {}
     cons = consumer(settings)
     try:
-        found = cons.end_offsets(tps)
+        found = cons.beginning_offsets(tps) if which == "first" else cons.end_offsets(tps)
     except KafkaError as exc:
-        raise KafkaClientError(f"cannot read the end offsets of {sorted(set(partitions))}: "
+        raise KafkaClientError(f"cannot read the {which} offsets of {sorted(set(partitions))}: "
                                f"{exc}") from None
     finally:
         cons.close()
     return {(tp.topic, tp.partition): int(off) for tp, off in found.items()}
+
+
+@contextlib.contextmanager
+def consumer_at_ends(settings: Settings, topics: list[str]) -> Iterator[Any]:
+    """A consumer assigned to every partition of ``topics``, at their ends: it reads what
+    comes after now (a worker's answer to a spec about to be sent), records up to 16 MiB."""
+    from kafka.structs import TopicPartition
+
+    cons = consumer(settings, check_crcs=False, max_partition_fetch_bytes=16 * 1024 * 1024)
+    try:
+        tps = [TopicPartition(t, p) for t in topics for p in sorted(cons.partitions_for_topic(t) or ())]
+        cons.assign(tps)
+        for tp, end in cons.end_offsets(tps).items():
+            cons.seek(tp, end)
+        yield cons
+    finally:
+        cons.close()
 
 
 def read_offsets(settings: Settings, ranges: Iterable[tuple[str, int, int, int]],

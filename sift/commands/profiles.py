@@ -134,21 +134,14 @@ def send_and_wait(settings: Settings, obj: dict[str, Any], timeout: float) -> tu
     ``(True, summary)`` when the profile's record (or, for a deletion, its tombstone)
     with this spec reaches the table's changelog, ``(False, "reason: message")`` when the
     spec is dead-lettered. Raises :class:`SiftError` when neither comes in time."""
-    from kafka.structs import TopicPartition
-
-    from sift.kafkaclient import consumer, ensure_topics
+    from sift.kafkaclient import consumer_at_ends, ensure_topics
 
     spec = ProfileSpec.from_obj(obj)
     value = dumps(obj)
     topics = [changelog_topic(settings), settings.topic("dead-letters")]
     ensure_topics(settings, [settings.topic("dead-letters")])
-    cons = consumer(settings, check_crcs=False, max_partition_fetch_bytes=16 * 1024 * 1024)
-    try:
-        # the ends before the spec is sent: an answer can only come after them
-        tps = [TopicPartition(t, p) for t in topics for p in sorted(cons.partitions_for_topic(t) or ())]
-        cons.assign(tps)
-        for tp, end in cons.end_offsets(tps).items():
-            cons.seek(tp, end)
+    # the ends before the spec is sent: an answer can only come after them
+    with consumer_at_ends(settings, topics) as cons:
         send_spec(settings, obj)
         deadline = time.monotonic() + timeout
         want = spec.to_obj()
@@ -163,8 +156,6 @@ def send_and_wait(settings: Settings, obj: dict[str, Any], timeout: float) -> tu
                         answer = _record_answer(r.value, want, spec.delete)
                         if answer is not None:
                             return True, answer
-    finally:
-        cons.close()
     raise SiftError(f"no answer for profile {spec.profile!r} within {timeout:g} s: is a worker "
                     f"running with SIFT_APP_ID={settings.app_id}?")
 

@@ -367,9 +367,7 @@ def deletion_answer(cons: Any, settings: Settings, name: str, sent: bytes,
 def remove(settings: Settings, name: str, wait: float) -> int:
     """Send review ``name``'s deletion; with ``wait``, report the worker's answer
     (exit code 1 when it refuses, e.g. ``unknown_review``)."""
-    from kafka.structs import TopicPartition
-
-    from sift.kafkaclient import consumer, ensure_topics
+    from sift.kafkaclient import consumer_at_ends, ensure_topics
 
     obj = {"profile": name, "mode": "review", "delete": True}
     try:
@@ -383,17 +381,10 @@ def remove(settings: Settings, name: str, wait: float) -> int:
         return 0
     topics = [review_changelog_topic(settings), settings.topic("dead-letters")]
     ensure_topics(settings, topics[1:])  # the changelog is the workers' to create
-    cons = consumer(settings, check_crcs=False, max_partition_fetch_bytes=16 * 1024 * 1024)
-    try:
-        # the ends before the spec is sent: an answer can only come after them
-        tps = [TopicPartition(t, p) for t in topics for p in sorted(cons.partitions_for_topic(t) or ())]
-        cons.assign(tps)
-        for tp, end in cons.end_offsets(tps).items():
-            cons.seek(tp, end)
+    # the ends before the spec is sent: an answer can only come after them
+    with consumer_at_ends(settings, topics) as cons:
         _send(settings, settings.topic("profiles"), iter([(name.encode(), value)]))
         accepted, detail = deletion_answer(cons, settings, name, value, wait)
-    finally:
-        cons.close()
     if accepted:
         print(f"review {name!r}: {detail}")
         return 0
