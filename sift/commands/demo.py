@@ -23,8 +23,10 @@ import argparse
 import functools
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -225,7 +227,36 @@ def _end_topics(settings: Settings, keep: bool, trash: list[str] | None) -> None
     print(f"demo: removed this run's {len(names)} topics ({what}) from {settings.broker}")
 
 
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM (``kill``) and SIGHUP (a closed terminal) end the demo as
+    Ctrl-C does, so that its run's topics are deleted, its folder kept and its broker
+    stopped on the way out (they were left behind by a demo killed this way; the broker
+    went down with it only by its parent-death signal). A second signal is not caught.
+    Only in the main thread (elsewhere Python cannot set a handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
 def run(args: argparse.Namespace) -> int:
+    with terminate_as_interrupt():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from sift.agents.harness import HarnessError
     from sift.replay import load_corpus
 

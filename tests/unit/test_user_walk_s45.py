@@ -351,3 +351,29 @@ def test_leftover_partition_folders_of_deleted_topics_go_once_the_broker_stopped
     assert sorted(p.name for p in logs.iterdir()) == sorted([
         "demoab.documents2-0.0123456789abcdef0123456789abcdef-delete", "sift.documents-0",
         "__consumer_offsets-3", "demoab.judgments-0", "meta.properties"])
+
+
+def test_sigterm_ends_a_demo_as_ctrl_c_does() -> None:
+    # a demo killed with SIGTERM left its topics and folder: the signal now raises
+    # KeyboardInterrupt, which runs the same clean-up as Ctrl-C; the handlers are restored
+    import os
+    import signal
+    import time
+
+    from sift.commands.demo import terminate_as_interrupt
+
+    def ignore(signum: int, frame: object) -> None:  # (without the demo's handler, the
+        pass                                         # signal must not end the test run)
+
+    saved = {sig: signal.signal(sig, ignore) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            with pytest.raises(KeyboardInterrupt, match=sig.name), terminate_as_interrupt():
+                os.kill(os.getpid(), sig)
+                for _ in range(100):  # the handler runs between two bytecodes of this loop
+                    time.sleep(0.05)
+            assert signal.getsignal(signal.SIGTERM) is ignore
+            assert signal.getsignal(signal.SIGHUP) is ignore
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
