@@ -56,6 +56,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
+from sift.filters.base import init_params
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.profile import Profile, check_documents
 from sift.filters.rocchio import Rocchio
@@ -227,6 +228,10 @@ class BaggedProfile:
         #: the threshold and the version it is of (a member's threshold changes only
         #: with its version)
         self._threshold: tuple[int, float] | None = None
+
+    def get_params(self) -> dict[str, Any]:
+        """The hyperparameters given to :meth:`__init__`, by name."""
+        return init_params(self)
 
     @classmethod
     def of(cls, name: str, bags: int, *, rule: str = "margin", seed: int = 0,

@@ -15,6 +15,7 @@ every document against every model in one sparse product where possible.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -138,6 +139,20 @@ class ScoringModel(ABC):
         if self.examples_ is None:
             raise FilterError(f"{self.name} model is not bound to an example set")
         return self.examples_
+
+
+def init_params(obj: object) -> dict[str, Any]:
+    """Every argument of ``type(obj).__init__`` by name, read from the attribute of that
+    name (scikit-learn's convention: hyperparameters kept under their own names), for the
+    ``get_params`` of the classes that follow it.
+
+    >>> class Demo:
+    ...     def __init__(self, k: int = 3, *, rule: str = "mean") -> None:
+    ...         self.k, self.rule = k, rule
+    >>> init_params(Demo(5))
+    {'k': 5, 'rule': 'mean'}
+    """
+    return {name: getattr(obj, name) for name in inspect.signature(type(obj)).parameters}
 
 
 #: The largest weight a model's hyperparameters may give (query, positive and negative

@@ -69,7 +69,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from sift.filters.accumulator import SparseAccumulator
-from sift.filters.base import ScoringModel, check_positive
+from sift.filters.base import ScoringModel, check_positive, init_params
 from sift.filters.errors import FilterError, ParameterError, StateError
 from sift.filters.examples import ExampleSet
 from sift.filters.kantor import Kantor
@@ -1756,6 +1756,10 @@ class DissimilarityFusion:
         self.method = method
         self.seed = _check_seed(seed)
 
+    def get_params(self) -> dict[str, Any]:
+        """The hyperparameters given to :meth:`__init__`, by name."""
+        return init_params(self)
+
     def fit(
         self,
         dissimilarities: ArrayLike,
@@ -1829,6 +1833,10 @@ class SingletonRanker:
         _check_objective(objective)
         self.objective = objective
         self.seed = _check_seed(seed)
+
+    def get_params(self) -> dict[str, Any]:
+        """The hyperparameters given to :meth:`__init__`, by name."""
+        return init_params(self)
 
     def fit(
         self, dissimilarities: ArrayLike, positives: ArrayLike, *, query: int | None = None

@@ -43,6 +43,7 @@ from sklearn.decomposition import TruncatedSVD
 from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
 from sklearn.preprocessing import normalize
 
+from sift.filters.base import init_params
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.fusion import ContextWeights, FusionContext, FusionError
 from sift.filters.sparse import restrict
@@ -130,6 +131,10 @@ class TextRepresentations:
         self.min_df = min_df
         self.seed = seed
         self._checked()
+
+    def get_params(self) -> dict[str, Any]:
+        """The hyperparameters given to :meth:`__init__`, by name."""
+        return init_params(self)
 
     def _checked(self) -> tuple[list[str], int, int, int]:
         """``(names, lsa_components, min_df, seed)``, validated."""
@@ -346,6 +351,10 @@ class FusionVectorizer(Vectorizer):
         self.lsa_cols_ = np.zeros(0, dtype=np.int64)
         self.lsa_map_ = np.zeros((0, 0))
         self._context: FusionContext | None = None
+
+    def get_params(self) -> dict[str, Any]:
+        """The hyperparameters given to :meth:`__init__`, by name."""
+        return init_params(self)
 
     @property
     def has_char(self) -> bool:

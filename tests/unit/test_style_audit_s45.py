@@ -108,3 +108,24 @@ def test_simulate_refuses_labels_other_than_0_and_1(labels: list[object], shown:
     # 0.7 was truncated to 0 and 2 counted twice among the relevant
     with pytest.raises(ScreeningError, match=f"labels must be 0 or 1, got .*{shown}"):
         simulate(["a", "b", "c"], ["x y", "y z", "z w"], labels, topic=None, seed=0)
+
+
+def test_get_params_rebuilds_an_unfitted_copy() -> None:
+    import inspect
+
+    from sift.filters.bagging import BaggedProfile
+    from sift.filters.fusion import DissimilarityFusion, SingletonRanker
+    from sift.filters.representations import FusionVectorizer, TextRepresentations
+
+    made = [DissimilarityFusion(objective="meanrank", time_limit=2.0, method="sweep", seed=3),
+            SingletonRanker(objective="mrr", seed=4),
+            TextRepresentations(names=["word", "lsa"], lsa_components=7, min_df=2, seed=5),
+            FusionVectorizer(2**12, char_weight=0.25, char_top=50, lsa_components=9, seed=6),
+            BaggedProfile([Profile("a", query="a"), Profile("a", query="a", seed=1)],
+                          rule="vote")]
+    for obj in made:
+        params = obj.get_params()
+        assert set(params) == set(inspect.signature(type(obj)).parameters), type(obj).__name__
+        copy = type(obj)(**params)
+        assert copy.get_params() == params, type(obj).__name__
+    assert made[0].get_params()["time_limit"] == 2.0 and made[4].get_params()["rule"] == "vote"
