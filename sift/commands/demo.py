@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import re
 import shutil
 import signal
@@ -197,10 +198,13 @@ def demo_run(base: Settings, url: str, keep: bool, trash: list[str] | None = Non
                        app_id=f"sift-demo-{run_id}", data_dir=str(folder / "worker"),
                        **overrides)
     ok = False
+    _RUN.append((settings, keep))
     try:
         yield settings
         ok = True
     finally:
+        _RUN.remove((settings, keep))
+        _CLEANING.set()
         try:
             _end_topics(settings, keep, trash)
         finally:
@@ -227,26 +231,84 @@ def _end_topics(settings: Settings, keep: bool, trash: list[str] | None) -> None
     print(f"demo: removed this run's {len(names)} topics ({what}) from {settings.broker}")
 
 
+#: set when a demo's clean-up has begun (:func:`terminate_as_interrupt`'s watchdog then
+#: waits for it instead of ending the process)
+_CLEANING = threading.Event()
+
+#: set by a caught SIGTERM or SIGHUP; the streaming loop checks it, since the interrupt
+#: the signal raises can be lost (:func:`terminate_as_interrupt`)
+_TERMINATED = threading.Event()
+
+
+def _check_terminated() -> None:
+    """Raise the interrupt again if a signal asked the demo to end and it was lost."""
+    if _TERMINATED.is_set():
+        raise KeyboardInterrupt("terminated")
+
+
+#: the run in progress (its settings and ``--keep-broker``), for a watchdog that has to
+#: end a terminated demo whose interrupt was lost: it deletes the run's topics first
+_RUN: list[tuple[Settings, bool]] = []
+
+
+#: seconds a terminated demo gets to reach its clean-up, and then to finish it, before it
+#: ends the way it did before the forty-fifth session (at once; its broker and worker go
+#: with it by their parent-death signal, its topics stay)
+TERMINATE_GRACE = (10.0, 60.0)
+
+
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """While inside, SIGTERM (``kill``) and SIGHUP (a closed terminal) end the demo as
     Ctrl-C does, so that its run's topics are deleted, its folder kept and its broker
-    stopped on the way out (they were left behind by a demo killed this way; the broker
-    went down with it only by its parent-death signal). A second signal is not caught.
-    Only in the main thread (elsewhere Python cannot set a handler)."""
+    stopped on the way out (they were left behind by a demo killed this way).
+
+    The signal raises ``KeyboardInterrupt`` in the main thread, wherever it is; the Kafka
+    client catches every exception in its network loop, so one raised there is lost and
+    the demo would go on: the streaming loop checks a flag the signal sets and raises it
+    again, and a watchdog thread ends the process (``os._exit(143)``)
+    if the clean-up has not begun within ``TERMINATE_GRACE[0]`` seconds, or not ended
+    within ``TERMINATE_GRACE[1]`` more. A second signal is not caught. Only in the main
+    thread (elsewhere Python cannot set a handler)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
+    done = threading.Event()  # this context has ended: the watchdog's work is over
+
+    def watchdog() -> None:
+        reach, finish = TERMINATE_GRACE
+        phases = ((reach, "the interrupt was lost; ending now"),
+                  (finish, "clean-up took too long; ending now"))
+        for phase, (grace, why) in enumerate(phases):
+            deadline = time.monotonic() + grace
+            # phase 0 until the clean-up begins, phase 1 until it ends
+            while not done.is_set() and (phase == 1 or not _CLEANING.is_set()):
+                if time.monotonic() > deadline:
+                    print(f"demo: {why}", file=sys.stderr, flush=True)
+                    if phase == 0 and _RUN:  # its topics from here (a client of its own)
+                        with suppress(Exception):
+                            _end_topics(*_RUN[-1], None)
+                    os._exit(143)
+                    return
+                done.wait(0.05)
+            if done.is_set():
+                return
+
     def interrupt(signum: int, frame: Any) -> None:
+        _TERMINATED.set()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        threading.Thread(target=watchdog, name="demo-terminate", daemon=True).start()
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
+    _CLEANING.clear()
+    _TERMINATED.clear()
     old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
+        done.set()
         for sig, handler in old.items():
             signal.signal(sig, handler)
 
@@ -350,6 +412,7 @@ def run_review(args: argparse.Namespace) -> int:
         except HarnessError as exc:
             raise SiftError(str(exc)) from None
         finally:
+            _CLEANING.set()  # (a terminated demo's watchdog waits for what follows)
             worker.stop()
     relevant = sum(gold.values())
     result = {"review": args.review, "documents": len(docs),
@@ -415,6 +478,7 @@ def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[s
         sent = 0
         t_stream = time.monotonic()
         for start in range(0, len(corpus.test), chunk):
+            _check_terminated()
             part = corpus.test[start:start + chunk]
             plain = [Document(d.id, d.text, d.title, d.date).to_obj() for d in part]
             sends.send(docs_topic, str(plain[0]["id"]).encode(), orjson.dumps({"documents": plain}),
@@ -434,6 +498,7 @@ def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[s
             new: list[dict[str, Any]] = []
             deadline = time.monotonic() + 120
             while len(hits) + len(new) < want:
+                _check_terminated()
                 if time.monotonic() > deadline:
                     raise SiftError(f"only {len(hits) + len(new)} of {want} decisions arrived")
                 for records in decisions_consumer.poll(timeout_ms=100).values():
@@ -459,6 +524,7 @@ def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[s
         prod.close(timeout=10)
         final = worker.stats()
     finally:
+        _CLEANING.set()  # (a terminated demo's watchdog waits for what follows)
         decisions_consumer.close()
         worker.stop()
     names = [s.profile for s in specs]

@@ -17,6 +17,18 @@ from sift.topics.records import Document
 REUTERS = Path(__file__).resolve().parents[2] / "data" / "reuters21578"
 
 
+def small_corpus(tmp_path: Path, n_train: int, n_test: int) -> tuple[Path, Path]:
+    """The first ``n_train`` Reuters training and ``n_test`` test documents, written to
+    ``tmp_path`` (training gzipped, as the bundled file)."""
+    train = list(read_jsonl(REUTERS / "train.jsonl.gz", Document.from_obj))[:n_train]
+    test = list(read_jsonl(REUTERS / "test.jsonl.gz", Document.from_obj))[:n_test]
+    train_path, test_path = tmp_path / "train.jsonl.gz", tmp_path / "test.jsonl"
+    with gzip.open(train_path, "wb") as fh:
+        fh.writelines(orjson.dumps(d.to_obj()) + b"\n" for d in train)
+    test_path.write_bytes(b"".join(orjson.dumps(d.to_obj()) + b"\n" for d in test))
+    return train_path, test_path
+
+
 @pytest.mark.parametrize("bags", [1, 3])
 def test_demo_stream_equals_replay_with_feedback_after_every_document(
     broker_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -24,12 +36,7 @@ def test_demo_stream_equals_replay_with_feedback_after_every_document(
 ) -> None:
     """Also with bagged profiles (``--bags 3``: three members a profile in the worker's
     table, deciding on their mean margin as the replay's)."""
-    train = list(read_jsonl(REUTERS / "train.jsonl.gz", Document.from_obj))[:800]
-    test = list(read_jsonl(REUTERS / "test.jsonl.gz", Document.from_obj))[:40]
-    train_path, test_path = tmp_path / "train.jsonl.gz", tmp_path / "test.jsonl"
-    with gzip.open(train_path, "wb") as fh:
-        fh.writelines(orjson.dumps(d.to_obj()) + b"\n" for d in train)
-    test_path.write_bytes(b"".join(orjson.dumps(d.to_obj()) + b"\n" for d in test))
+    train_path, test_path = small_corpus(tmp_path, 800, 40)
     monkeypatch.setenv("SIFT_BROKER", broker_url)
     out = tmp_path / "result.json"
     assert main(["demo", "--train", str(train_path), "--test", str(test_path), "--chunk", "1",
@@ -91,6 +98,7 @@ def test_a_terminated_demo_takes_its_broker_with_it(tmp_path: Path) -> None:
 
     port = _free_pair()
     env = {k: v for k, v in os.environ.items() if k != "SIFT_BROKER"}
+    env["PYTHONFAULTHANDLER"] = "1"
     proc = subprocess.Popen([sys.executable, "-m", "sift.cli", "demo", "--port", str(port),
                              "--no-compare", "--chunk", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
@@ -102,8 +110,23 @@ def test_a_terminated_demo_takes_its_broker_with_it(tmp_path: Path) -> None:
             if "profiles trained" in lines[-1]:
                 break
         assert port_open(port), lines
+        # since the forty-fifth session SIGTERM ends a demo as Ctrl-C does: it stops its
+        # worker, deletes its run's topics and stops its broker before it exits
+        t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        try:
+            out, _ = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:  # where it hangs: faulthandler's stacks on SIGABRT
+            proc.send_signal(signal.SIGABRT)
+            out, _ = proc.communicate(timeout=30)
+            raise AssertionError("the demo did not end after SIGTERM:\n"
+                                 + out.decode(errors="replace")[-8000:]) from None
+        ended = out.decode(errors="replace")
+        # 130: interrupted and cleaned up; 143: the interrupt was lost in the Kafka
+        # client's network loop and the watchdog deleted the topics and ended it
+        assert proc.returncode in (130, 143), (proc.returncode, ended[-2000:])
+        assert "removed this run's" in ended, ended[-2000:]
+        print(f"demo ended {time.monotonic() - t0:.1f} s after SIGTERM ({proc.returncode})")
         deadline = time.monotonic() + 60
         while port_open(port) and time.monotonic() < deadline:
             time.sleep(0.5)

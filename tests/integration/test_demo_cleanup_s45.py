@@ -5,7 +5,6 @@ compacted, so never removed by retention) stayed: 321 MB a ``make demo`` in
 
 from __future__ import annotations
 
-import gzip
 import re
 import shutil
 import tempfile
@@ -16,21 +15,9 @@ import orjson
 import pytest
 
 from sift.cli import main
-from sift.topics.codecs import read_jsonl
-from sift.topics.records import Document
-from tests.integration.test_demo import _free_pair
+from tests.integration.test_demo import _free_pair, small_corpus
 
 REUTERS = Path(__file__).resolve().parents[2] / "data" / "reuters21578"
-
-
-def _small_corpus(tmp_path: Path) -> tuple[Path, Path]:
-    train = list(read_jsonl(REUTERS / "train.jsonl.gz", Document.from_obj))[:400]
-    test = list(read_jsonl(REUTERS / "test.jsonl.gz", Document.from_obj))[:20]
-    train_path, test_path = tmp_path / "train.jsonl.gz", tmp_path / "test.jsonl"
-    with gzip.open(train_path, "wb") as fh:
-        fh.writelines(orjson.dumps(d.to_obj()) + b"\n" for d in train)
-    test_path.write_bytes(b"".join(orjson.dumps(d.to_obj()) + b"\n" for d in test))
-    return train_path, test_path
 
 
 def _record_deleted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -64,7 +51,7 @@ def test_a_demo_on_a_users_broker_deletes_only_its_own_topics(
         broker_url: str, bootstrap: str, make_topics: Any, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     others = make_topics("documents", "users-own")  # another user's topics stay
-    train, test = _small_corpus(tmp_path)
+    train, test = small_corpus(tmp_path, 400, 20)
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
@@ -94,7 +81,7 @@ def test_a_demo_that_starts_its_broker_leaves_no_partition_of_its_topics_on_disk
     port = _free_pair()
     broker = DevBroker(port=port, controller_port=port + 1)
     existed = broker.data.exists()
-    train, test = _small_corpus(tmp_path)
+    train, test = small_corpus(tmp_path, 400, 20)
     monkeypatch.delenv("SIFT_BROKER", raising=False)
     deleted = _record_deleted(monkeypatch)
     try:
