@@ -379,12 +379,11 @@ def test_sigterm_ends_a_demo_as_ctrl_c_does() -> None:
             signal.signal(sig, handler)
 
 
-def test_a_lost_interrupt_still_ends_a_terminated_demo(monkeypatch: pytest.MonkeyPatch) -> None:
-    # kafka-python's network loop catches every exception: a KeyboardInterrupt raised
-    # there by SIGTERM is lost and the demo went on; the watchdog then ends the process
-    import os
+@pytest.fixture
+def watchdog_exits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The demo's watchdog with graces of 0.5 s, its ``os._exit`` recorded instead of
+    called, and SIGTERM caught (without the demo's handler it must not end the test run)."""
     import signal
-    import time
 
     import sift.commands.demo as demo
 
@@ -393,48 +392,58 @@ def test_a_lost_interrupt_still_ends_a_terminated_demo(monkeypatch: pytest.Monke
     monkeypatch.setattr(demo.os, "_exit", exits.append)
     saved = signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
-        for cleanup_begins in (False, True):
-            exits.clear()
-            with demo.terminate_as_interrupt():
-                try:
-                    os.kill(os.getpid(), signal.SIGTERM)
-                    for _ in range(100):
-                        time.sleep(0.05)
-                except KeyboardInterrupt:
-                    pass  # swallowed, as the Kafka client does
-                if cleanup_begins:
-                    demo._CLEANING.set()
-                time.sleep(0.1)
-                assert exits == []  # the grace has not run out
-                for _ in range(200):
-                    if exits:
-                        break
-                    time.sleep(0.05)
-            # lost: ended after the first grace; begun: after the clean-up's grace
-            assert exits == [143]
+        yield exits
     finally:
         signal.signal(signal.SIGTERM, saved)
 
 
-def test_the_watchdog_ends_with_its_demo(monkeypatch: pytest.MonkeyPatch) -> None:
-    # an interrupt that was not lost ends the demo: its watchdog must not end the process
-    # later (in a test run, or a program that called the demo, it would kill them)
+def _terminate_and_wait(swallow: bool) -> None:
+    """SIGTERM this process, then wait for the handler's interrupt, swallowed (as the Kafka
+    client's network loop does) or not."""
     import os
     import signal
     import time
 
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100):  # the handler runs between two bytecodes of this loop
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        if not swallow:
+            raise
+
+
+@pytest.mark.parametrize("cleanup_begins", [False, True])
+def test_a_lost_interrupt_still_ends_a_terminated_demo(watchdog_exits: list[int],
+                                                       cleanup_begins: bool) -> None:
+    # kafka-python's network loop catches every exception: a KeyboardInterrupt raised
+    # there by SIGTERM is lost and the demo went on; the watchdog then ends the process
+    import time
+
     import sift.commands.demo as demo
 
-    exits: list[int] = []
-    monkeypatch.setattr(demo, "TERMINATE_GRACE", (0.3, 0.3))
-    monkeypatch.setattr(demo.os, "_exit", exits.append)
-    saved = signal.signal(signal.SIGTERM, lambda signum, frame: None)
-    try:
-        with pytest.raises(KeyboardInterrupt), demo.terminate_as_interrupt():
-            os.kill(os.getpid(), signal.SIGTERM)
-            for _ in range(100):
-                time.sleep(0.05)
-        time.sleep(1.0)  # past both graces
-        assert exits == []
-    finally:
-        signal.signal(signal.SIGTERM, saved)
+    with demo.terminate_as_interrupt():
+        _terminate_and_wait(swallow=True)
+        if cleanup_begins:
+            demo._CLEANING.set()
+        time.sleep(0.1)
+        assert watchdog_exits == []  # the grace has not run out
+        for _ in range(200):
+            if watchdog_exits:
+                break
+            time.sleep(0.05)
+    # lost: ended after the first grace; begun: after the clean-up's grace
+    assert watchdog_exits == [143]
+
+
+def test_the_watchdog_ends_with_its_demo(watchdog_exits: list[int]) -> None:
+    # an interrupt that was not lost ends the demo: its watchdog must not end the process
+    # later (in a test run, or a program that called the demo, it would kill them)
+    import time
+
+    import sift.commands.demo as demo
+
+    with pytest.raises(KeyboardInterrupt), demo.terminate_as_interrupt():
+        _terminate_and_wait(swallow=False)
+    time.sleep(1.5)  # past both graces
+    assert watchdog_exits == []
