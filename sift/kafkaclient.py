@@ -279,11 +279,8 @@ def ensure_topics(settings: Settings, names: Iterable[str], partitions: int | No
         if new:
             with contextlib.suppress(TopicAlreadyExistsError):
                 client.create_topics(new, timeout_ms=int(timeout * 1000))
-        deadline = time.monotonic() + timeout
-        while set(wanted) - set(client.list_topics()):
-            if time.monotonic() > deadline:
-                raise KafkaClientError(f"topics {wanted} not created within {timeout:.0f}s")
-            time.sleep(0.1)
+        wait_listed(client, wanted, present=True, timeout=timeout,
+                    failure=f"topics {wanted} not created within {timeout:.0f}s")
     except KafkaError as exc:
         raise KafkaClientError(f"cannot create topics on {settings.broker}: {exc}") from None
     finally:
@@ -358,6 +355,18 @@ def group_lag(settings: Settings, names: Iterable[str]) -> int:
     """Messages not yet committed by the worker group (``settings.app_id``) over the
     logical topics ``names`` (all ``settings.partitions`` partitions of each)."""
     return sum(group_lag_by_partition(settings, names).values())
+
+
+def wait_listed(client: Any, names: list[str], *, present: bool, timeout: float,
+                failure: str) -> None:
+    """Wait until the broker lists every one of ``names`` (``present``) or none of them;
+    :class:`KafkaClientError` with ``failure`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while (set(names) - set(client.list_topics())) if present \
+            else (set(names) & set(client.list_topics())):
+        if time.monotonic() > deadline:
+            raise KafkaClientError(failure)
+        time.sleep(0.1)
 
 
 #: how long :func:`start_offsets` keeps asking a group coordinator that is not there yet

@@ -141,18 +141,15 @@ def delete_run_topics(settings: Settings, timeout: float = 30.0) -> list[str]:
     broker no longer lists them; return their names."""
     from kafka.errors import KafkaError
 
-    from sift.kafkaclient import KafkaClientError, admin
+    from sift.kafkaclient import KafkaClientError, admin, wait_listed
 
     client = admin(settings, timeout)
     try:
         names = run_topics(client.list_topics(), settings)
         if names:
             client.delete_topics(names, timeout_ms=int(timeout * 1000))
-            deadline = time.monotonic() + timeout
-            while set(names) & set(client.list_topics()):
-                if time.monotonic() > deadline:
-                    raise KafkaClientError(f"{len(names)} topics not deleted within {timeout:g} s")
-                time.sleep(0.1)
+            wait_listed(client, names, present=False, timeout=timeout,
+                        failure=f"{len(names)} topics not deleted within {timeout:g} s")
     except KafkaError as exc:
         raise KafkaClientError(f"{type(exc).__name__}: {exc}") from None
     finally:
