@@ -142,14 +142,14 @@ class WebProcess:
             return orjson.loads(resp.read())
 
     def ready(self) -> bool:
-        """Answering ``/api/stats``; raises :class:`HarnessError` if the process exited."""
+        """Answering ``/api/stats`` and caught up with what the topics held when it
+        started; raises :class:`HarnessError` if the process exited."""
         if self.proc is None or self.proc.poll() is not None:
             raise HarnessError(f"sift web exited: {self.log_path.read_text()[-2000:]}")
         try:
-            self.get("/api/stats")
+            return bool(self.get("/api/stats").get("caught_up"))
         except OSError:
             return False
-        return True
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

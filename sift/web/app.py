@@ -78,6 +78,21 @@ def error(status: int, message: str, **headers: str) -> web.Response:
     return resp
 
 
+def absent(state: WebState, what: str) -> web.Response:
+    """404 for a name that is not there, or 503 (with ``Retry-After``) while the feed has
+    not yet read what the topics held when ``sift web`` started: a profile is not known
+    until its spec or state record is read, and a restarted web called a profile that
+    exists "no profile" for as long as it took (forty-sixth session)."""
+    if state.caught_up:
+        return error(404, what)
+    return error(503, not_yet(state, what), **{"Retry-After": "2"})
+
+
+def not_yet(state: WebState, what: str) -> str:
+    behind = "" if state.behind is None else f", {state.behind} messages to go"
+    return f"{what} yet: sift web is still reading the topics{behind}; try again shortly"
+
+
 def authorized(request: web.Request, token: str) -> bool:
     """Whether the request carries the API token (``Authorization: Bearer`` or ``X-Sift-Token``)."""
     if not token:
@@ -140,6 +155,11 @@ async def judge(request: web.Request) -> web.Response:
                             content_type="text/html")
     view = state.shown(name)
     if view is None:
+        if not state.caught_up:
+            return web.Response(text=pages.not_found(not_yet(state, f"no profile {name!r}"),
+                                                     title="Not yet"),
+                                status=503, content_type="text/html",
+                                headers={"Retry-After": "2"})
         return web.Response(text=pages.not_found(f"no profile {name!r}"), status=404,
                             content_type="text/html")
     state.refresh_states()
@@ -170,7 +190,7 @@ async def get_profile(request: web.Request) -> web.Response:
     name = request.match_info["profile"]
     view = state.shown(name)
     if view is None:
-        return error(404, f"no profile {name!r}")
+        return absent(state, f"no profile {name!r}")
     state.refresh_states()
     return json_response(state.profile_summary(view))
 
@@ -210,7 +230,7 @@ async def delete_profile(request: web.Request) -> web.Response:
     name = request.match_info["profile"]
     state = request.app[STATE]
     if state.shown(name) is None:
-        return error(404, f"no profile {name!r}")
+        return absent(state, f"no profile {name!r}")
     value = dumps({"profile": name, "delete": True})
     await publish(request, "profiles", name.encode(), value)
     state.on_profile_spec(value)
@@ -232,7 +252,7 @@ async def pending(request: web.Request) -> web.Response:
     state = request.app[STATE]
     if not state.is_review(name) and state.shown(name) is None:
         # "nothing awaiting judgment" for a misspelt name looked like an empty queue
-        return error(404, f"no profile or review {name!r}")
+        return absent(state, f"no profile or review {name!r}")
     return json_response({"profile": name, "items": state.pending(name, limit)})
 
 
@@ -253,7 +273,7 @@ async def post_judgment(request: web.Request) -> web.Response:
         return error(400, str(exc))
     state = request.app[STATE]
     if not (state.known(j.profile) or state.is_review(j.profile)):
-        return error(404, f"no profile or review {j.profile!r}")
+        return absent(state, f"no profile or review {j.profile!r}")
     refused = state.claim(j)  # held across the publish: a second POST of it waits out
     if refused is not None:
         # the verdict that counts, when the document is judged: the page must not call a

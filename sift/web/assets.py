@@ -193,6 +193,12 @@ JS = r"""
       lag.textContent = parts.length ? parts.join(' · ')
         : (s.lag_error ? 'unknown: ' + s.lag_error : 'unknown');
     }
+    const cu = document.getElementById('catching-up');
+    if (cu) {
+      cu.hidden = s.caught_up !== false;
+      cu.textContent = 'Still reading the topics' + (s.behind == null ? ''
+        : ': ' + fmt(s.behind) + ' messages to go') + '; profiles not read yet are not listed.';
+    }
     const upd = document.getElementById('updated');
     if (upd) upd.textContent = new Date(s.ts * 1000).toLocaleTimeString();
   }

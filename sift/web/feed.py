@@ -115,7 +115,9 @@ class KafkaFeed:
         self.topics[f"{settings.app_id}-{JOURNAL_TABLE}-changelog"] = "journal"
         self.consumer: Any = None
         self.tasks: list[asyncio.Task[None]] = []
-        self.ready = asyncio.Event()
+        #: the end offsets, at start, of the partitions of the topics read that existed
+        #: then: read up to them, the state has caught up (None: not taken yet)
+        self.targets: dict[Any, int] | None = None
         self._lag_consumer: Any = None
         self._lag_error = ""
 
@@ -188,9 +190,37 @@ class KafkaFeed:
                         self.handle(tp.topic, r.key, r.value, r.timestamp)
                     except Exception:  # a bug must not stop the feed
                         log.exception("cannot use a record of %s", tp.topic)
-            if not batches:
-                self.ready.set()
+            if not self.state.caught_up:
+                try:
+                    self.state.set_behind(await self.behind())
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # the broker away: asked again on the next round
+                    log.debug("cannot tell how far behind the feed is: %s", exc)
             await asyncio.sleep(0)
+
+    async def behind(self) -> int | None:
+        """Messages still to read of what the topics held when the feed started (``None``
+        until the subscription has assigned every partition of the topics that existed).
+
+        The targets are taken once: a worker's writes after that do not keep the web
+        "catching up" for ever on a busy topic.
+        """
+        consumer = self.consumer
+        if self.targets is None:
+            # asked again while not all assigned: a topic deleted meanwhile is not waited for
+            present = {t for t in await consumer.topics() if t in self.topics}
+            assigned = [tp for tp in consumer.assignment() if tp.topic in present]
+            if {tp.topic for tp in assigned} != present:
+                return None
+            self.targets = dict(await consumer.end_offsets(assigned)) if assigned else {}
+        left = 0
+        assignment = consumer.assignment()
+        for tp, end in self.targets.items():
+            if tp not in assignment:  # its topic deleted since
+                continue
+            left += max(int(end) - int(await consumer.position(tp)), 0)
+        return left
 
     def _end_offsets(self, tps: list[Any]) -> dict[Any, int]:
         """End offsets of any partitions (kafka-python, blocking: run it in a thread).

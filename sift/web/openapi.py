@@ -131,6 +131,13 @@ def openapi() -> dict[str, Any]:
                 "lag_error": {"type": ["string", "null"],
                               "description": "Why the last lag reading failed (the lag is "
                                              "then unknown: empty, lag_total null)."},
+                "caught_up": {"type": "boolean",
+                              "description": "Whether sift web has read what the topics "
+                                             "held when it started; until then a name not "
+                                             "seen is answered 503, not 404."},
+                "behind": {"type": ["integer", "null"],
+                           "description": "Messages still to read before caught_up (null "
+                                          "once caught up, or before it is known)."},
                 "profiles": {"type": "array", "items": _ref("Profile")},
                 "reviews": {"type": "array", "items": _ref("Review")},
                 "skipped": {"type": "object", "additionalProperties": {"type": "integer"}}}},
@@ -160,7 +167,7 @@ def openapi() -> dict[str, Any]:
             "parameters": [profile_param],
             "get": {"operationId": "getProfile", "summary": "One profile's stats.",
                     "responses": {"200": _json(_ref("Profile"), "The profile."),
-                                  "404": _ERR}},
+                                  "404": _ERR, "503": _ERR}},
             "delete": {"operationId": "deleteProfile", "summary": "Delete a profile "
                        "(publishes a deletion spec).", "security": [{"bearer": []}],
                        "responses": {"202": _json({"type": "object"}, "Published."),
@@ -181,7 +188,7 @@ def openapi() -> dict[str, Any]:
                                                                          "items": _ref(
                                                                              "PendingItem")}}},
                                                "The queue."),
-                                  "400": _ERR, "404": _ERR}},
+                                  "400": _ERR, "404": _ERR, "503": _ERR}},
         },
         "/api/judgments": {
             "post": {"operationId": "postJudgment",

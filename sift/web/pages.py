@@ -114,6 +114,13 @@ def review_row(r: dict[str, Any]) -> str:
             f'<td>{fmt(r.get("pending"))}</td>{stop}</tr>')
 
 
+def catching_up(s: dict[str, Any]) -> str:
+    """The dashboard's line while sift web reads what the topics held at its start."""
+    behind = s.get("behind")
+    left = "" if behind is None else f": {fmt(behind)} messages to go"
+    return f"Still reading the topics{left}; profiles not read yet are not listed."
+
+
 def dashboard(s: dict[str, Any]) -> str:
     """The live dashboard, rendered from a :meth:`WebState.snapshot`."""
     now = s["ts"]
@@ -141,6 +148,8 @@ def dashboard(s: dict[str, Any]) -> str:
   <div class="card"><div class="k">consumer lag</div><div class="v" id="lag-total">{
         fmt(s['lag_total'])}</div></div>
 </section>
+<p class="help" id="catching-up" role="status"{'' if not s.get('caught_up', True) else ' hidden'}>{
+        catching_up(s)}</p>
 <p class="help">Dead letters by reason: <span id="dead-reasons">{reasons or 'none'}</span>.
 Consumer lag of the workers' group by topic: <span id="lag-topics">{lag or 'unknown'}</span>.</p>
 <h2>Profiles</h2>
@@ -217,5 +226,5 @@ every two seconds.</p>
     return layout(f"Judge {profile}", body, page="judge", data={"profile": profile})
 
 
-def not_found(what: str) -> str:
-    return layout("Not found", f"<h1>Not found</h1><p>{esc(what)}</p>", page="error")
+def not_found(what: str, title: str = "Not found") -> str:
+    return layout(title, f"<h1>{esc(title)}</h1><p>{esc(what)}</p>", page="error")

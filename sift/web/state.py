@@ -238,6 +238,11 @@ class WebState:
         self.lag_ts: float | None = None
         #: why the last lag reading failed ("" when it did not): the lag is unknown then
         self.lag_error = ""
+        #: messages the feed has still to read to reach what the topics held when it
+        #: started (None: not known yet), and whether it has reached it once: until then a
+        #: name not seen may be one not read yet, and is answered 503, not 404
+        self.behind: int | None = None
+        self.caught_up = False
         self.started = time.time()
         self.rates = {k: RateMeter(10.0) for k in ("documents", "decisions", "judgments",
                                                     "dead_letters")}
@@ -655,6 +660,21 @@ class WebState:
         while len(queue.pending) > self.pending_capacity:
             queue.pending.popitem(last=False)
 
+    def set_behind(self, behind: int | None) -> None:
+        """What the feed has still to read of what the topics held when it started
+        (``None``: not known yet); 0 marks the state caught up, for good.
+
+        >>> st = WebState()
+        >>> st.set_behind(120); st.caught_up
+        False
+        >>> st.set_behind(0); st.set_behind(None); st.caught_up
+        True
+        """
+        if self.caught_up:
+            return
+        self.behind = behind
+        self.caught_up = behind == 0
+
     def set_lag(self, lag: dict[str, int], ts: float | None = None) -> None:
         self.lag = dict(lag)
         self.lag_ts = time.time() if ts is None else ts
@@ -723,6 +743,7 @@ class WebState:
             "dead_letters_by_reason": dict(self.dead_by_reason),
             "lag": dict(self.lag), "lag_total": sum(self.lag.values()) if self.lag else None,
             "lag_ts": self.lag_ts, "lag_error": self.lag_error or None,
+            "caught_up": self.caught_up, "behind": None if self.caught_up else self.behind,
             "profiles": [self.profile_summary(self.profiles[n]) for n in self.shown_names()],
             "reviews": [self.review_summary(n) for n in sorted(self.reviews)],
             "skipped": dict(self.skipped),

@@ -41,6 +41,7 @@ class Api:
         self.recorder = Recorder()
         self.state = WebState()
         fill(self.state, "earn", 5)
+        self.state.set_behind(0)  # as the feed marks it once it has read the topics
         app = create_web_app(self.state, Settings(topic_prefix="t.", api_token=TOKEN),
                              self.recorder)
 

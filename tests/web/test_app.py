@@ -25,7 +25,12 @@ from tests.web.conftest import HOSTILE, TOKEN, Recorder, auth, fill, review_fill
 
 
 def with_client(state: WebState, settings: Settings, recorder: Recorder,
-                body: Callable[[TestClient], Awaitable[Any]]) -> Any:
+                body: Callable[[TestClient], Awaitable[Any]], *, caught_up: bool = True) -> Any:
+    """Run ``body`` against the app over ``state``, marked caught up with the topics (as
+    the feed marks it once read) unless ``caught_up`` is false."""
+    if caught_up:
+        state.set_behind(0)
+
     async def main() -> Any:
         app = create_web_app(state, settings, recorder)
         async with TestClient(TestServer(app)) as client:
@@ -56,6 +61,7 @@ def test_write_without_the_right_token_is_401_and_changes_nothing(
         body: dict[str, Any] | None, headers: dict[str, str]) -> None:
     state = WebState()
     fill(state)
+    state.set_behind(0)
     before = orjson.dumps(state.snapshot(now=1.0))
 
     async def go(client: TestClient) -> None:
