@@ -157,6 +157,41 @@ def delete_run_topics(settings: Settings, timeout: float = 30.0) -> list[str]:
     return names
 
 
+def delete_run_group(settings: Settings, timeout: float = 30.0) -> bool:
+    """Delete the consumer group of this demo run's worker (``settings.app_id``); whether
+    there was one to delete.
+
+    Its committed offsets name topics deleted by then, and the broker keeps an empty
+    group for ``offsets.retention.minutes`` (a week by default): every run left one
+    (forty-sixth session). A group with members still in it (a worker killed, not
+    stopped, before the session time-out) is refused by the broker:
+    :class:`~sift.kafkaclient.KafkaClientError` naming the reason.
+    """
+    from kafka.errors import KafkaError
+
+    from sift.kafkaclient import KafkaClientError, admin
+
+    client = admin(settings, timeout)
+    try:
+        # kafka-python 3 names it delete_groups and answers {group: "OK" or the error's
+        # class name}; 2.x delete_consumer_groups, [(group, the error class)]
+        delete = getattr(client, "delete_groups", None) or client.delete_consumer_groups
+        results = delete([settings.app_id])
+    except KafkaError as exc:
+        raise KafkaClientError(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        client.close()
+    for _, error in results.items() if isinstance(results, dict) else results:
+        name = error if isinstance(error, str) else getattr(error, "__name__", type(error).__name__)
+        if name in ("OK", "NoError"):
+            return True
+        if name == "GroupIdNotFoundError":
+            return False
+        why = " (a worker of it still in the group)" if name == "NonEmptyGroupError" else ""
+        raise KafkaClientError(f"the broker answered {name}{why}")
+    return False
+
+
 #: a partition folder of a topic, after its name: ``-<partition>``, or, deleted (or found
 #: stray at a start), ``-<partition>.<32 hex digits>-delete`` (``-stray``)
 _PARTITION_DIR = re.compile(r"-\d+(?:\.[0-9a-f]{32}-(?:delete|stray))?")
@@ -225,7 +260,14 @@ def _end_topics(settings: Settings, keep: bool, trash: list[str] | None) -> None
         return
     if trash is not None:
         trash.extend(names)
-    print(f"demo: removed this run's {len(names)} topics ({what}) from {settings.broker}")
+    group = failure = ""
+    try:
+        if delete_run_group(settings):
+            group = f" and its consumer group {settings.app_id}"
+    except SiftError as exc:
+        failure = f"; could not delete its consumer group {settings.app_id}: {exc}"
+    print(f"demo: removed this run's {len(names)} topics ({what}){group} from "
+          f"{settings.broker}{failure}")
 
 
 #: set when a demo's clean-up has begun (:func:`terminate_as_interrupt`'s watchdog then

@@ -210,6 +210,11 @@ class FakeAdmin:
         self.deleted.append(sorted(names))
         self.topics = [t for t in self.topics if t not in names]
 
+    def delete_groups(self, group_ids: list[str]) -> dict[str, str]:
+        """kafka-python 3's answer (the forty-sixth session deletes the run's group)."""
+        self.deleted_groups = [*getattr(self, "deleted_groups", []), *group_ids]
+        return {g: "OK" for g in group_ids}
+
     def close(self) -> None:
         self.closed = True
 
@@ -280,6 +285,8 @@ def test_demo_deletes_the_topics_it_created_and_its_folder(
     out = capsys.readouterr().out
     removed = [line for line in out.splitlines() if "removed" in line]
     assert len(removed) == 1 and "7 topics" in removed[0] and s.topic_prefix in removed[0]
+    assert demo_env["admin"].deleted_groups == [s.app_id]
+    assert f"and its consumer group {s.app_id} from" in removed[0]
 
 
 @pytest.mark.parametrize("outcome", [SiftError("only 3 of 5 decisions arrived"),
