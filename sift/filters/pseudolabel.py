@@ -1,7 +1,8 @@
 """Pseudolabeling: label some unjudged examples from a scoring model's ranking.
 
 As the Adaptive Filtering Software describes it: sort all examples by score
-(rank 1 = highest); randomly pick ``round(pos_fraction * max_pos_rank)`` of the
+(rank 1 = highest; equal scores rank in example order); randomly pick
+``round(pos_fraction * max_pos_rank)`` (Python's ``round``: half to even) of the
 top ``max_pos_rank`` and label them relevant with weight ``pos_weight``; randomly
 pick ``round(neg_fraction * (n - min_neg_rank + 1))`` of the bottom
 ``n - min_neg_rank + 1`` (ranks ``min_neg_rank..n``) and label them non-relevant
@@ -77,9 +78,10 @@ class Pseudolabeler:
         if isinstance(self.max_pos_rank, bool) or not isinstance(self.max_pos_rank, int) \
                 or self.max_pos_rank < 0:
             raise ParameterError(f"max_pos_rank must be an integer >= 0, got {self.max_pos_rank!r}")
-        if not isinstance(self.min_pool, int) or self.min_pool < 0:
+        if isinstance(self.min_pool, bool) or not isinstance(self.min_pool, int) or self.min_pool < 0:
             raise ParameterError(f"min_pool must be an integer >= 0, got {self.min_pool!r}")
-        if not isinstance(self.min_neg_rank, int) or self.min_neg_rank < 1:
+        if isinstance(self.min_neg_rank, bool) or not isinstance(self.min_neg_rank, int) \
+                or self.min_neg_rank < 1:
             raise ParameterError(f"min_neg_rank must be an integer >= 1, got {self.min_neg_rank!r}")
         for name in ("pos_fraction", "neg_fraction", "pos_weight", "neg_weight"):
             value = getattr(self, name)

@@ -3,9 +3,9 @@
 ``Q = alpha * query + beta * mean_pos - gamma * mean_neg`` with weighted means,
 then corpus weighting (``corpus_weight``: none, idf or idf squared, multiplied
 elementwise), then feature selection: negative coefficients zeroed
-(``nonnegative``) and only the ``top_k`` largest kept. No query and no positive
-gives an all-zero model. The sums are running sums, so a judgment costs time
-proportional to the document.
+(``nonnegative``) and only the ``top_k`` largest kept. No query (or ``alpha`` 0)
+and no positive gives an all-zero model, with signed coefficients too. The sums
+are running sums, so a judgment costs time proportional to the document.
 
 Leave-one-out scores for TROT are exact for the un-selected model and use the
 full model's selected features for the rest: for example ``i`` with weight
@@ -231,7 +231,12 @@ class Rocchio(ScoringModel):
             feat = self.acc_.features
             weighted = self.corpus_weight != "none" and self.feature_weights_ is not None
             cand = self._candidates()
-            if cand is None:
+            if not self._has_evidence():
+                # the design (III.A): no query and no positive give the all-zero model,
+                # signed coefficients too (not -gamma * mean_neg)
+                cand = np.zeros(0, dtype=np.int64)
+                q = np.zeros(0)
+            elif cand is None:
                 cand = self.acc_.order
                 q = self._raw()[cand]
             else:
@@ -250,6 +255,13 @@ class Rocchio(ScoringModel):
             self._track_selection(cols)
             self._coef = (cols, q[idx], g[idx] if weighted else np.ones(idx.size))
         return self._coef
+
+    def _has_evidence(self) -> bool:
+        """Whether a query (with ``alpha > 0``) or a positive example has been given: without
+        either the model is all zeros, as the design has it."""
+        if self.w_pos_ > 0:
+            return True
+        return self.alpha > 0 and bool(np.any(self.acc_.sums[_Q] != 0))
 
     def _track_selection(self, cols: NDArray[np.int64]) -> None:
         """Compare the selected columns with those of the last model and invalidate the

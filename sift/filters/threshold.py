@@ -7,6 +7,12 @@ at a score move together). Start from saying No to everything (threshold
 the higher threshold. Vectorised: one sort and cumulative sums, so the cost is
 ``O(m log m)`` for ``m`` examples.
 
+Values within ``TIE_TOLERANCE`` of the sweep's largest magnitude count as equal:
+with weighted examples the cumulative sums round, and two contingency tables of
+exactly equal value (or one exactly tying No) would otherwise differ in the last
+bit and hand the tie to the lower threshold (forty-sixth session). With unit
+weights equal values are equal floats already, so nothing changes there.
+
 Examples
 --------
 >>> import numpy as np
@@ -28,6 +34,25 @@ from numpy.typing import ArrayLike
 
 from sift.filters.errors import FilterError
 from sift.filters.measures import Measure, get_measure
+
+#: Measure values closer than this share of the largest magnitude in a sweep are ties
+#: (summing weights rounds; a genuine difference is many orders of magnitude larger).
+TIE_TOLERANCE = 1e-10
+
+
+def _first_best(values: np.ndarray) -> int:
+    """Index of the first value within ``TIE_TOLERANCE`` (relative to the largest finite
+    magnitude) of the maximum: the earliest, i.e. highest, of equally good thresholds.
+
+    >>> _first_best(np.array([2.0, 1.0, 2.0000000000000004]))
+    0
+    >>> _first_best(np.array([0.0, 1e-12, 3e-12]))
+    2
+    """
+    finite = values[np.isfinite(values)]
+    scale = float(np.max(np.abs(finite))) if finite.size else 0.0
+    top = float(np.max(values))
+    return int(np.argmax(values >= top - TIE_TOLERANCE * scale))
 
 
 def trot(
@@ -101,21 +126,23 @@ def trot_with_value(
     a0 = np.concatenate([[0.0], a])
     b0 = np.concatenate([[0.0], b])
     values = np.asarray(fn(a0, b0, pos_total - a0, neg_total - b0), dtype=np.float64)
-    best_value = float(values[0])
-    values = values[1:]
-    i = int(np.argmax(values))  # first maximum = highest threshold among equals
-    if values[i] > best_value:
+    # the first maximum (No first, then the highest threshold) among values equal up to
+    # rounding (TIE_TOLERANCE)
+    j = _first_best(values)
+    if j > 0 and values[j] > values[0]:
+        i = j - 1
         thr = float(distinct[i])
         if placement > 0 and i + 1 < distinct.size:
             thr -= placement * (thr - float(distinct[i + 1]))
-        return thr, float(values[i])
-    return math.inf, best_value
+        return thr, float(values[j])
+    return math.inf, float(values[0])
 
 
 def _examples(scores: ArrayLike, labels: ArrayLike, weights: ArrayLike | None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Scores, relevance flags and weights as flat arrays, validated: scores finite,
-    weights finite and non-negative (0 leaves an example out)."""
+    weights finite and non-negative. Examples of weight 0 are left out (their scores
+    are no candidate threshold and no placement gap)."""
     s = np.asarray(scores, dtype=np.float64).ravel()
     y = np.asarray(labels).ravel() > 0
     w = np.ones_like(s) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
@@ -128,6 +155,9 @@ def _examples(scores: ArrayLike, labels: ArrayLike, weights: ArrayLike | None
     if weights is not None and w.size and not (w.min() >= 0.0 and w.max() < math.inf):  # (NaN fails the first)
         bad = w[~((w >= 0.0) & (w < math.inf))]
         raise FilterError(f"weights must be finite and non-negative, got {float(bad[0])!r}")
+    if weights is not None and w.size and not w.min() > 0.0:
+        keep = w > 0.0
+        s, y, w = s[keep], y[keep], w[keep]
     return s, y, w
 
 
@@ -271,8 +301,9 @@ def scut_with_value(
     values = np.asarray(fn(a, b, pos_total - a, neg_total - b), dtype=np.float64)[:n_cand]
     thr, value = math.inf, nothing
     if n_cand:
-        i = int(np.argmax(values))  # first maximum = highest threshold among equals
-        if values[i] > nothing:
+        # the first maximum, No first, among values equal up to rounding (as in trot)
+        i = _first_best(np.concatenate([[nothing], values])) - 1
+        if i >= 0 and values[i] > nothing:
             thr, value = float(distinct[i]), float(values[i])
             lower = float(distinct[i + 1]) if i + 1 < distinct.size else None
             if min_score is not None and (lower is None or lower < min_score):
@@ -329,7 +360,9 @@ def zero_utility_threshold(
     first = int(np.searchsorted(-distinct, -start, side="left"))  # first score <= start
     if first >= distinct.size:
         return start
-    bad = np.flatnonzero(u[first:] < 0)
+    # negative beyond rounding: an exact 0 of weighted sums may come out as -1e-16
+    scale = abs(credit_relevant) * float(a[-1]) + abs(credit_nonrelevant) * float(b[-1])
+    bad = np.flatnonzero(u[first:] < -TIE_TOLERANCE * scale)
     last = first + (int(bad[0]) - 1 if bad.size else distinct.size - first - 1)
     if last < first:
         return start

@@ -15,7 +15,11 @@ when profiles gained ``negative_mass`` and ``explore`` became ``"auto"``, and
 forty-third session: the state digests when states began to say whether the profile was
 fitted with corpus weights, and Kantor's thresholds when they began to stay above its
 no-evidence score of 1 (the same run before it kept 71 and 286 of the two Kantor cases'
-thresholds at or below 1; Rocchio's and kNN's values did not change).
+thresholds at or below 1; Rocchio's and kNN's values did not change). And in the
+forty-sixth session, when TROT began treating values equal up to rounding as ties (the
+higher threshold wins, as the design says): 1 of Kantor ``earn``'s 301 thresholds and 6
+of kNN ``earn``'s moved, each an exact tie in decimal weights that rounding had given to
+the lower threshold; nothing else changed.
 """
 
 from __future__ import annotations
