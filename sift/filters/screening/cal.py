@@ -314,10 +314,13 @@ class Review:
     draws
         ``b``: draws with replacement per batch from the power-law distribution.
     n_top
-        Best-ranked unjudged documents taken with certainty per batch (0 disables).
+        Best-ranked unjudged documents taken with certainty per batch; 0 disables the
+        take-all stratum (``growth`` too): every batch then draws from a power law over
+        the whole ranking, the paper's design.
     growth
         The take-all stratum grows to ``ceil(growth * judged)`` when that is larger
-        than ``n_top`` (batches grow as the review proceeds, as in BMI).
+        than ``n_top`` (batches grow as the review proceeds; BMI's grow by a tenth a
+        round, about 10% of the judged records).
     n_negatives
         ``k``: unjudged documents sampled uniformly per batch as temporary negatives.
     exponent
@@ -663,8 +666,28 @@ class Review:
         self._scores = scores
         sampling = self._sampling_on()
         grow = self.growth if (self.grow_when_sampling or not sampling) else 0.0
-        n_top = max(self.n_top, math.ceil(grow * int(np.sum(self.labels_ >= 0))))
+        # n_top 0 disables the stratum, growth included: the paper's design, every document
+        # ranked by the power law (before the forty-sixth session growth brought it back)
+        n_top = (0 if self.n_top == 0
+                 else max(self.n_top, math.ceil(grow * int(np.sum(self.labels_ >= 0)))))
         top = unjudged[np.argsort(-scores[unjudged], kind="stable")][:n_top]
+        new = self._add_batch(scores, top, sampling)
+        if len(new) == 0:
+            # no stratum and every draw on a judged document: the paper assesses nothing
+            # and samples again; an empty list would read as "nothing left", so the best
+            # ranked unjudged document is taken with certainty in a batch of no draws
+            # (fixed given the past, so both estimators stay valid; it was [] before)
+            new = self._add_batch(scores, unjudged[np.argsort(-scores[unjudged],
+                                                              kind="stable")][:1], False)
+        new = new[np.argsort(-scores[new], kind="stable")]
+        self.pending_ = [self.ids_[i] for i in new]
+        return list(self.pending_)
+
+    def _add_batch(self, scores: NDArray[np.float64], top: NDArray[np.int64],
+                   sampling: bool) -> NDArray[np.int64]:
+        """Record a batch taking ``top`` with certainty and, when ``sampling``, drawing
+        ``b`` documents from the power law over the rest; the new documents it asks for."""
+        n = self.n_documents
         certain = np.zeros(n, dtype=bool)
         certain[top] = True
         rest = np.flatnonzero(~certain)
@@ -692,10 +715,8 @@ class Review:
             "judged_before": judged_before,
             "b": b,
         })
-        new = unique(np.concatenate([top, drawn[unjudged_mask[drawn]]]))
-        new = new[np.argsort(-scores[new], kind="stable")]
-        self.pending_ = [self.ids_[i] for i in new]
-        return list(self.pending_)
+        return np.asarray(unique(np.concatenate([top, drawn[unjudged_mask[drawn]]])),
+                          dtype=np.int64)
 
     def _sampling_on(self) -> bool:
         """Whether this batch draws a sample (after the warm-up, see ``warmup_precision``)."""
@@ -833,13 +854,46 @@ class Review:
         return [int(b["found_before"]) if b.get("judged_before") is None
                 else int(known[b["judged_before"]]) for b in batches]
 
+    def hh_batch_estimates(self) -> list[tuple[float, float]]:
+        """Hansen-Hurwitz estimate ``R_t`` and its within-batch variance of every completed
+        sampling batch of the current epoch, oldest first.
+
+        ``R_t = known_t + take-all relevant_t + mean_j(y_j u_j / p_j)``: the relevant
+        documents judged before the batch (by the current labels), those of its take-all
+        stratum, and the mean over its ``b`` draws of ``y / p`` for draws of documents
+        unjudged at the start of the batch (``u_j``). Given the past,
+        ``E[R_t] = R`` exactly: every document is judged before the batch, in its
+        stratum, or ranked with ``p_i > 0``.
+
+        Returns
+        -------
+        list of (float, float)
+            ``(R_t, var_t)`` per batch; empty before the epoch's first sampling batch.
+        """
+        batches = [b for b in self._complete_batches()[self.epoch_start_ :] if b["b"] > 0]
+        out = []
+        for batch, known in zip(batches, self._found_before(batches), strict=True):
+            certain = batch["certain"]
+            top_rel = float(np.sum(self.labels_[certain] == 1)) if len(certain) else 0.0
+            # documents of the take-all stratum that were judged before the batch are
+            # already in found_before; the stratum only holds unjudged ones.
+            draws = batch["draws"]
+            y = (self.labels_[draws] == 1) & batch["draw_new"]
+            z = np.where(y, 1.0 / batch["draw_p"], 0.0)
+            mean, v = hansen_hurwitz(z)
+            out.append((known + top_rel + mean, v))
+        return out
+
     def estimate_hh(self) -> Estimate:
         """Hansen-Hurwitz estimate: the mean of the batch estimates of the current epoch.
 
         Only the last ``hh_window`` batches are averaged (early rankings are poor and
         their estimates noisy); each batch estimate is conditionally unbiased given the
-        past. Its known part (the relevant documents judged before the batch) is read
-        from the current labels, so a corrected judgment changes it.
+        past (:meth:`hh_batch_estimates`). Its known part (the relevant documents judged
+        before the batch) is read from the current labels, so a corrected judgment
+        changes it. The reported ``r_hat`` is ``max(mean, found)``: R is at least
+        ``found``, so the truncation is never farther from R than the mean, but it is
+        biased upward where the mean is unbiased.
 
         The variance is a plug-in estimate: when every draw of the window missed the
         remaining relevant documents (typical when they sit deep in the ranking) the draws
@@ -853,24 +907,14 @@ class Review:
         variance 0 and not ``sampled``: its recall is NaN and its lower bound 0.0.
         """
         found = int(np.sum(self.labels_ == 1))
-        batches = [b for b in self._complete_batches()[self.epoch_start_ :] if b["b"] > 0]
-        if not batches:
+        batch_est = self.hh_batch_estimates()
+        if not batch_est:
             # no sampling batch in this epoch (the start, the warm-up, documents just
             # joined): found, with no evidence about the rest (Estimate.sampled)
             return Estimate(float(found), 0.0, found, sampled=False)
-        use = batches[-self.hh_window :]
-        ests, vars_ = [], []
-        for batch, known in zip(use, self._found_before(use), strict=True):
-            certain = batch["certain"]
-            top_rel = float(np.sum(self.labels_[certain] == 1)) if len(certain) else 0.0
-            # documents of the take-all stratum that were judged before the batch are
-            # already in found_before; the stratum only holds unjudged ones.
-            draws = batch["draws"]
-            y = (self.labels_[draws] == 1) & batch["draw_new"]
-            z = np.where(y, 1.0 / batch["draw_p"], 0.0)
-            mean, v = hansen_hurwitz(z)
-            ests.append(known + top_rel + mean)
-            vars_.append(v)
+        use = batch_est[-self.hh_window :]
+        ests = [e for e, _ in use]
+        vars_ = [v for _, v in use]
         r_hat = max(float(np.mean(ests)), float(found))
         var = float(np.sum(vars_)) / len(use) ** 2
         if self.hh_variance == "max" and len(use) > 1:

@@ -25,7 +25,9 @@ The HT formulas (:func:`pairwise_inclusion`, :func:`horvitz_thompson`) are exact
 a design fixed in advance, but the review's design is adaptive: the ``p_i^t`` depend on
 the judgments already made, and a document found relevant is ranked near the top at
 the next batches, so its ``pi_i`` (accumulated along the realised path, as in the
-paper) climbs towards 1 and its weight towards 1. The review's HT estimate is
+paper) climbs towards 1 and its weight towards 1 (where the design follows only the
+earlier draws, through the take-all stratum, the bias is upward instead; the paper's
+fixed design, ``n_top=0`` and a fixed ranking, has none). The review's HT estimate is
 therefore biased low and tends to the number found (about 14 against R = 20 at the
 second sampling batch of a synthetic review), and its variance estimate, which assumes
 the fixed design, is too small. HH's per-batch argument does not need a fixed design.
@@ -116,9 +118,12 @@ def pairwise_inclusion(
     either_certain = certain_hist[:, :, None] | certain_hist[:, None, :]
     log_neither = np.where(either_certain, -np.inf, log_neither).sum(axis=0)
     log_miss = log_miss_i.sum(axis=0)
-    miss_i = np.exp(log_miss)
     pi = -np.expm1(log_miss)  # exact for tiny probabilities, where 1 - exp(.) rounds to 0
-    pij = 1.0 - miss_i[:, None] - miss_i[None, :] + np.exp(log_neither)
+    # pi_ij = 1 - miss_i - miss_j + neither, written with expm1: each term is about 1 and
+    # pi_ij about b (b - 1) p_i p_j, lost to rounding below p ~ 1e-8 in the plain form
+    # (1.1e-16 for 5.4e-19 at p ~ 2e-11; forty-sixth session)
+    em = np.expm1(log_miss)
+    pij = np.expm1(log_neither) - em[:, None] - em[None, :]
     pij = np.clip(pij, 0.0, np.minimum(pi[:, None], pi[None, :]))
     np.fill_diagonal(pij, pi)
     return np.asarray(pij, dtype=np.float64)
@@ -207,8 +212,14 @@ class Estimate:
 
     def recall_lower(self, confidence: float) -> float:
         """Heuristic lower bound on recall, ``found / upper(confidence)`` (see :meth:`upper`:
-        not a bound at that confidence); 0.0, no bound, when not ``sampled``."""
-        if not self.sampled:
+        not a bound at that confidence); 0.0, no bound, when not ``sampled`` or when
+        nothing is found (``0 / 0`` when the draws saw no relevant document either: it
+        was 1.0, while the bound rule, which needs ``found > 0``, did not stop).
+
+        >>> Estimate(0.0, 0.0, 0).recall_lower(0.95), Estimate(4.0, 0.0, 4).recall_lower(0.95)
+        (0.0, 1.0)
+        """
+        if not self.sampled or self.found <= 0:
             return 0.0
         up = self.upper(confidence)
         return 1.0 if up <= 0 else self.found / up
