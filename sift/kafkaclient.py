@@ -552,3 +552,56 @@ def read_offsets(settings: Settings, ranges: Iterable[tuple[str, int, int, int]]
             f"not read to the end in {timeout:g} s")
     out.sort(key=lambda m: (m[0], m[1], m[2]))
     return out
+
+
+#: how long :func:`read_all` goes on without a record while it has not yet reached the end
+#: offsets it took at its start (a consumer slow to connect, fetch or seek), before it
+#: gives up waiting for them and returns what it read
+READ_ALL_STALL = 15.0
+
+
+def read_all(settings: Settings, topic: str, *, idle: float = 2.0,
+             timeout: float = 60.0) -> list[tuple[bytes | None, bytes, int, int]]:
+    """Every message now in ``topic`` (key, value, partition, offset): read from the
+    beginning up to the end offsets its partitions had when the read began, then on
+    until ``idle`` seconds pass without a message (for what is still arriving).
+
+    The idle window counts only once the read has caught up with those ends: it counted
+    from the consumer's construction, so a consumer slower than ``idle`` to connect
+    (TLS, SASL), find its partitions, seek and fetch (a loaded machine) returned nothing,
+    or a prefix, for a topic that held messages. A topic that does not exist is read as
+    before (subscribed, until ``idle`` passes without a message). ``timeout`` bounds the
+    whole read; so does :data:`READ_ALL_STALL` seconds without a record short of the ends.
+    """
+    from kafka import TopicPartition
+
+    # kafka-python checks CRC32C in pure Python (a few MB/s): reading a table changelog of
+    # hundreds of MB took longer than the tests that wrote it. The broker checked them.
+    cons = consumer(settings, auto_offset_reset="earliest", check_crcs=False,
+                    max_partition_fetch_bytes=16 * 1024 * 1024)
+    out: list[tuple[bytes | None, bytes, int, int]] = []
+    start = last = time.monotonic()
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(cons.partitions_for_topic(topic))]
+        behind: dict[Any, int] = {}
+        if tps:
+            cons.assign(tps)
+            cons.seek_to_beginning(*tps)
+            behind = {tp: int(end) for tp, end in cons.end_offsets(tps).items()}
+        else:
+            cons.subscribe([topic])
+        while True:
+            batch = cons.poll(timeout_ms=200)
+            for records in batch.values():
+                for r in records:
+                    out.append((r.key, r.value, r.partition, r.offset))
+                last = time.monotonic()
+            behind = {tp: end for tp, end in behind.items() if cons.position(tp) < end}
+            now = time.monotonic()
+            quiet = now - last
+            if (quiet >= idle and not behind) or quiet >= idle + READ_ALL_STALL \
+                    or now - start >= timeout:
+                break
+    finally:
+        cons.close()
+    return out

@@ -20,6 +20,10 @@ from typing import Any
 import orjson
 
 from sift.errors import SiftError
+
+# read_all lives in sift.kafkaclient (the command line's `profiles list` and `review
+# status` read with it); importable from here for the tests
+from sift.kafkaclient import read_all
 from sift.settings import Settings
 
 
@@ -188,27 +192,6 @@ def total(workers: Iterable[WorkerProcess], key: str) -> int:
     return sum(int(w.stats().get("stats", {}).get(key, 0)) for w in workers)
 
 
-def read_all(settings: Settings, topic: str, *, idle: float = 2.0,
-             timeout: float = 60.0) -> list[tuple[bytes | None, bytes, int, int]]:
-    """Every message now in ``topic`` (key, value, partition, offset), until idle."""
-    from sift.kafkaclient import consumer
-
-    # kafka-python checks CRC32C in pure Python (a few MB/s): reading a table changelog of
-    # hundreds of MB took longer than the tests that wrote it. The broker checked them.
-    cons = consumer(settings, topic, auto_offset_reset="earliest", check_crcs=False,
-                    max_partition_fetch_bytes=16 * 1024 * 1024)
-    out: list[tuple[bytes | None, bytes, int, int]] = []
-    start = last = time.monotonic()
-    try:
-        while time.monotonic() - last < idle and time.monotonic() - start < timeout:
-            batch = cons.poll(timeout_ms=200)
-            for records in batch.values():
-                for r in records:
-                    out.append((r.key, r.value, r.partition, r.offset))
-                last = time.monotonic()
-    finally:
-        cons.close()
-    return out
 
 
 def changelog_tables(settings: Settings, *, idle: float = 1.5

@@ -218,9 +218,8 @@ def _record(data: bytes, journal: bytes | None = None) -> dict[str, Any]:
 
 def list_profiles(settings: Settings) -> list[dict[str, Any]]:
     """Summaries of the profiles in the table's changelog (last value per name)."""
-    from sift.agents.harness import read_all
     from sift.agents.service import shard_of
-    from sift.kafkaclient import partition_counts
+    from sift.kafkaclient import partition_counts, read_all
 
     table = changelog_topic(settings)
     if table not in partition_counts(settings, [table]):

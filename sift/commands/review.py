@@ -154,8 +154,7 @@ def statuses(settings: Settings, *, idle: float = 1.0,
              deleted: set[str] | None = None) -> dict[str, ReviewStatus]:
     """The last status of every review on the review-status topic, but those of reviews
     deleted since (``deleted``, read by :func:`deleted_reviews` when not given)."""
-    from sift.agents.harness import read_all
-    from sift.kafkaclient import ensure_topics
+    from sift.kafkaclient import ensure_topics, read_all
 
     topic = settings.topic(STATUS_TOPIC)
     ensure_topics(settings, [topic])
@@ -185,8 +184,7 @@ def _last_specs(settings: Settings, *, idle: float = 1.0) -> tuple[set[str], set
     """From one read of the profiles topic: the reviews whose last spec deletes them
     (:func:`deleted_reviews`), and the names whose last standing-profile spec creates
     that profile (the worker may have refused it: see :func:`is_standing_profile`)."""
-    from sift.agents.harness import read_all
-    from sift.kafkaclient import ensure_topics
+    from sift.kafkaclient import ensure_topics, read_all
     from sift.topics.records import ProfileSpec
 
     topic = settings.topic("profiles")

@@ -31,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--from-beginning", action="store_true", help="start at the oldest message")
     p.add_argument("--max", type=positive_int, default=None, help="stop after this many messages")
     p.add_argument("--timeout", type=positive_seconds, default=None,
-                   help="stop after this many seconds without a message")
+                   help="stop after this many seconds without a message (counted once "
+                        "the consumer has its partitions and, with --from-beginning, has "
+                        "read what they held then)")
     p.add_argument("--broker", help="broker URL (SIFT_BROKER)")
     p.set_defaults(func=run)
 
@@ -59,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env(broker=args.broker)
     topic = settings.topic(args.topic)
-    if topic not in partition_counts(settings, [topic]):
+    exists = topic in partition_counts(settings, [topic])
+    if not exists:
         # waiting for it is right before the first worker starts, not with a misspelt prefix
         print(f"sift tail: topic {topic} does not exist yet; waiting for it (is "
               f"SIFT_TOPIC_PREFIX={settings.topic_prefix!r} right?)", file=sys.stderr)
@@ -68,11 +71,22 @@ def run(args: argparse.Namespace) -> int:
     count = 0
     last = time.monotonic()
     out = sys.stdout
+    # --timeout counts from when the consumer has its partitions (and, --from-beginning,
+    # has read up to their ends as they were then): it counted from the start, so a
+    # consumer slower than the timeout to connect and seek (TLS, a loaded machine)
+    # printed nothing for a topic that held messages (forty-sixth session). A topic that
+    # does not exist has nothing to wait for: the timeout counts at once.
+    started = _Start(cons, args.from_beginning) if exists else None
     try:
         while args.max is None or count < args.max:
             batch = cons.poll(timeout_ms=200)
+            if started is not None and (started.ready()
+                                        or time.monotonic() - started.t0 > START_GRACE):
+                started = None
+                last = time.monotonic()
             if not batch:
-                if args.timeout is not None and time.monotonic() - last > args.timeout:
+                if args.timeout is not None and started is None \
+                        and time.monotonic() - last > args.timeout:
                     break
                 continue
             last = time.monotonic()
@@ -89,3 +103,29 @@ def run(args: argparse.Namespace) -> int:
     finally:
         cons.close()
     return 0
+
+
+#: seconds after which ``--timeout`` counts even if the consumer has not got its partitions
+#: (or reached their ends) by then: a topic deleted meanwhile must not make it wait for ever
+START_GRACE = 30.0
+
+
+class _Start:
+    """When a tail's ``--timeout`` starts counting: once the consumer has partitions and,
+    from the beginning, has reached the end offsets they had when it got them."""
+
+    def __init__(self, cons: Any, from_beginning: bool) -> None:
+        self.t0 = time.monotonic()
+        self.cons = cons
+        self.from_beginning = from_beginning
+        self.ends: dict[Any, int] | None = None
+
+    def ready(self) -> bool:
+        assigned = list(self.cons.assignment())
+        if not assigned:
+            return False
+        if not self.from_beginning:
+            return True
+        if self.ends is None:
+            self.ends = {tp: int(n) for tp, n in self.cons.end_offsets(assigned).items()}
+        return all(self.cons.position(tp) >= end for tp, end in self.ends.items())

@@ -99,9 +99,13 @@ def test_a_killed_workers_review_goes_on_in_its_replacement(settings: Settings,
         assert sift(settings, "load", name, str(DATA)).returncode == 0
         partial = sift(settings, "answer", name, "--gold", str(DATA), "--limit", "25")
         assert partial.returncode == 0 and "answered 25 requests" in partial.stdout
-        before = wait_for(lambda: orjson.loads(sift(settings, "status", name, "--json").stdout)
-                          if orjson.loads(sift(settings, "status", name, "--json").stdout)[
-                              "screened"] == 25 else None, 60, "the 25 judgments applied")
+        def applied() -> dict[str, object] | None:
+            # one status a poll; a failed one (no status read yet) is "not yet", not an error
+            res = sift(settings, "status", name, "--json")
+            st = orjson.loads(res.stdout) if res.returncode == 0 else None
+            return st if st is not None and st["screened"] == 25 else None
+
+        before = wait_for(applied, 60, "the 25 judgments applied")
         assert before["batches"] >= 2 and not before["stop"]
         w1.kill()
         fresh = replace(settings, data_dir=str(tmp_path / "w2"))

@@ -151,7 +151,11 @@ def test_worker_end_to_end_bad_input_judgments_and_replacement(
                  part_a[:2] + [(None, b) for b in bad] + part_a[2:])
         expected_a = ref.documents(part_a) | ref.documents([(None, bad[-1])])
         n_a = 200 + 1
-        wait_for(lambda: total(workers, "documents") == n_a, 60, "phase A scored")
+        wait_for(lambda: total(workers, "documents") == n_a, 60, "phase A routed")
+        # "documents" counts a document when it is routed; its shard copies are scored
+        # after a round trip through the shard topic: the decisions (and the per-profile
+        # counts below) are complete only once every (document, profile) pair is scored
+        wait_for(lambda: total(workers, "scored") >= n_a * len(specs), 60, "phase A scored")
         got_a = decisions(settings)
         assert len(got_a) == len(set(got_a)), "a decision was emitted twice"
         assert set(got_a) == expected_a
@@ -204,7 +208,8 @@ def test_worker_end_to_end_bad_input_judgments_and_replacement(
         part_b = list(doc_messages(test[200:400], 40))
         send_all(settings, settings.topic("documents"), part_b)
         expected_b = ref.documents(part_b)
-        wait_for(lambda: total(workers, "documents") >= 200, 60, "phase B scored")
+        wait_for(lambda: total(workers, "documents") >= 200, 60, "phase B routed")
+        wait_for(lambda: total(workers, "scored") >= 200 * len(specs), 60, "phase B scored")
         got = decisions(settings)
         got_b = set(got) - set(got_a)
         assert got_b == expected_b
@@ -225,6 +230,9 @@ def test_worker_killed_mid_stream_loses_nothing(
     path, train, test = corpus
     ref = Reference(path, PARTITIONS)
     specs = specs_for(train, 4)
+    # the killed worker's partitions move once the group gives it up, after the session
+    # timeout: 60 s by default, most of the replacement's 90 s wait_ready
+    settings = replace(settings, session_timeout=10.0, heartbeat_interval=1.0)
     w1 = WorkerProcess(settings, "w1").start()
     w2: WorkerProcess | None = None
     try:

@@ -49,6 +49,13 @@ def test_start_offsets_on_a_fresh_broker_wait_for_the_group_coordinator(
 
 def test_a_second_worker_on_a_data_dir_is_refused_and_a_killed_one_leaves_no_lock(
         review_settings: Settings) -> None:
+    from dataclasses import replace
+
+    # the replacement joins the killed worker's group, whose rebalance waits until the
+    # group gives the killed member up: after the session timeout (60 s by default, which
+    # left the replacement's 90 s wait_ready some 25 s on a slow machine; the broker's
+    # least is 6 s)
+    review_settings = replace(review_settings, session_timeout=8.0, heartbeat_interval=2.0)
     w1 = WorkerProcess(review_settings, "w1").start()
     try:
         w1.wait_ready()

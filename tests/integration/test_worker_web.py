@@ -51,6 +51,15 @@ def test_worker_serves_metrics_and_stats(broker_url: str, topic_prefix: str, tmp
         send_all(settings, settings.topic("documents"), [(None, b"not json")])
         wait_for(lambda: total([w], "documents") == 50 and total([w], "dead_letters") == 1, 60,
                  "documents routed")
+
+        def done(text: str) -> bool:
+            # a document is counted when routed; it is scored after a round trip through
+            # the shard topic, and its message's latency observed once the batch's sends
+            # are on the broker: the page is sampled when both have caught up
+            return (sample(text, "sift_worker_pairs_scored_total") >= 50
+                    and sample(text, "sift_worker_document_latency_seconds_count") >= 6)
+
+        wait_for(lambda: done(get(port, "/metrics")[2].decode()), 60, "documents scored")
         status, ctype, body = get(port, "/metrics")
         assert status == 200 and ctype.startswith("text/plain; version=0.0.4")
         text = body.decode()

@@ -8,6 +8,7 @@ re-batched (10)."""
 from __future__ import annotations
 
 import gzip
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -123,14 +124,29 @@ def test_each_message_carries_the_lines_it_came_from(tmp_path: Path) -> None:
 # -- findings 2 and 3: tail ------------------------------------------------------------
 
 class FakeConsumer:
-    """Polls return the given batches (partition -> records), then nothing."""
+    """Polls return the given batches (partition -> records), then nothing; its one
+    partition is assigned from the ``assign_at``-th poll on (0: from the start), at
+    position ``end`` (nothing left to read up to the end offset)."""
 
-    def __init__(self, polls: list[dict[str, list[Any]]]) -> None:
+    def __init__(self, polls: list[dict[str, list[Any]]], assign_at: int = 0) -> None:
         self.polls = list(polls)
         self.closed = False
+        self.n_polls = 0
+        self.assign_at = assign_at
 
     def poll(self, timeout_ms: int = 0, **kw: Any) -> dict[str, list[Any]]:
+        self.n_polls += 1
+        time.sleep(0.001)  # a poll takes time (up to timeout_ms in kafka-python)
         return self.polls.pop(0) if self.polls else {}
+
+    def assignment(self) -> set[str]:
+        return {"p0"} if self.n_polls >= self.assign_at else set()
+
+    def end_offsets(self, tps: list[str]) -> dict[str, int]:
+        return dict.fromkeys(tps, 7)
+
+    def position(self, tp: str) -> int:
+        return 7
 
     def close(self) -> None:
         self.closed = True
@@ -275,6 +291,25 @@ def test_what_tail_prints_can_be_produced_again(
     assert [(k, [d["id"] for d in orjson.loads(v)["documents"]]) for _, k, v in prod.sent] == [
         (b"t1", ["t1", "t2", "t3"])]
 
+
+
+@pytest.mark.parametrize("from_beginning", [False, True])
+def test_tail_timeout_counts_from_when_the_consumer_has_its_partitions(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: None,
+        from_beginning: bool) -> None:
+    """``--timeout`` counted from the consumer's construction: one slower than the
+    timeout to connect and get its partitions (TLS, a loaded machine) printed nothing
+    for a topic that held messages (forty-sixth session, a helper's race audit)."""
+    message = {"p0": [record(orjson.dumps({"reason": "bad_json"}))]}
+    # assigned at the 40th poll (about 8 s of polls at 0.2 s), the message right after
+    cons = FakeConsumer([{}] * 40 + [message], assign_at=40)
+    monkeypatch.setattr("sift.kafkaclient.consumer", lambda settings, *topics, **kw: cons)
+    monkeypatch.setattr("sift.kafkaclient.partition_counts",
+                        lambda settings, names: dict.fromkeys(names, 1))
+    argv = ["tail", "dead-letters", "--timeout", "0.01"]
+    assert main(argv + (["--from-beginning"] if from_beginning else [])) == 0
+    assert capsys.readouterr().out.splitlines() == ['{"reason":"bad_json"}']
+    assert cons.closed
 
 
 def test_tail_of_a_topic_that_does_not_exist_says_so_and_waits(
