@@ -103,7 +103,6 @@ def test_status_leaves_out_reviews_deleted_since(monkeypatch: pytest.MonkeyPatch
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """A deleted review's last status stays on its topic; ``status`` no longer shows it,
     and names it deleted, until a spec creates it again."""
-    import sift.agents.harness as harness
     import sift.kafkaclient as kafkaclient
 
     def status(name: str, ts: float) -> bytes:
@@ -122,7 +121,7 @@ def test_status_leaves_out_reviews_deleted_since(monkeypatch: pytest.MonkeyPatch
                           spec("c", delete=True), spec("c")],
     }
     monkeypatch.setattr(kafkaclient, "ensure_topics", lambda settings, names: None)
-    monkeypatch.setattr(harness, "read_all", lambda settings, topic, **kw: [
+    monkeypatch.setattr(kafkaclient, "read_all", lambda settings, topic, **kw: [
         (None, v, 0, i) for i, v in enumerate(topics[topic])])
     monkeypatch.setenv("SIFT_BROKER", "kafka://127.0.0.1:1")
     assert main(["review", "status"]) == 0

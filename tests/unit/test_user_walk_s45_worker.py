@@ -230,14 +230,12 @@ def _status(review: str, ts: float = 1.0) -> bytes:
 def topics(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[tuple[bytes | None, bytes | None]]]:
     """Fake topics (name -> [(key, value)]), read by ``read_all`` and by the offset
     functions of :mod:`sift.kafkaclient` (one partition each)."""
-    import sift.agents.harness as harness
-
     data: dict[str, list[tuple[bytes | None, bytes | None]]] = {}
 
     def read_all(settings: Settings, topic: str, **kw: Any) -> list[Any]:
         return [(k, v, 0, i) for i, (k, v) in enumerate(data.get(topic, []))]
 
-    monkeypatch.setattr(harness, "read_all", read_all)
+    monkeypatch.setattr(kc, "read_all", read_all)
     monkeypatch.setattr(kc, "ensure_topics", lambda *a, **kw: None)
     monkeypatch.setattr(kc, "partition_counts",
                         lambda settings, names: {n: 1 for n in names if n in data})
