@@ -425,7 +425,8 @@ class FusionVectorizer(Vectorizer):
             X.data += 1.0
         elif self.tf == "binary":
             X.data[:] = 1.0
-        X.data *= super().feature_weights()[X.indices + offset]
+        if X.nnz:  # (nothing to weigh: an unfitted IDF vectorizer may say so)
+            X.data *= super().feature_weights()[X.indices + offset]
         if offset and self.char_top is not None:
             X = _top_per_row(X, self.char_top)
         X = normalize_rows(X)

@@ -43,7 +43,7 @@ from numpy.typing import NDArray
 from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.utils import murmurhash3_32
 
-from sift.filters.errors import ParameterError, StateError
+from sift.filters.errors import FilterError, ParameterError, StateError
 from sift.filters.state import MAX_COUNT, check_version, decode_array, encode_array
 
 # A deliberately small list of function words. Content words that are stop
@@ -655,6 +655,10 @@ class Vectorizer:
     def feature_weights(self) -> NDArray[np.float64]:
         """The corpus weight applied to every column (idf, idf squared, or ones)."""
         if self._weights is None:
+            if self.idf != "none" and self.n_docs_ == 0:
+                # every IDF would be ln 1 - ln 1 = 0: all-zero vectors, without a word
+                raise FilterError(f"Vectorizer(idf={self.idf!r}) has no training documents: "
+                                  "call fit(texts) first (or use idf='none')")
             if self.idf == "none":
                 self._weights = np.ones(self.n_features)
             elif self.idf == "idf2":
@@ -755,7 +759,8 @@ class Vectorizer:
         """Term counts to vectors, in place: TF, corpus weights, length normalisation."""
         X.sort_indices()  # before the weighting: each row's norm sums in column order
         self._tf(X.data)
-        X.data *= self.feature_weights()[X.indices]
+        if X.nnz:  # (no term, nothing to weigh: an unfitted IDF vectorizer may say so)
+            X.data *= self.feature_weights()[X.indices]
         if self.normalize and self.chars:  # each block normalised, then scaled
             block = (X.indices >= self._half).astype(np.int64)
             key = 2 * rows + block

@@ -396,3 +396,22 @@ def test_update_policies(update: str | int, expect: list[tuple[int, int, int, in
         p.learn_one(X[10 + i], relevant=bool(i % 2))
         got.append((p.version_ - v0, p.n_judged_, p.n_pending_, p.n_ignored_))
     assert got == expect
+
+
+# -- F9 of the audit, fixed after it: a vectorizer used before fit --------------------
+@pytest.mark.parametrize("idf", ["idf", "idf2"])
+def test_an_unfitted_idf_vectorizer_refuses_to_transform(idf: str) -> None:
+    """Every IDF of a vectorizer with no training document is ln 1 - ln 1 = 0: its
+    vectors were all zeros, without a word, and every profile scored 0 on them."""
+    from sift.filters.errors import FilterError
+    from sift.filters.vectorize import Vectorizer
+
+    vec = Vectorizer(n_features=2**10, idf=idf)
+    for call in (lambda: vec.transform(["wheat corn"]), vec.feature_weights,
+                 lambda: Vectorizer(n_features=2**10, idf=idf).fit([]).transform(["wheat corn"])):
+        with pytest.raises(FilterError, match=r"^Vectorizer\(idf=.*\) has no training "
+                                              r"documents: call fit\(texts\) first"):
+            call()
+    assert Vectorizer(n_features=2**10, idf="none").transform(["wheat corn"]).nnz == 2
+    assert vec.transform([]).shape == (0, 2**10)  # nothing to weigh: no error
+    assert vec.fit(["wheat corn", "corn oil"]).transform(["wheat corn"]).nnz == 2
