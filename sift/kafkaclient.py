@@ -554,6 +554,25 @@ def read_offsets(settings: Settings, ranges: Iterable[tuple[str, int, int, int]]
     return out
 
 
+class EndWatch:
+    """Whether a kafka-python consumer has read up to the end offsets its partitions had
+    when it first had partitions (a consumer at ``latest`` is there as soon as it has
+    them): what "caught up" means for :func:`read_all` and ``sift tail --timeout``, whose
+    waits must not count a consumer's slow start (connecting, seeking) as quiet."""
+
+    def __init__(self, cons: Any) -> None:
+        self.cons = cons
+        self.ends: dict[Any, int] | None = None
+
+    def reached(self) -> bool:
+        if self.ends is None:
+            assigned = list(self.cons.assignment())
+            if not assigned:
+                return False
+            self.ends = {tp: int(n) for tp, n in self.cons.end_offsets(assigned).items()}
+        return all(self.cons.position(tp) >= end for tp, end in self.ends.items())
+
+
 #: how long :func:`read_all` goes on without a record while it has not yet reached the end
 #: offsets it took at its start (a consumer slow to connect, fetch or seek), before it
 #: gives up waiting for them and returns what it read
@@ -583,11 +602,11 @@ def read_all(settings: Settings, topic: str, *, idle: float = 2.0,
     start = last = time.monotonic()
     try:
         tps = [TopicPartition(topic, p) for p in sorted(cons.partitions_for_topic(topic))]
-        behind: dict[Any, int] = {}
+        watch: EndWatch | None = None
         if tps:
             cons.assign(tps)
             cons.seek_to_beginning(*tps)
-            behind = {tp: int(end) for tp, end in cons.end_offsets(tps).items()}
+            watch = EndWatch(cons)
         else:
             cons.subscribe([topic])
         while True:
@@ -596,10 +615,11 @@ def read_all(settings: Settings, topic: str, *, idle: float = 2.0,
                 for r in records:
                     out.append((r.key, r.value, r.partition, r.offset))
                 last = time.monotonic()
-            behind = {tp: end for tp, end in behind.items() if cons.position(tp) < end}
+            if watch is not None and watch.reached():
+                watch = None
             now = time.monotonic()
             quiet = now - last
-            if (quiet >= idle and not behind) or quiet >= idle + READ_ALL_STALL \
+            if (quiet >= idle and watch is None) or quiet >= idle + READ_ALL_STALL \
                     or now - start >= timeout:
                 break
     finally:

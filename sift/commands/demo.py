@@ -329,7 +329,6 @@ def terminate_as_interrupt() -> Iterator[None]:
                         with suppress(Exception):
                             _end_topics(*_RUN[-1], None)
                     os._exit(143)
-                    return
                 done.wait(0.05)
             if done.is_set():
                 return

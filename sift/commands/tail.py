@@ -23,6 +23,12 @@ examples:
 """
 
 
+#: seconds without a message after which ``--timeout`` counts even if the consumer has not
+#: got its partitions (or reached their ends): a topic deleted meanwhile must not make it
+#: wait for ever
+START_GRACE = 30.0
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("tail", help="print a sift topic's messages as JSON lines",
                        description="Follow a sift topic (decisions, dead letters, ...).",
@@ -57,7 +63,7 @@ def render(value: bytes | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sift.kafkaclient import consumer, partition_counts
+    from sift.kafkaclient import EndWatch, consumer, partition_counts
 
     settings = Settings.from_env(broker=args.broker)
     topic = settings.topic(args.topic)
@@ -76,12 +82,12 @@ def run(args: argparse.Namespace) -> int:
     # consumer slower than the timeout to connect and seek (TLS, a loaded machine)
     # printed nothing for a topic that held messages (forty-sixth session). A topic that
     # does not exist has nothing to wait for: the timeout counts at once.
-    started = _Start(cons, args.from_beginning) if exists else None
+    started = EndWatch(cons) if exists else None
     try:
         while args.max is None or count < args.max:
             batch = cons.poll(timeout_ms=200)
-            if started is not None and (started.ready()
-                                        or time.monotonic() - started.t0 > START_GRACE):
+            if started is not None and (started.reached()
+                                        or time.monotonic() - last > START_GRACE):
                 started = None
                 last = time.monotonic()
             if not batch:
@@ -103,29 +109,3 @@ def run(args: argparse.Namespace) -> int:
     finally:
         cons.close()
     return 0
-
-
-#: seconds after which ``--timeout`` counts even if the consumer has not got its partitions
-#: (or reached their ends) by then: a topic deleted meanwhile must not make it wait for ever
-START_GRACE = 30.0
-
-
-class _Start:
-    """When a tail's ``--timeout`` starts counting: once the consumer has partitions and,
-    from the beginning, has reached the end offsets they had when it got them."""
-
-    def __init__(self, cons: Any, from_beginning: bool) -> None:
-        self.t0 = time.monotonic()
-        self.cons = cons
-        self.from_beginning = from_beginning
-        self.ends: dict[Any, int] | None = None
-
-    def ready(self) -> bool:
-        assigned = list(self.cons.assignment())
-        if not assigned:
-            return False
-        if not self.from_beginning:
-            return True
-        if self.ends is None:
-            self.ends = {tp: int(n) for tp, n in self.cons.end_offsets(assigned).items()}
-        return all(self.cons.position(tp) >= end for tp, end in self.ends.items())

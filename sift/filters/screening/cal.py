@@ -854,9 +854,10 @@ class Review:
         return [int(b["found_before"]) if b.get("judged_before") is None
                 else int(known[b["judged_before"]]) for b in batches]
 
-    def hh_batch_estimates(self) -> list[tuple[float, float]]:
+    def hh_batch_estimates(self, last: int | None = None) -> list[tuple[float, float]]:
         """Hansen-Hurwitz estimate ``R_t`` and its within-batch variance of every completed
-        sampling batch of the current epoch, oldest first.
+        sampling batch of the current epoch (only the ``last`` ones when given), oldest
+        first.
 
         ``R_t = known_t + take-all relevant_t + mean_j(y_j u_j / p_j)``: the relevant
         documents judged before the batch (by the current labels), those of its take-all
@@ -871,6 +872,8 @@ class Review:
             ``(R_t, var_t)`` per batch; empty before the epoch's first sampling batch.
         """
         batches = [b for b in self._complete_batches()[self.epoch_start_ :] if b["b"] > 0]
+        if last is not None:
+            batches = batches[len(batches) - last :] if last < len(batches) else batches
         out = []
         for batch, known in zip(batches, self._found_before(batches), strict=True):
             certain = batch["certain"]
@@ -907,12 +910,11 @@ class Review:
         variance 0 and not ``sampled``: its recall is NaN and its lower bound 0.0.
         """
         found = int(np.sum(self.labels_ == 1))
-        batch_est = self.hh_batch_estimates()
-        if not batch_est:
+        use = self.hh_batch_estimates(last=self.hh_window)
+        if not use:
             # no sampling batch in this epoch (the start, the warm-up, documents just
             # joined): found, with no evidence about the rest (Estimate.sampled)
             return Estimate(float(found), 0.0, found, sampled=False)
-        use = batch_est[-self.hh_window :]
         ests = [e for e, _ in use]
         vars_ = [v for _, v in use]
         r_hat = max(float(np.mean(ests)), float(found))
