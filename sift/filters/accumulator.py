@@ -24,6 +24,27 @@ from sift.filters.errors import StateError
 from sift.filters.sparse import insert_sorted, unique_inverse
 from sift.filters.state import decode_array, encode_array
 
+#: Taking rows back out of running sums (:meth:`SparseAccumulator.remove_rows`) leaves,
+#: where the true result is 0, a cancellation residue of a few units in the last place
+#: of the values added and subtracted there. An entry of a touched column whose
+#: magnitude is at most this share of ``|sum before| + |values subtracted|`` becomes
+#: exactly 0: far above that residue (``1e-16`` per operation, so about ``1e-13`` after
+#: a thousand), far below any value a vectorizer gives (a genuine remainder that small
+#: needs the subtracted term a billion times larger than it, and zeroing it moves a
+#: score by at most that share).
+RESIDUE = 1e-9
+
+
+def remove_total(total: float, taken: float) -> float:
+    """A running total of positive weights with ``taken`` (added before) taken back: 0
+    when what is left is within :data:`RESIDUE` of 0 or below it (a cancellation residue).
+
+    >>> remove_total(0.1 + 0.2, 0.2), remove_total(0.1 + 0.2, 0.1 + 0.2), remove_total(0.3, 0.4)
+    (0.10000000000000003, 0.0, 0.0)
+    """
+    left = total - taken
+    return left if left > RESIDUE * (abs(total) + abs(taken)) else 0.0
+
 
 class SparseAccumulator:
     """``n_sums`` running sums sharing one local vocabulary."""
@@ -114,6 +135,54 @@ class SparseAccumulator:
             entries = np.repeat(np.asarray(mask, dtype=bool), lengths)
             indices, data, lengths = X.indices[entries], X.data[entries], lengths[rows]
         self.add(which, indices, data * np.repeat(weights[rows], lengths))
+        return float(weights[rows].sum())
+
+    def remove_rows(self, which: int, X: sp.csr_matrix, weights: NDArray[np.float64],
+                    mask: NDArray[np.bool_], *, clamp: bool = False) -> float:
+        """Subtract ``weights[i] * X[i]`` for the rows where ``mask`` holds (the inverse of
+        :meth:`add_rows`: rows added before with these weights); return their total weight.
+
+        In the columns touched, an entry left within :data:`RESIDUE` of 0 (relative to the
+        sum before and the values subtracted) becomes exactly 0, so that a column whose
+        every contribution was taken back is 0 again, not a cancellation residue. With
+        ``clamp`` (the caller knows the sum is of non-negative vectors) an entry left
+        below 0 becomes 0 too. The sum keeps its slots.
+
+        >>> acc = SparseAccumulator(1)
+        >>> X = sp.csr_matrix(np.array([[0.1, 0.2], [0.7, 0.0]]))
+        >>> _ = acc.add_rows(0, X, np.array([0.3, 1.0]), np.ones(2, bool))
+        >>> acc.remove_rows(0, X, np.array([0.3, 1.0]), np.array([False, True]))
+        1.0
+        >>> acc.remove_rows(0, X, np.array([0.3, 1.0]), np.array([True, False]), clamp=True)
+        0.3
+        >>> acc.sums.tolist()  # 0.1 * 0.3 + 0.7 - 0.7 - 0.1 * 0.3: not 1e-17, 0
+        [[0.0, 0.0]]
+        """
+        rows = np.flatnonzero(mask)
+        if rows.size == 0:
+            return 0.0
+        lengths = np.diff(X.indptr)
+        if rows.size == X.shape[0]:
+            indices, data = X.indices, X.data
+        else:
+            entries = np.repeat(np.asarray(mask, dtype=bool), lengths)
+            indices, data, lengths = X.indices[entries], X.data[entries], lengths[rows]
+        if indices.size:
+            values = np.asarray(data, dtype=np.float64) * np.repeat(weights[rows], lengths)
+            slots = self.slots(indices)  # may grow (and replace) the arrays
+            uniq, inv = unique_inverse(slots)
+            if inv is None:  # distinct slots (one row): subtracted as they are
+                taken, size = values, np.abs(values)
+            else:
+                taken, size = np.zeros(uniq.size), np.zeros(uniq.size)
+                np.add.at(taken, inv, values)
+                np.add.at(size, inv, np.abs(values))
+            before = self._sums[which, uniq]
+            after = before - taken
+            after[np.abs(after) <= RESIDUE * (np.abs(before) + size)] = 0.0
+            if clamp:
+                np.maximum(after, 0.0, out=after)
+            self._sums[which, uniq] = after
         return float(weights[rows].sum())
 
     def add_query(self, which: int, query: sp.csr_matrix | None) -> None:

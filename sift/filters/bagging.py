@@ -389,6 +389,17 @@ class BaggedProfile:
         for m in self.members:
             m.learn_many(X, relevant, weights)
 
+    def relabel(self, x: sp.csr_matrix, relevant: bool, weight: float = 1.0) -> bool:
+        """:meth:`Profile.relabel` of every member (each learned the judgment): ``True``
+        when every member corrected it where it is held, ``False`` when one had evicted
+        it (members of one bag hold the same judgments, so they agree). The arguments
+        are checked before any member changes."""
+        self.members[0].check_relabel(x, relevant, weight)
+        for m in self.members[1:]:
+            m._check_fitted()
+        done = [m.relabel(x, relevant, weight) for m in self.members]
+        return all(done)
+
     def relearn(self, calls: Sequence[tuple[sp.csr_matrix, ArrayLike]]) -> None:
         for m in self.members:
             m.relearn(calls)

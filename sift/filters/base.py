@@ -3,7 +3,8 @@
 A model turns document vectors into scores. It is bound once to its profile's
 context (number of columns, corpus weights, the profile's :class:`ExampleSet`),
 started from a query vector, then learns from labelled examples incrementally.
-``learn`` returns nothing. ``loo_scores`` scores each example of the bound set
+``learn`` returns nothing; ``unlearn`` takes learned examples back (a corrected
+judgment). ``loo_scores`` scores each example of the bound set
 by the model trained without that example (what TROT needs; scoring judged
 examples by a model trained on them biases the threshold upwards).
 
@@ -91,6 +92,22 @@ class ScoringModel(ABC):
         real: NDArray[np.bool_],
     ) -> None:
         """Learn from labelled rows (1 relevant, -1 non-relevant)."""
+
+    @abstractmethod
+    def unlearn(
+        self,
+        X: sp.csr_matrix,
+        labels: NDArray[np.int8],
+        weights: NDArray[np.float64],
+        real: NDArray[np.bool_],
+    ) -> None:
+        """Take back examples learned before with these labels and weights (the inverse of
+        :meth:`learn`; a profile correcting a judgment unlearns its old label and learns
+        the new one). Running sums lose the rows' contributions, up to rounding (a
+        cancellation residue is set to 0, see
+        :data:`~sift.filters.accumulator.RESIDUE`); what is derived from them (cached
+        products, selections, solved weights) is brought up to date as after
+        :meth:`learn`. The examples themselves are the profile's to change."""
 
     @abstractmethod
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:

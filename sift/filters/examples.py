@@ -625,6 +625,60 @@ class ExampleSet:
         self.seq = np.concatenate([self.seq, seq])
         return self._evict()
 
+    def matching_rows(self, x: sp.csr_matrix, *, label: int | None = None, weight: float | None = None,
+                      real: bool | None = None) -> NDArray[np.int64]:
+        """The examples (row numbers, oldest first) whose vector is the one row ``x``
+        exactly: the same columns and the same values (a column stored twice in ``x``
+        counts summed, as :meth:`add` stores it), and, where given, whose label, weight and
+        real flag are these.
+
+        One vectorised comparison: the rows of ``x``'s length that pass the other tests
+        are compared with ``x`` entry by entry at once, with no loop over rows.
+
+        >>> ex = ExampleSet(None, 4)
+        >>> X = sp.csr_matrix(np.array([[1.0, 0, 2, 0], [0, 1, 0, 0], [1, 0, 2, 0]]))
+        >>> _ = ex.add(X, [1, -1, -1], np.ones(3), np.ones(3, bool))
+        >>> ex.matching_rows(X[0]).tolist(), ex.matching_rows(X[0], label=-1).tolist()
+        ([0, 2], [2])
+        """
+        xc = x if isinstance(x, sp.csr_matrix) else sp.csr_matrix(x)
+        if xc.shape != (1, self.n_features):
+            raise ParameterError(f"x must be one row of {self.n_features} columns, got shape {xc.shape}")
+        if not xc.has_canonical_format:
+            xc = xc.copy()
+            xc.sum_duplicates()
+        c = self._compact()
+        nnz = int(xc.nnz)
+        ok: NDArray[np.bool_] = np.asarray(np.diff(c.indptr) == nnz, dtype=bool)
+        if label is not None:
+            ok &= self.labels == label
+        if weight is not None:
+            ok &= self.weights == weight
+        if real is not None:
+            ok &= self.real == bool(real)
+        rows: NDArray[np.int64] = np.flatnonzero(ok).astype(np.int64)
+        if rows.size == 0 or nnz == 0:
+            return rows
+        ids = c.ids(xc.indices)  # the rows keep their entries in column order, as xc
+        if np.any(ids < 0):
+            return np.zeros(0, np.int64)
+        at = c.indptr[rows][:, None] + np.arange(nnz)
+        same: NDArray[np.bool_] = (c.ind[at] == ids).all(axis=1) & (c.data[at] == xc.data).all(axis=1)
+        return rows[same]
+
+    def set_label(self, row: int, label: int) -> None:
+        """Give example ``row`` the label ``label`` (1 or -1): a corrected judgment. Its
+        place, vector, weight, flag and insertion number stay, and so does everything
+        remembered for the set (products, norms, kNN neighbour lists: none depends on
+        labels; what does reads :attr:`labels` when asked). The array is replaced, not
+        changed in place, so a copy of it taken before stays as it was."""
+        lab = _labels([label])
+        if isinstance(row, bool) or not isinstance(row, numbers.Integral) or not 0 <= int(row) < len(self):
+            raise ParameterError(f"row must be an example's number in [0, {len(self)}), got {row!r}")
+        labels = self.labels.copy()
+        labels[int(row)] = lab[0]
+        self.labels = labels
+
     def _evict(self) -> int:
         if self.capacity is None or len(self) <= self.capacity:
             return 0

@@ -2247,6 +2247,34 @@ class FusionModel(ScoringModel):
             if self.alpha_ is None or self.n_pos_ - self.n_pos_at_solve_ >= self.resolve_every:
                 self.pending_ = True
 
+    def unlearn(
+        self,
+        X: sp.csr_matrix,
+        labels: NDArray[np.int8],
+        weights: NDArray[np.float64],
+        real: NDArray[np.bool_],
+    ) -> None:
+        """The sub-models unlearn the rows, ``v*`` loses the positive ones (a cancellation
+        residue set to 0, as in Rocchio's sums) and ``n_pos_`` counts them out. The
+        weights were solved with these examples' old labels (``S`` the positives, the
+        candidates the negatives), so they are re-solved at the next ``score`` /
+        ``loo_scores`` (``pending_``), from the previous weights as a start, whatever
+        ``resolve_every`` says; until then the counter of the last solve is kept at most
+        ``n_pos_``, as a state requires."""
+        for sub in (self.rocchio_, self.kantor_, self.knn_):
+            sub.unlearn(X, labels, weights, real)
+        X = sp.csr_matrix(X)
+        lab = np.asarray(labels)
+        w = np.asarray(weights, dtype=np.float64)
+        pos = lab > 0
+        if pos.any():
+            self.centroid_.remove_rows(0, X, w, pos)
+            self.n_pos_ = max(self.n_pos_ - int(np.count_nonzero(pos)), 0)
+            self.n_pos_at_solve_ = min(self.n_pos_at_solve_, self.n_pos_)
+            self._cvec = None
+        if lab.size:
+            self.pending_ = True
+
     # -- dissimilarities --------------------------------------------------------------
     def _centroid(self) -> dict[str, tuple[NDArray[np.int64], FloatArray]]:
         """``v*`` per block (sorted columns, values) and, for ``lsa``, its projection."""

@@ -135,6 +135,8 @@ class Kantor(ScoringModel):
         self._has_query: bool | None = None
         self._vslots: NDArray[np.int64] = np.zeros(0, np.int64)
         self._smap = SlotMap()
+        #: the sums are of non-negative vectors (None: not checked yet; see unlearn)
+        self._nonneg: bool | None = None
 
     @property
     def no_evidence_score(self) -> float | None:
@@ -168,6 +170,8 @@ class Kantor(ScoringModel):
         w = np.asarray(weights, dtype=np.float64)
         pos = lab == 1
         n_pos = int(np.count_nonzero(pos))
+        if X.data.size and (X.data.min() < 0 or np.any(w < 0)):
+            self._nonneg = False
         if n_pos:
             self.acc_.add_rows(_P, X, w, pos)
             self._ver[_P] += 1
@@ -175,6 +179,36 @@ class Kantor(ScoringModel):
             self.acc_.add_rows(_N, X, w, lab == -1)
             self._ver[_N] += 1
         self.k_ += int(np.count_nonzero(real))
+        self._vecs = None
+
+    def unlearn(
+        self,
+        X: sp.csr_matrix,
+        labels: NDArray[np.int8],
+        weights: NDArray[np.float64],
+        real: NDArray[np.bool_],
+    ) -> None:
+        """Subtract the rows from the sums they were learned into and take the real ones
+        out of ``k`` (a corrected judgment unlearned and learned again leaves ``k`` as it
+        was). As Rocchio's (:meth:`Rocchio.unlearn <sift.filters.rocchio.Rocchio.unlearn>`):
+        a cancellation residue becomes 0 and, while the sums are of non-negative vectors,
+        so does an entry left below 0; the versions keying the remembered products move."""
+        X = X if isinstance(X, sp.csr_matrix) else sp.csr_matrix(X)
+        lab = np.asarray(labels)
+        w = np.asarray(weights, dtype=np.float64)
+        pos, neg = lab == 1, lab == -1
+        if X.data.size and (X.data.min() < 0 or np.any(w < 0)):
+            self._nonneg = False
+        elif self._nonneg is None:
+            self._nonneg = bool(np.all(self.acc_.sums >= 0))
+        clamp = bool(self._nonneg)
+        if pos.any():
+            self.acc_.remove_rows(_P, X, w, pos, clamp=clamp)
+            self._ver[_P] += 1
+        if neg.any():
+            self.acc_.remove_rows(_N, X, w, neg, clamp=clamp)
+            self._ver[_N] += 1
+        self.k_ = max(self.k_ - int(np.count_nonzero(real)), 0)
         self._vecs = None
 
     def _unnormalised(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

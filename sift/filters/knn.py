@@ -383,6 +383,17 @@ class KNN(ScoringModel):
     ) -> None:
         """Nothing to do: the profile adds the examples to the shared pool."""
 
+    def unlearn(
+        self,
+        X: sp.csr_matrix,
+        labels: NDArray[np.int8],
+        weights: NDArray[np.float64],
+        real: NDArray[np.bool_],
+    ) -> None:
+        """Nothing to do: the pool is the profile's example set, whose labels the profile
+        changes. The neighbour lists do not depend on labels (they are kept while the
+        vectors are), and the votes read the labels at every call (:meth:`label_weights`)."""
+
     def label_weights(self) -> NDArray[np.float64]:
         ex = self._examples()
         if self.vote == "positive":

@@ -158,6 +158,25 @@ def _check_values(X: sp.csr_matrix, what: str) -> sp.csr_matrix:
     return X
 
 
+def _rows_equal(X: sp.csr_matrix, x: sp.csr_matrix) -> NDArray[np.bool_]:
+    """Which rows of ``X`` are the canonical one row ``x`` entry for entry (the same
+    columns, the same values): one comparison of the rows of ``x``'s length, no loop.
+
+    >>> X = sp.csr_matrix(np.array([[1.0, 0, 2], [1, 0, 0], [1, 0, 2]]))
+    >>> _rows_equal(X, X[2]).tolist()
+    [True, False, True]
+    """
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    out = np.diff(X.indptr) == x.nnz
+    rows = np.flatnonzero(out)
+    if rows.size and x.nnz:
+        at = X.indptr[rows][:, None] + np.arange(x.nnz)
+        out[rows] = (X.indices[at] == x.indices).all(axis=1) & (X.data[at] == x.data).all(axis=1)
+    return np.asarray(out, dtype=bool)
+
+
 def check_rows(X: sp.csr_matrix) -> sp.csr_matrix:
     """Judged document vectors as :meth:`Profile.learn_many` takes them (finite values of
     at most ``MAX_VALUE`` in magnitude, each column once; :class:`FilterError` if not):
@@ -766,6 +785,120 @@ class Profile:
         waiting = self.n_pending_
         if waiting >= every:
             self._apply(waiting - waiting % every)
+
+    def check_relabel(self, x: Any, relevant: Any, weight: Any) -> tuple[sp.csr_matrix, int, float]:
+        """The arguments of :meth:`relabel`, checked (:class:`FilterError` naming the
+        parameter and the value): ``x`` as a canonical ``1 x n_features_`` CSR row of
+        finite values, the new label (1 or -1) and the weight as a float. Nothing changes."""
+        self._check_fitted()
+        if not isinstance(relevant, bool | np.bool_):
+            raise FilterError(f"relevant must be a bool, got {relevant!r:.60}")
+        if isinstance(weight, bool | np.bool_) or not (
+                isinstance(weight, int | float | np.integer | np.floating)
+                and math.isfinite(weight) and 0 < weight <= MAX_VALUE):
+            raise FilterError(f"weight must be a finite number > 0 and <= {MAX_VALUE:g}, got {weight!r:.60}")
+        if not isinstance(x, sp.csr_matrix):
+            try:
+                x = sp.csr_matrix(x)
+            except (TypeError, ValueError) as exc:
+                raise FilterError(f"x must be one row of {self.n_features_} columns, got "
+                                  f"{type(x).__name__} ({exc})") from None
+        if x.ndim != 2 or x.shape != (1, self.n_features_):
+            raise FilterError(f"x must be one row of {self.n_features_} columns, got shape {x.shape}")
+        return _check_values(x, "x"), 1 if relevant else -1, float(weight)
+
+    def relabel(self, x: sp.csr_matrix, relevant: bool, weight: float = 1.0) -> bool:
+        """Correct a judgment: document ``x``, judged before with the other label and
+        ``weight``, is ``relevant`` (a judge who clicked the wrong answer).
+
+        The caller guarantees that earlier judgment (the same vector ``x``, the same
+        weight, the other label); the profile finds it, newest first, and changes it:
+
+        1. still waiting in the buffer of ``update=n``: its label changes there, nothing
+           is learned now (it is applied, corrected, with its group);
+        2. applied, and a real example equal to ``x`` (entry for entry) with the other
+           label and this weight is in the example set: the model takes back the old
+           label's contribution (:meth:`ScoringModel.unlearn`) and learns the new one,
+           the example's label changes in place (its row, vector and weight stay),
+           ``n_relevant_`` follows and the threshold is re-trained (``version_`` moves);
+        3. applied and since evicted from the capped example set: the model takes back
+           the old label's contribution from its running sums, and ``x`` is learned with
+           the new label at once as a judgment is (model, example set, threshold), the
+           newest example; ``n_relevant_`` follows, ``n_judged_`` stays (a judgment
+           corrected, not a new one: :meth:`judgments` still returns exactly the held
+           judgments, this one with its new label, now the newest).
+
+        The result is that of learning the judgment with its right label in the first
+        place up to the rounding of the running sums (Rocchio's, Kantor's, fusion's
+        ``v*``: a value whose contributions were all taken back is set to exactly 0, see
+        :data:`~sift.filters.accumulator.RESIDUE`), for kNN exactly; in case 3 the
+        judgment is also the newest example instead of an evicted one. Fusion re-solves
+        its weights at the re-threshold. Under ``update="never"`` judgments are ignored,
+        and so is their correction: nothing changes.
+
+        Parameters
+        ----------
+        x
+            The judged document vector, one row of ``n_features_`` columns.
+        relevant
+            The right label: a bool (a numpy bool too).
+        weight
+            The judgment's weight, a finite number > 0 (at most ``MAX_VALUE``).
+
+        Returns
+        -------
+        bool
+            ``True`` when the judgment was corrected where it is held (cases 1 and 2, and
+            under ``update="never"``), ``False`` when it had been evicted (case 3).
+
+        Raises
+        ------
+        FilterError
+            An untrained profile, ``x`` not one row of the profile's width (or with values
+            not finite or beyond ``MAX_VALUE``), ``relevant`` not a bool, a bad weight;
+            the profile is left as it was.
+
+        Examples
+        --------
+        >>> import numpy as np, scipy.sparse as sp
+        >>> X = sp.csr_matrix(np.eye(4)[:3] * 0.9 + 0.1)
+        >>> p, q = Profile("p"), Profile("p")
+        >>> for prof in (p, q):
+        ...     prof.fit(X[:1], X, positives=[0])
+        >>> p.learn_one(X[1:2], relevant=False)  # the wrong button
+        >>> p.relabel(X[1:2], relevant=True)     # corrected where it is held
+        True
+        >>> q.learn_one(X[1:2], relevant=True)   # right the first time
+        >>> bool(np.allclose(p.score(X), q.score(X))), p.threshold_ == q.threshold_
+        (True, True)
+        >>> p.judgments()[1].tolist(), p.n_judged_, p.n_relevant_
+        ([True], 1, 1)
+        """
+        x, new, w = self.check_relabel(x, relevant, weight)
+        if self.update == "never":
+            return True
+        old = -new
+        # 1. waiting in the buffer: the newest such judgment changes its label there
+        for b in range(len(self._pending) - 1, -1, -1):
+            X, lab, wb = self._pending[b]
+            hit = np.flatnonzero((lab == old) & (wb == w) & _rows_equal(X, x))
+            if hit.size:
+                lab = lab.copy()
+                lab[hit[-1]] = new
+                self._pending[b] = (X, lab, wb)
+                return True
+        one = np.ones(1, dtype=bool)
+        ex = self.examples_
+        rows = ex.matching_rows(x, label=old, weight=w, real=True)
+        self.model_.unlearn(x, np.array([old], np.int8), np.array([w]), one)
+        self.model_.learn(x, np.array([new], np.int8), np.array([w]), one)
+        if rows.size:  # 2. in the example set: its label changes in place
+            ex.set_label(int(rows[-1]), new)
+        else:  # 3. evicted: the judgment is learned again, with its new label, as the newest
+            ex.add(x, np.array([new], np.int8), np.array([w]), one)
+        self.n_relevant_ = max(self.n_relevant_ + new, 0)
+        self._rethreshold()
+        return bool(rows.size)
 
     def relearn(self, calls: Sequence[tuple[sp.csr_matrix, ArrayLike]]) -> None:
         """Learn a recorded sequence of :meth:`learn_many` calls (rows and labels, weights

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from sift.filters.accumulator import SlotMap, SparseAccumulator
+from sift.filters.accumulator import SlotMap, SparseAccumulator, remove_total
 from sift.filters.base import MAX_WEIGHT, ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.examples import ExampleSet
@@ -165,13 +165,47 @@ class Rocchio(ScoringModel):
         w = np.asarray(weights, dtype=np.float64)
         pos = lab == 1
         n_pos = int(np.count_nonzero(pos))
-        if self._nonneg and X.data.size and (X.data.min() < 0 or np.any(w < 0)):
-            self._nonneg = False
+        if X.data.size and (X.data.min() < 0 or np.any(w < 0)):
+            self._nonneg = False  # (so True also means: no signed vector learned since start)
         if n_pos:
             self.w_pos_ += self.acc_.add_rows(_P, X, w, pos)
             self._ver[_P] += 1
         if n_pos < lab.size:
             self.w_neg_ += self.acc_.add_rows(_N, X, w, lab == -1)
+            self._ver[_N] += 1
+        self._coef = None
+
+    def unlearn(
+        self,
+        X: sp.csr_matrix,
+        labels: NDArray[np.int8],
+        weights: NDArray[np.float64],
+        real: NDArray[np.bool_],
+    ) -> None:
+        """Subtract the rows from the positive or negative sum and weight total they were
+        learned into. A cancellation residue is set to 0
+        (:meth:`~sift.filters.accumulator.SparseAccumulator.remove_rows`), and while the
+        sums are of non-negative vectors (the fast candidate path of :meth:`_candidates`:
+        every sum >= 0 and no signed vector learned since :meth:`start`; after a state is
+        loaded, sums all >= 0 are taken as such) an entry left below 0 is set to 0 too,
+        so the sums stay exactly non-negative and the path stays open. The versions
+        keying the remembered leave-one-out products move as :meth:`learn` moves them."""
+        X = X if isinstance(X, sp.csr_matrix) else sp.csr_matrix(X)
+        lab = np.asarray(labels)
+        w = np.asarray(weights, dtype=np.float64)
+        pos, neg = lab == 1, lab == -1
+        if X.data.size and (X.data.min() < 0 or np.any(w < 0)):
+            self._nonneg = False  # as learn: signed rows, sums that may go below 0
+        elif self._nonneg is None:
+            self._nonneg = bool(np.all(self.acc_.sums >= 0))
+        clamp = bool(self._nonneg)
+        if pos.any():
+            taken = self.acc_.remove_rows(_P, X, w, pos, clamp=clamp)
+            self.w_pos_ = remove_total(self.w_pos_, taken)
+            self._ver[_P] += 1
+        if neg.any():
+            taken = self.acc_.remove_rows(_N, X, w, neg, clamp=clamp)
+            self.w_neg_ = remove_total(self.w_neg_, taken)
             self._ver[_N] += 1
         self._coef = None
 
