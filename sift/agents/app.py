@@ -1327,9 +1327,10 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     @keep_going_here("log_progress")
     async def log_progress() -> None:
         s, r = service.stats, reviews.service.stats
-        log.info("documents %d, decisions %d, judgments %d (+%d duplicate), dead letters %d, "
-                 "profiles here %d, review judgments %d", s["documents"], s["decisions"],
-                 s["judgments"], s["judgments_duplicate"], s["dead_letters"],
+        log.info("documents %d, decisions %d, judgments %d (+%d duplicate, %d repeated, %d "
+                 "corrections), dead letters %d, profiles here %d, review judgments %d",
+                 s["documents"], s["decisions"], s["judgments"], s["judgments_duplicate"],
+                 s["judgments_repeated"], s["judgments_corrected"], s["dead_letters"],
                  sum(len(b) for b in service._banks.values()), r["review_judgments"])
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's signal types are narrower

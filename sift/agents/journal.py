@@ -62,6 +62,10 @@ class JournalBatch:
     relevant: list[bool]
     keys: list[str]
     coalesce: bool
+    #: the judged documents' ids, row by row (``None`` in a journal written before the
+    #: forty-seventh session): what a recovering worker needs to tell a later judgment
+    #: of one of them apart as a repeat or a correction
+    docs: list[str] | None = None
 
     @property
     def X(self) -> sp.csr_matrix:
@@ -74,13 +78,19 @@ def stack_batches(batches: Sequence[JournalBatch], n_features: int) -> sp.csr_ma
 
 
 def encode_batch(seq: int, X: sp.csr_matrix, relevant: Sequence[bool], keys: Sequence[str],
-                 coalesce: bool) -> bytes:
-    """One batch as a JSON object (the rows' arrays as base64 of their bytes: exact)."""
-    if X.shape[0] != len(relevant) or len(relevant) != len(keys):
-        raise JournalError(f"journal batch {seq}: {X.shape[0]} rows, {len(relevant)} labels "
-                           f"and {len(keys)} keys")
-    return orjson.dumps({"seq": seq, "X": encode_csr(X), "relevant": [bool(r) for r in relevant],
-                         "keys": list(keys), "coalesce": bool(coalesce)})
+                 coalesce: bool, docs: Sequence[str] | None = None) -> bytes:
+    """One batch as a JSON object (the rows' arrays as base64 of their bytes: exact);
+    ``docs``, the judged documents' ids, row by row."""
+    if X.shape[0] != len(relevant) or len(relevant) != len(keys) or (
+            docs is not None and len(docs) != len(keys)):
+        raise JournalError(f"journal batch {seq}: {X.shape[0]} rows, {len(relevant)} labels, "
+                           f"{len(keys)} keys and {'no' if docs is None else len(docs)} "
+                           "document ids")
+    obj: dict[str, Any] = {"seq": seq, "X": encode_csr(X), "relevant": [bool(r) for r in relevant],
+                           "keys": list(keys), "coalesce": bool(coalesce)}
+    if docs is not None:
+        obj["docs"] = list(docs)
+    return orjson.dumps(obj)
 
 
 def _head(profile: str, epoch: str, latest: dict[str, Any] | None) -> bytes:
@@ -137,7 +147,13 @@ def decode_journal(data: bytes, name: str, n_features: int) -> tuple[str, list[J
                                    f"labels and {len(keys)} keys of width {n_features}")
             if out and seq != out[-1].seq + 1:
                 raise JournalError(f"journal batch {seq} follows batch {out[-1].seq}")
-            out.append(JournalBatch(seq, parts, relevant, keys, bool(b.get("coalesce", True))))
+            docs = b.get("docs")
+            if docs is not None and (not isinstance(docs, list) or len(docs) != len(keys)
+                                     or not all(isinstance(d, str) for d in docs)):
+                raise JournalError(f"journal batch {seq}: 'docs' must be a list of "
+                                   f"{len(keys)} document ids")
+            out.append(JournalBatch(seq, parts, relevant, keys, bool(b.get("coalesce", True)),
+                                    docs))
     except JournalError:
         raise
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError,

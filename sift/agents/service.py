@@ -626,10 +626,21 @@ class ProfileEntry:
     #: --wait` says), rather than creating a new one
     replaces: bool = False
 
-    def remember(self, key: str) -> None:
+    #: the label each recently judged document has for this profile now (the last
+    #: judgment of it, a correction included), so that a judgment of a document judged
+    #: before is told apart: the same label again changes nothing, the other corrects
+    #: it (oldest forgotten first, as the keys)
+    labels: dict[str, bool] = field(default_factory=dict)
+
+    def remember(self, key: str, doc_id: str | None = None, relevant: bool | None = None) -> None:
         self.judged[key] = None
         while len(self.judged) > MAX_JUDGED_KEYS:
             del self.judged[next(iter(self.judged))]
+        if doc_id is not None and relevant is not None:
+            self.labels.pop(doc_id, None)  # to the end: the newest
+            self.labels[doc_id] = bool(relevant)
+            while len(self.labels) > MAX_JUDGED_KEYS:
+                del self.labels[next(iter(self.labels))]
 
 
 def encode_profile_record(entry: ProfileEntry, *, compress: bool = False) -> bytes:
@@ -639,7 +650,8 @@ def encode_profile_record(entry: ProfileEntry, *, compress: bool = False) -> byt
     more than learning the judgment; the changelog allows 16 MiB, so it is off.
     """
     obj = {"format": RECORD_FORMAT, "spec": entry.spec.to_obj(), "state": entry.profile.to_state(),
-           "judged": list(entry.judged), "journal": {"epoch": entry.epoch, "seq": entry.seq}}
+           "judged": list(entry.judged), "labels": [[d, r] for d, r in entry.labels.items()],
+           "journal": {"epoch": entry.epoch, "seq": entry.seq}}
     if entry.replaces:
         obj["replaces"] = True
     raw = orjson.dumps(obj)
@@ -660,6 +672,7 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
         spec = ProfileSpec.from_obj(obj["spec"])
         profile = load_profile(obj["state"], feature_weights, n_features)
         judged = dict.fromkeys(str(k) for k in obj.get("judged", ()))
+        labels = _decode_labels(obj.get("labels", ()))  # none before the 47th session
         if name is not None and (spec.profile != name or profile.name != name):
             raise ServiceError(f"record under {name!r} is for profile {spec.profile!r} "
                                f"(state {profile.name!r})")
@@ -680,7 +693,21 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
         # fault, so only this profile is skipped.
         raise ServiceError(f"bad profile record: {type(exc).__name__}: {exc}") from None
     return ProfileEntry(spec, profile, judged, epoch=epoch, seq=seq, record_bytes=len(data),
-                        replaces=replaces)
+                        replaces=replaces, labels=labels)
+
+
+def _decode_labels(pairs: Any) -> dict[str, bool]:
+    """The record's ``labels``: ``[[doc_id, relevant], ...]``, oldest first."""
+    if not isinstance(pairs, list | tuple):
+        raise ServiceError(f"bad 'labels' in the record: {type(pairs).__name__}")
+    out: dict[str, bool] = {}
+    for pair in pairs:
+        if (not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[0], str)
+                or not isinstance(pair[1], bool)):
+            raise ServiceError(f"bad 'labels' entry in the record: {clip(repr(pair))}")
+        out.pop(pair[0], None)
+        out[pair[0]] = pair[1]
+    return out
 
 
 # ----------------------------------------------------------------------------- training set
@@ -1387,8 +1414,9 @@ class Service:
                 [r for b in todo for r in b.relevant],
                 [n for b in todo for n in call_sizes(len(b.relevant), b.coalesce)])
             for b in todo:
-                for key in b.keys:
-                    entry.remember(key)
+                docs = b.docs if b.docs is not None else [None] * len(b.keys)
+                for key, doc, rel in zip(b.keys, docs, b.relevant, strict=True):
+                    entry.remember(key, doc, rel)
             entry.seq = todo[-1].seq
             entry.journal_batches = len(todo)
             entry.journal_bytes = len(jraw)  # appends go on from this value
@@ -1428,19 +1456,21 @@ class Service:
         self.stats["state_bytes_max"] = max(self.stats["state_bytes_max"], len(raw))
 
     def _save_batch(self, name: str, entry: ProfileEntry, table: MutableMapping[str, bytes],
-                    X: sp.csr_matrix, relevant: list[bool], keys: list[str]) -> None:
+                    X: sp.csr_matrix | None, relevant: list[bool], keys: list[str],
+                    docs: list[str] | None = None) -> None:
         """After a learned batch: append it to the journal, or write the state record when
-        the journal is off, full, or the record predates journals."""
+        the journal is off, full, or the record predates journals (or ``X`` is ``None``:
+        nothing to append)."""
         entry.seq += 1
         journal = self.journal
         if journal is None or not self.append_journal or not entry.epoch \
-                or name in self._rewrite:
+                or name in self._rewrite or X is None:
             if journal is not None and not entry.epoch:
                 entry.epoch = uuid.uuid4().hex  # a record from before journals: start one
             self._rewrite.discard(name)
             self._write(name, entry, table)
             return
-        piece = encode_batch(entry.seq, X, relevant, keys, self.coalesce_judgments)
+        piece = encode_batch(entry.seq, X, relevant, keys, self.coalesce_judgments, docs)
         if journal_full(entry.journal_batches, entry.journal_bytes, len(piece),
                         entry.record_bytes):
             self._write(name, entry, table)
@@ -1516,24 +1546,26 @@ class Service:
         return profile
 
     def _carry_judgments(self, spec: ProfileSpec, profile: AnyProfile,
-                         table: MutableMapping[str, bytes]) -> dict[str, None]:
+                         table: MutableMapping[str, bytes]) -> tuple[dict[str, None], dict[str, bool]]:
         """A profile replaced by a new spec keeps its feedback: ``profile`` (built from
         ``spec``) learns the judgments the profile of that name holds
         (:meth:`~sift.filters.profile.Profile.judgments`, under the new update policy),
         and the judgment keys it saw are returned for the new entry, so a re-delivered
-        judgment stays a duplicate. Nothing is carried with ``reset``, or for a new name."""
+        judgment stays a duplicate, with the documents' labels (so a later judgment of one
+        of them is still told apart as a repeat or a correction). Nothing is carried with
+        ``reset``, or for a new name."""
         if spec.reset or spec.profile not in table:
-            return {}
+            return {}, {}
         old = self.entry(spec.profile, table)
         if old is None:
-            return {}
+            return {}, {}
         # the old record was decoded at this vectorizer's width (decode_profile_record
         # refuses another), so its rows fit the new profile
         X, relevant, weights = old.profile.judgments()
         if relevant.size:
             profile.learn_many(X, relevant, weights)
             self.stats["judgments_carried"] += int(relevant.size)
-        return dict(old.judged)
+        return dict(old.judged), dict(old.labels)
 
     def apply_specs(self, messages: Iterable[InputMessage],
                     table: MutableMapping[str, bytes]) -> UpdateResult:
@@ -1577,10 +1609,10 @@ class Service:
                 self._dead(out.dead_letters, msg, RecordError("bad_params", f"profile "
                                                               f"{spec.profile!r}: {exc}"))
                 continue
-            judged = self._carry_judgments(spec, profile, table)
+            judged, labels = self._carry_judgments(spec, profile, table)
             # a new epoch: a journal left by an earlier profile of this name is not ours
             entry = ProfileEntry(spec, profile, judged=judged, epoch=uuid.uuid4().hex,
-                                 replaces=spec.profile in table)
+                                 replaces=spec.profile in table, labels=labels)
             raw = encode_profile_record(entry)
             limit = self.max_record_bytes
             if limit is not None and len(raw) > limit:
@@ -1599,10 +1631,21 @@ class Service:
     # -- 4. judgments --------------------------------------------------------------------------
     def apply_judgments(self, messages: Iterable[InputMessage],
                         table: MutableMapping[str, bytes]) -> UpdateResult:
-        """Apply judgments under each profile's update policy; write changed profiles back."""
+        """Apply judgments under each profile's update policy; write changed profiles back.
+
+        A document has one label per profile, its last judgment's. A judgment of a
+        document the profile has a label for is a *repeat* when it gives the same label
+        (skipped and counted, ``judgments_repeated``: learning a document twice would
+        count it twice in the model and in TROT) and a *correction* when it gives the
+        other (:meth:`~sift.filters.profile.Profile.relabel`, ``judgments_corrected``).
+        A judgment delivered again (its key seen) stays a duplicate; without an ``id`` the
+        key is the document's, so a judgment without an id giving the other label is a
+        correction too."""
         out = UpdateResult()
-        batches: dict[str, list[tuple[Judgment, tuple[sp.csr_matrix, int]]]] = {}
+        batches: dict[str, list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]]] = {}
         seen: set[tuple[str, str]] = set()
+        # the labels this batch gives, before they are applied
+        given: dict[tuple[str, str], bool] = {}
         for msg in messages:
             try:
                 j = decode_judgment(msg.value or b"")
@@ -1619,11 +1662,24 @@ class Service:
                 self._dead(out.dead_letters, msg, RecordError(
                     "unknown_profile", f"judgment for unknown profile {j.profile!r}"))
                 continue
-            if j.key in entry.judged or (j.profile, j.key) in seen:
+            label = given.get((j.profile, j.doc_id), entry.labels.get(j.doc_id))
+            correct = label is not None and label != j.relevant
+            if (j.key in entry.judged or (j.profile, j.key) in seen) and not (
+                    correct and j.id is None):
                 self.stats["judgments_duplicate"] += 1
                 log.info("judgment %r of %r (%s[%d]@%d) already applied%s", j.key, j.profile,
                          msg.topic, msg.partition, msg.offset,
                          " in this batch" if (j.profile, j.key) in seen else "")
+                continue
+            if label is not None and not correct:
+                self.stats["judgments_repeated"] += 1
+                log.info("judgment %r of %r (%s[%d]@%d): document %r is judged %s already",
+                         j.key, j.profile, msg.topic, msg.partition, msg.offset, j.doc_id,
+                         "relevant" if label else "not relevant")
+                # its key is not remembered: it changed nothing, so delivered again it
+                # is a repeat again (the profile's keys are those of its record and
+                # journal, which a worker taking over reads back)
+                seen.add((j.profile, j.key))
                 continue
             x = self.store.locate(j.doc_id)
             if x is None and j.text:
@@ -1637,34 +1693,76 @@ class Service:
             if x is None:
                 self._dead(out.dead_letters, msg, RecordError(
                     "unknown_document",
-                    f"judgment of document {j.doc_id!r}: the document was not seen or is no "
-                    f"longer kept (the last {self.store.capacity} are); send the judgment with "
-                    f"its 'text'"))
+                    f"{'correction' if correct else 'judgment'} of document {j.doc_id!r}: the "
+                    f"document was not seen or is no longer kept (the last "
+                    f"{self.store.capacity} are); send the judgment with its 'text'"))
                 continue
             seen.add((j.profile, j.key))
-            batches.setdefault(j.profile, []).append((j, x))
+            given[(j.profile, j.doc_id)] = j.relevant
+            batches.setdefault(j.profile, []).append((j, x, correct))
         for name, items in batches.items():
             entry = self._entries[name]
-            X = stack_row_refs([x for _, x in items])
-            X.sort_indices()  # as the journal stores them: relearning sums in this order
-            relevant = [j.relevant for j, _ in items]
             try:
-                learn_batch(entry.profile, X, relevant, coalesce=self.coalesce_judgments)
-                for j, _ in items:
-                    entry.remember(j.key)
-                self._save_batch(name, entry, table, X, relevant, [j.key for j, _ in items])
+                learned = self._learn_items(entry.profile, items)
+                for j, _, _ in items:
+                    entry.remember(j.key, j.doc_id, j.relevant)
+                if len(learned) < len(items):
+                    # a correction changed what was learned before: the journal holds
+                    # batches to learn again, not corrections, so the state record is
+                    # written whole (the journal starts again after it)
+                    self._rewrite.add(name)
+                X = stack_row_refs([x for _, x, _ in learned]) if learned else None
+                if X is not None:
+                    X.sort_indices()
+                self._save_batch(name, entry, table, X, [j.relevant for j, _, _ in learned],
+                                 [j.key for j, _, _ in learned], [j.doc_id for j, _, _ in learned])
             except Exception:
                 # the profile may have learned part of the batch: drop it, so that its
                 # next use (the caller's retry, message by message) decodes it again
                 # from its table value and journal, as it was before the batch
                 self._forget(name)
                 raise
-            self.stats["judgments"] += len(items)
+            n_fixed = len(items) - len(learned)
+            self.stats["judgments"] += len(learned)
+            self.stats["judgments_corrected"] += n_fixed
             self.stats["judgment_profile_batches"] += 1  # one re-threshold and write each
             out.changed.append(name)
         if batches:
             self.stats["judgment_batches"] += 1
         return out
+
+    def _learn_items(self, profile: AnyProfile,
+                     items: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]],
+                     ) -> list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]]:
+        """Learn a profile's judgments of a batch in order: the runs of new ones a batch at
+        a time (:func:`learn_batch`), each correction by
+        :meth:`~sift.filters.profile.Profile.relabel`; the new ones returned."""
+        learned: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]] = []
+        run: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]] = []
+
+        def flush() -> None:
+            if run:
+                X = stack_row_refs([x for _, x, _ in run])
+                X.sort_indices()  # as the journal stores them: relearning sums in this order
+                learn_batch(profile, X, [j.relevant for j, _, _ in run],
+                            coalesce=self.coalesce_judgments)
+                learned.extend(run)
+                run.clear()
+
+        for item in items:
+            j, x, correct = item
+            if not correct:
+                run.append(item)
+                continue
+            flush()
+            row = stack_row_refs([x])
+            row.sort_indices()  # the row as it was learned
+            held = profile.relabel(row, j.relevant)
+            log.info("judgment %r of %r corrects document %r to %s%s", j.key, j.profile,
+                     j.doc_id, "relevant" if j.relevant else "not relevant",
+                     "" if held else " (its judgment was no longer held: learned anew)")
+        flush()
+        return learned
 
     def counters(self) -> dict[str, Any]:
         """A JSON-safe snapshot of the counters.

@@ -551,8 +551,8 @@ def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[s
                            f"the judgment of {d['doc_id']!r} for {d['profile']!r}")
                 n_judgments += 1
             sends.flush()
-            wait_for(functools.partial(_reached, worker, ("judgments", "judgments_duplicate"),
-                                       n_judgments), 120, "judgments applied", interval=POLL)
+            wait_for(functools.partial(_reached, worker, JUDGMENTS_TAKEN, n_judgments), 120,
+                     "judgments applied", interval=POLL)
             progress.update(len(part))
             if not progress.enabled and (start // chunk) % 25 == 0:
                 print(f"demo: {sent}/{len(corpus.test)} documents, {len(hits)} delivered, "
@@ -574,6 +574,10 @@ def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[s
             "total_seconds": time.monotonic() - t0, "chunk": chunk,
             "dead_letters": final.get("stats", {}).get("dead_letters", 0),
             "specs_obj": specs}
+
+
+#: The worker's counters of the judgments it has taken, applied or skipped.
+JUDGMENTS_TAKEN = ("judgments", "judgments_duplicate", "judgments_repeated", "judgments_corrected")
 
 
 def _reached(worker: Any, keys: tuple[str, ...], target: int) -> bool:

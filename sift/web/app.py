@@ -31,7 +31,7 @@ from sift.observability import CONTENT_TYPE
 from sift.settings import Settings
 from sift.topics.codecs import dumps, loads
 from sift.topics.errors import RecordError
-from sift.topics.records import Judgment, ProfileSpec
+from sift.topics.records import Judgment, ProfileSpec, clip
 from sift.web import assets, pages
 from sift.web.openapi import openapi
 from sift.web.state import WebState
@@ -261,6 +261,9 @@ async def post_judgment(request: web.Request) -> web.Response:
     obj = await read_json(request)
     if not isinstance(obj, dict):
         return error(400, "a judgment must be a JSON object")
+    correct = obj.get("correct", False)
+    if not isinstance(correct, bool):
+        return error(400, f"judgment: 'correct' must be a boolean, got {clip(repr(correct))}")
     obj = {k: obj[k] for k in ("doc_id", "profile", "relevant", "judge", "id") if k in obj}
     for key, default in (("judge", "web"), ("id", f"web-{uuid.uuid4().hex}")):
         value = obj.get(key)
@@ -274,7 +277,7 @@ async def post_judgment(request: web.Request) -> web.Response:
     state = request.app[STATE]
     if not (state.known(j.profile) or state.is_review(j.profile)):
         return absent(state, f"no profile or review {j.profile!r}")
-    refused = state.claim(j)  # held across the publish: a second POST of it waits out
+    refused = state.claim(j, correct)  # held across the publish: a second POST of it waits out
     if refused is not None:
         # the verdict that counts, when the document is judged: the page must not call a
         # click that changed nothing "saved" (forty-fourth session)

@@ -39,7 +39,11 @@ def openapi() -> dict[str, Any]:
                            "judge": {"type": "string", "description": "Who judged (default "
                                      "`web`)."},
                            "id": {"type": "string", "description": "Idempotency key (default: "
-                                  "a new one)."}}},
+                                  "a new one)."},
+                           "correct": {"type": "boolean", "description": "Give a judged "
+                                       "document of a standing profile the other label: the "
+                                       "worker corrects the earlier judgment (default false: "
+                                       "409 for a judged document)."}}},
         "Judgment": {
             "type": "object", "required": ["doc_id", "profile", "relevant"],
             "properties": {"id": {"type": "string"}, "doc_id": {"type": "string"},
@@ -140,7 +144,10 @@ def openapi() -> dict[str, Any]:
                                           "once caught up, or before it is known)."},
                 "profiles": {"type": "array", "items": _ref("Profile")},
                 "reviews": {"type": "array", "items": _ref("Review")},
-                "skipped": {"type": "object", "additionalProperties": {"type": "integer"}}}},
+                "skipped": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "corrections": {"type": "integer",
+                                "description": "Judgments read that gave a judged document "
+                                               "the other label (the counts follow them)."}}},
     }
     accepted_judgment = _json({"type": "object", "required": ["judgment"],
                                "properties": {"judgment": _ref("Judgment")}},

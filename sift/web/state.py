@@ -227,6 +227,9 @@ class WebState:
         self.review_docs: OrderedDict[str, DocInfo] = OrderedDict()
         self.dead_by_reason: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
+        #: judgments read that gave a judged document the other label (the worker's
+        #: corrections, as the counts here follow them)
+        self.corrections = 0
         #: profiles deleted (most recent last), the ids of judgments seen (for the
         #: documents they judged) and the judgments posted here being published
         self.deleted: OrderedDict[str, None] = OrderedDict()
@@ -356,11 +359,17 @@ class WebState:
         while len(self.deleted_reviews) > DELETED_CAPACITY:
             self.deleted_reviews.popitem(last=False)
 
-    def claim(self, j: Judgment) -> str | None:
+    def claim(self, j: Judgment, correct: bool = False) -> str | None:
         """Reserve a judgment posted here while it is published: why it must be refused
-        (the document already judged, or being judged, for the profile; its id used for
-        another document), else ``None`` and it is reserved until :meth:`release`."""
-        if self.is_judged(j.profile, j.doc_id) or (j.profile, j.doc_id) in self.claimed:
+        (the document already judged, or being judged, for the profile, unless
+        ``correct`` and the judgment gives a standing profile's document the other label;
+        its id used for another document), else ``None`` and it is reserved until
+        :meth:`release`."""
+        if (j.profile, j.doc_id) in self.claimed:
+            return f"document {j.doc_id!r} is being judged for {j.profile!r}"
+        verdict = self.verdict(j.profile, j.doc_id)
+        if verdict is not None and not (correct and verdict != j.relevant
+                                        and not self.is_review(j.profile)):
             return f"document {j.doc_id!r} is already judged for {j.profile!r}"
         if j.id is not None:
             seen = self.judgment_ids.get(j.id)
@@ -468,6 +477,13 @@ class WebState:
         view = self.profile(j.profile)
         mark = self._mark(view, j.doc_id)
         if mark[1] is not None:
+            if bool(mark[1]) != j.relevant:
+                # a correction: the worker relabels the document (one label per document
+                # and profile, the last judgment's), so the counts follow it
+                mark[1] = j.relevant
+                if mark[0]:
+                    view.relevant += 1 if j.relevant else -1
+                self.corrections += 1
             return j
         mark[1] = j.relevant
         view.judgments += 1
@@ -746,7 +762,7 @@ class WebState:
             "caught_up": self.caught_up, "behind": None if self.caught_up else self.behind,
             "profiles": [self.profile_summary(self.profiles[n]) for n in self.shown_names()],
             "reviews": [self.review_summary(n) for n in sorted(self.reviews)],
-            "skipped": dict(self.skipped),
+            "skipped": dict(self.skipped), "corrections": self.corrections,
         }
 
     def review_summary(self, name: str) -> dict[str, Any]:

@@ -411,7 +411,7 @@ def test_skipped_judgments_are_read_back_and_applied_in_partition_order(
     judgments_topic = worker.topics["judgments"].get_topic_name()
 
     def judgment(i: int) -> bytes:
-        return orjson.dumps({"id": f"j{i}", "doc_id": f"t{i % 5}", "profile": "wheat",
+        return orjson.dumps({"id": f"j{i}", "doc_id": f"d{i}", "profile": "wheat",
                              "relevant": i % 2 == 0, "text": TRAIN[i % 5]})
 
     asked = read_back_from(monkeypatch, worker, b"wheat", judgment)
@@ -453,7 +453,7 @@ def skip_and_read_back(worker: Any, monkeypatch: pytest.MonkeyPatch,
     worker.app.topics.acks_enabled_for = lambda topic: True
 
     def judgment(i: int) -> bytes:
-        return orjson.dumps({"id": f"j{i}", "doc_id": f"t{i % 5}", "profile": "wheat",
+        return orjson.dumps({"id": f"j{i}", "doc_id": f"d{i}", "profile": "wheat",
                              "relevant": i % 2 == 0, "text": TRAIN[i % 5]})
 
     monkeypatch.setattr(app_module, "read_offsets", lambda settings, ranges: read_back(

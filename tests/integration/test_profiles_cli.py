@@ -118,8 +118,35 @@ def test_profiles_add_list_rm_with_the_workers_answer(
         assert main(["produce", "-", "--topic", "judgments"]) == 0
         wait_for(lambda: second.stats()["stats"].get("judgments", 0) == 1, 60, "the judgment")
         assert second.stats()["stats"].get("dead_letters.unknown_document", 0) == 0
+        # the judge changes their mind: the other label corrects the judgment (one label
+        # per document and profile), learned by the profile in place of the first
+        fix = orjson.dumps({"id": "late-2", "doc_id": decision["doc_id"], "profile": "gold",
+                            "relevant": False})
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(fix + b"\n")))
+        assert main(["produce", "-", "--topic", "judgments"]) == 0
+        wait_for(lambda: second.stats()["stats"].get("judgments_corrected", 0) == 1, 60,
+                 "the correction")
+        assert second.stats()["stats"].get("judgments", 0) == 1
     finally:
         second.stop()
+
+    # a third worker recovers the label from the profile's record: the same label again is
+    # a repeat (skipped), the first label again a second correction
+    third = WorkerProcess(dataclasses.replace(settings, data_dir=str(tmp_path / "w3")),
+                          "w3").start()
+    try:
+        third.wait_ready()
+        lines = b"".join(orjson.dumps({"id": f"late-{i}", "doc_id": decision["doc_id"],
+                                       "profile": "gold", "relevant": rel}) + b"\n"
+                         for i, rel in ((3, False), (4, True)))
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(lines)))
+        assert main(["produce", "-", "--topic", "judgments"]) == 0
+        wait_for(lambda: third.stats()["stats"].get("judgments_corrected", 0) == 1, 60,
+                 "the second correction")
+        stats = third.stats()["stats"]
+        assert (stats.get("judgments_repeated", 0), stats.get("judgments", 0)) == (1, 0)
+    finally:
+        third.stop()
 
 
 def test_profiles_wait_without_a_worker_is_a_one_line_error(

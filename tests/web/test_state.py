@@ -28,11 +28,15 @@ def test_repeated_decisions_and_judgments_count_once() -> None:
     fill(st, n=2)
     st.on_decision(decision("d0"))  # at-least-once repeat
     st.on_judgment(judgment("d0", True), 1.0)
-    st.on_judgment(judgment("d0", False), 2.0)  # a second verdict does not count
+    st.on_judgment(judgment("d0", True), 1.5)  # the same verdict again counts once
     st.on_judgment(judgment("d1", False), 2.0)
     p = st.snapshot()["profiles"][0]
     assert (p["delivered"], p["judged"], p["relevant"], p["pending"]) == (2, 2, 1, 0)
     assert p["precision"] == 0.5
+    # the other verdict corrects the first, as the workers take it (forty-seventh session)
+    st.on_judgment(judgment("d0", False), 3.0)
+    p = st.snapshot()["profiles"][0]
+    assert (p["judged"], p["relevant"], p["precision"]) == (2, 0, 0.0)
     assert st.snapshot()["totals"]["decisions"] == 2
 
 

@@ -1,0 +1,219 @@
+"""Judgments that repeat or correct an earlier judgment of the same document (forty-seventh
+session): one label per document and profile, the last judgment's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from sift.agents import journal as jr
+from sift.agents.service import (
+    InputMessage,
+    Service,
+    ServiceError,
+    TrainingSet,
+    decode_profile_record,
+    default_corpus,
+)
+from sift.topics.codecs import read_jsonl
+from sift.topics.records import Document
+
+
+@pytest.fixture(scope="module")
+def training() -> TrainingSet:
+    docs = list(read_jsonl(default_corpus(), Document.from_obj))[:600]
+    from sift.filters.vectorize import Vectorizer
+
+    vec = Vectorizer().fit(d.text for d in docs)
+    return TrainingSet(vec, vec.transform([d.text for d in docs]),
+                       {d.id: i for i, d in enumerate(docs)})
+
+
+@pytest.fixture(scope="module")
+def stream() -> list[dict[str, str]]:
+    docs = list(read_jsonl(default_corpus(), Document.from_obj))[600:700]
+    return [{"id": d.id, "text": d.text} for d in docs]
+
+
+def make(training: TrainingSet, stream: list[dict[str, str]], model: str = "rocchio",
+         journal: dict[str, bytes] | None = None, **spec: Any) -> tuple[Service, dict[str, bytes]]:
+    """A service holding profile ``grain`` that has seen ``stream``."""
+    svc = Service(training, n_shards=4, journal=journal)
+    table: dict[str, bytes] = {}
+    res = svc.apply_specs([InputMessage(orjson.dumps({"profile": "grain", "query": "grain wheat",
+                                                      "model": model, **spec}),
+                                        "profiles", svc.shard("grain"), 0)], table)
+    assert not res.dead_letters, res.dead_letters
+    see(svc, stream)
+    return svc, table
+
+
+def see(svc: Service, docs: list[dict[str, str]]) -> None:
+    routed = svc.route([InputMessage(orjson.dumps({"documents": docs}), "documents", 0, 0)])
+    for ids, X in routed.parts:
+        svc.store.put(ids, X)
+
+
+def judge(svc: Service, table: dict[str, bytes], *judgments: dict[str, Any]) -> Any:
+    """One consumed batch of judgments of ``grain``."""
+    msgs = [InputMessage(orjson.dumps({"profile": "grain", **j}), "judgments",
+                         svc.shard("grain"), k) for k, j in enumerate(judgments)]
+    return svc.apply_judgments(msgs, table)
+
+
+def labels_of(svc: Service, table: dict[str, bytes]) -> list[bool]:
+    entry = svc.entry("grain", table)
+    assert entry is not None
+    return entry.profile.judgments()[1].tolist()
+
+
+def state(svc: Service, table: dict[str, bytes], docs: list[dict[str, str]]) -> tuple[Any, float]:
+    entry = svc.entry("grain", table)
+    assert entry is not None
+    p = entry.profile
+    X = svc.vectorizer.transform([d["text"] for d in docs])
+    return p.score(X), p.threshold_
+
+
+@pytest.mark.parametrize("model", ["rocchio", "kantor", "knn"])
+def test_a_correction_leaves_the_profile_judged_right_from_the_start(
+        training: TrainingSet, stream: list[dict[str, str]], model: str) -> None:
+    labels = [i % 3 == 0 for i in range(12)]
+    wrong, right = make(training, stream, model), make(training, stream, model)
+    judge(*wrong, *({"id": f"j{i}", "doc_id": stream[i]["id"], "relevant": r ^ (i == 4)}
+                    for i, r in enumerate(labels)))
+    res = judge(*wrong, {"id": "fix", "doc_id": stream[4]["id"], "relevant": labels[4]})
+    assert res.changed == ["grain"] and not res.dead_letters
+    judge(*right, *({"id": f"j{i}", "doc_id": stream[i]["id"], "relevant": r}
+                    for i, r in enumerate(labels)))
+    assert wrong[0].stats["judgments_corrected"] == 1 and wrong[0].stats["judgments"] == 12
+    assert labels_of(*wrong) == labels_of(*right) == labels
+    (s_w, t_w), (s_r, t_r) = state(*wrong, stream), state(*right, stream)
+    np.testing.assert_allclose(s_w, s_r, rtol=1e-9, atol=1e-12)
+    assert t_w == pytest.approx(t_r, rel=1e-9)
+
+
+def test_the_same_label_again_is_a_repeat_and_changes_nothing(
+        training: TrainingSet, stream: list[dict[str, str]]) -> None:
+    svc, table = make(training, stream)
+    judge(svc, table, {"id": "a", "doc_id": stream[0]["id"], "relevant": True})
+    before = table["grain"]
+    res = judge(svc, table, {"id": "b", "doc_id": stream[0]["id"], "relevant": True})
+    assert res.changed == [] and table["grain"] is before
+    assert (svc.stats["judgments"], svc.stats["judgments_repeated"]) == (1, 1)
+    # delivered again it is a repeat again (its key is not kept: it changed nothing)
+    judge(svc, table, {"id": "b", "doc_id": stream[0]["id"], "relevant": True})
+    assert (svc.stats["judgments_duplicate"], svc.stats["judgments_repeated"]) == (0, 2)
+    assert "b" not in svc.entry("grain", table).judged  # type: ignore[union-attr]
+
+
+def test_without_ids_the_other_label_corrects_and_the_same_is_a_duplicate(
+        training: TrainingSet, stream: list[dict[str, str]]) -> None:
+    svc, table = make(training, stream)
+    d = stream[1]["id"]
+    judge(svc, table, {"doc_id": d, "relevant": True})
+    judge(svc, table, {"doc_id": d, "relevant": True})
+    assert svc.stats["judgments_duplicate"] == 1
+    judge(svc, table, {"doc_id": d, "relevant": False})
+    assert svc.stats["judgments_corrected"] == 1 and labels_of(svc, table) == [False]
+    entry = svc.entry("grain", table)
+    assert entry is not None and entry.profile.n_judged_ == 1 and entry.profile.n_relevant_ == 0
+
+
+def test_a_judgment_delivered_again_after_its_correction_stays_corrected(
+        training: TrainingSet, stream: list[dict[str, str]]) -> None:
+    svc, table = make(training, stream)
+    d = stream[2]["id"]
+    judge(svc, table, {"id": "a", "doc_id": d, "relevant": True})
+    judge(svc, table, {"id": "b", "doc_id": d, "relevant": False})
+    judge(svc, table, {"id": "a", "doc_id": d, "relevant": True})  # re-delivered: a duplicate
+    assert labels_of(svc, table) == [False]
+    assert (svc.stats["judgments_corrected"], svc.stats["judgments_duplicate"]) == (1, 1)
+
+
+def test_a_judgment_and_its_correction_in_one_batch(
+        training: TrainingSet, stream: list[dict[str, str]]) -> None:
+    svc, table = make(training, stream)
+    ids = [d["id"] for d in stream[:4]]
+    judge(svc, table, {"id": "a", "doc_id": ids[0], "relevant": True},
+          {"id": "b", "doc_id": ids[1], "relevant": False},
+          {"id": "c", "doc_id": ids[0], "relevant": False},
+          {"id": "d", "doc_id": ids[2], "relevant": True},
+          {"id": "e", "doc_id": ids[0], "relevant": False})  # a repeat of the correction
+    assert labels_of(svc, table) == [False, False, True]
+    assert (svc.stats["judgments"], svc.stats["judgments_corrected"],
+            svc.stats["judgments_repeated"]) == (3, 1, 1)
+
+
+@pytest.mark.parametrize("update", ["every", 3])
+def test_corrections_survive_a_restart_through_the_record_and_the_journal(
+        training: TrainingSet, stream: list[dict[str, str]], update: Any) -> None:
+    journal: dict[str, bytes] = {}
+    svc, table = make(training, stream, journal=journal, update=update)
+    judge(svc, table, *({"id": f"j{i}", "doc_id": stream[i]["id"], "relevant": i % 2 == 0}
+                        for i in range(5)))
+    judge(svc, table, {"id": "fix", "doc_id": stream[1]["id"], "relevant": True})
+    # a batch after the correction goes to the journal, with its documents' ids
+    judge(svc, table, {"id": "j9", "doc_id": stream[9]["id"], "relevant": True})
+    assert "grain" in journal and b'"docs"' in journal["grain"]
+    # another worker takes over from the table and the journal
+    other = Service(training, n_shards=4, journal=journal)
+    see(other, stream)
+    entry = other.entry("grain", table)
+    assert entry is not None
+    assert entry.labels[stream[1]["id"]] is True and entry.labels[stream[9]["id"]] is True
+    # what it learned from the journal is told apart too: a repeat and a correction
+    judge(other, table, {"id": "r", "doc_id": stream[9]["id"], "relevant": True},
+          {"id": "c", "doc_id": stream[9]["id"], "relevant": False},
+          {"id": "c2", "doc_id": stream[0]["id"], "relevant": False})
+    assert (other.stats["judgments_repeated"], other.stats["judgments_corrected"]) == (1, 2)
+    assert labels_of(other, table) == [False, True, True, False, True, False]
+
+
+def test_a_correction_needs_the_document(training: TrainingSet,
+                                         stream: list[dict[str, str]]) -> None:
+    svc, table = make(training, stream)
+    judge(svc, table, {"id": "a", "doc_id": "elsewhere", "relevant": True,
+                       "text": stream[3]["text"]})
+    res = judge(svc, table, {"id": "b", "doc_id": "elsewhere", "relevant": False})
+    assert len(res.dead_letters) == 1
+    letter = res.dead_letters[0]
+    assert letter.reason == "unknown_document" and "correction of document" in letter.message
+    # with its text it corrects
+    judge(svc, table, {"id": "b", "doc_id": "elsewhere", "relevant": False,
+                       "text": stream[3]["text"]})
+    assert svc.stats["judgments_corrected"] == 1 and labels_of(svc, table) == [False]
+
+
+def test_a_replaced_profile_keeps_the_labels(training: TrainingSet,
+                                             stream: list[dict[str, str]]) -> None:
+    svc, table = make(training, stream)
+    judge(svc, table, {"id": "a", "doc_id": stream[0]["id"], "relevant": True})
+    svc.apply_specs([InputMessage(orjson.dumps({"profile": "grain", "query": "grain corn"}),
+                                  "profiles", svc.shard("grain"), 1)], table)
+    judge(svc, table, {"id": "b", "doc_id": stream[0]["id"], "relevant": False})
+    assert svc.stats["judgments_corrected"] == 1 and labels_of(svc, table) == [False]
+
+
+def test_bad_labels_in_a_record_or_docs_in_a_journal_are_refused(
+        training: TrainingSet, stream: list[dict[str, str]]) -> None:
+    svc, table = make(training, stream)
+    judge(svc, table, {"id": "a", "doc_id": stream[0]["id"], "relevant": True})
+    obj = orjson.loads(table["grain"])
+    assert obj["labels"] == [[stream[0]["id"], True]]
+    for bad in ([[stream[0]["id"], 1]], [["x"]], {"x": True}, [[3, True]]):
+        with pytest.raises(ServiceError, match="labels"):
+            decode_profile_record(orjson.dumps({**obj, "labels": bad}), svc.weights, "grain",
+                                  n_features=svc.vectorizer.n_features)
+    X = svc.vectorizer.transform(["wheat"])
+    piece = orjson.loads(jr.encode_batch(1, X, [True], ["k"], True, ["d"]))
+    assert piece["docs"] == ["d"]
+    with pytest.raises(jr.JournalError, match="document ids"):
+        jr.encode_batch(1, X, [True], ["k"], True, ["d", "e"])
+    for bad_docs in (["d", "e"], [1], "d"):
+        raw = jr.encode_journal("grain", "e1", [orjson.dumps({**piece, "docs": bad_docs})])
+        with pytest.raises(jr.JournalError, match="docs"):
+            jr.decode_journal(raw, "grain", svc.vectorizer.n_features)
