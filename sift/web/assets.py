@@ -56,6 +56,7 @@ button.rel { color: #fff; background: var(--good); border-color: var(--good); }
 button.nrel { color: #fff; background: var(--bad); border-color: var(--bad); }
 #status { min-height: 1.4em; font-size: 13px; }
 #status.error { color: var(--bad); font-weight: 600; }
+#change { margin: 0 0 .6rem; }
 .empty { color: var(--muted); padding: 1.5rem; text-align: center; background: var(--card);
          border: 1px dashed var(--line); border-radius: 8px; }
 """
@@ -229,7 +230,18 @@ JS = r"""
     const status = document.getElementById('status');
     const empty = document.getElementById('empty');
     const done = new Set();
+    const change = document.getElementById('change');
     let selected = null;
+    // the last verdict this page saw for a document (saved here, or found stored on a
+    // 409), which the change button (key u) corrects to the other label: a standing
+    // profile keeps one label per document, its last judgment's
+    let last = null;
+    const offer = (docId, relevant) => {
+      if (!change) return;
+      last = {docId: docId, relevant: relevant};
+      change.textContent = 'Change ' + docId + ' to ' + (relevant ? 'not relevant' : 'relevant');
+      change.hidden = false;
+    };
 
     const say = (text, error) => { status.textContent = text; status.className = error ? 'error' : ''; };
     const items = () => Array.from(queue.querySelectorAll('li.item'));
@@ -280,6 +292,7 @@ JS = r"""
         if (r.status === 202) {
           drop();
           say((relevant ? 'Relevant: ' : 'Not relevant: ') + docId);
+          offer(docId, relevant);
         } else if (r.status === 409) {
           // judged already (by someone else, maybe the other way): the verdict that
           // counts is the stored one, not this click's
@@ -291,6 +304,7 @@ JS = r"""
             say('Already judged ' + stored + ': ' + docId +
                 (body.relevant === relevant ? '' : ' (your verdict was not saved)'),
                 body.relevant !== relevant);
+            offer(docId, body.relevant);
           } else {
             say('Not saved: ' + (body.error || 'HTTP 409'), true);
           }
@@ -305,6 +319,33 @@ JS = r"""
         delete li.dataset.busy;
       }
     }
+
+    async function correct() {
+      if (!last || !change || change.hidden || change.dataset.busy) return;
+      const fix = {docId: last.docId, relevant: !last.relevant};
+      change.dataset.busy = '1';
+      try {
+        const r = await fetch('/api/judgments', {
+          method: 'POST',
+          headers: {'Content-Type': 'application/json', 'Authorization': 'Bearer ' + readToken()},
+          body: JSON.stringify({doc_id: fix.docId, profile: profile, relevant: fix.relevant,
+                                correct: true}),
+        });
+        if (r.status === 202) {
+          say('Changed to ' + (fix.relevant ? 'relevant: ' : 'not relevant: ') + fix.docId);
+          offer(fix.docId, fix.relevant);
+        } else {
+          let msg = 'HTTP ' + r.status;
+          try { msg = (await r.json()).error || msg; } catch (e) { /* keep */ }
+          say('Not changed: ' + msg, true);
+        }
+      } catch (e) {
+        say('Not changed: ' + e, true);
+      } finally {
+        delete change.dataset.busy;
+      }
+    }
+    if (change) change.addEventListener('click', correct);
 
     queue.addEventListener('click', (ev) => {
       const b = ev.target.closest('button[data-verdict]');
@@ -322,6 +363,7 @@ JS = r"""
       else if (ev.key === 'k' || ev.key === 'ArrowUp') { select(list[Math.max(i - 1, 0)]); }
       else if (ev.key === 'r' || ev.key === 'y' || ev.key === '1') { judge(selected, true); }
       else if (ev.key === 'n' || ev.key === '0') { judge(selected, false); }
+      else if (ev.key === 'u' && change) { correct(); }
       else return;
       ev.preventDefault();
     });

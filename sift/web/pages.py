@@ -210,14 +210,19 @@ def judge_page(profile: str, items: list[dict[str, Any]], summary: dict[str, Any
                  f'{fmt(summary["judged"])} · precision {fmt(summary["precision"], 3)} · '
                  f'threshold {fmt(summary["threshold"], 4)} · model v'
                  f'{fmt(summary["model_version"])}{held}</p>')
+    # a standing profile takes a correction of the last verdict (one label per document,
+    # its last judgment's); a review keeps its own rule
+    change_key = "" if review is not None else ", <kbd>u</kbd> changes the last verdict"
+    change_button = "" if review is not None else (
+        '\n<button type="button" id="change" hidden></button>')
     body = f"""
 <h1>Judge <q>{esc(profile)}</q> <span class="muted help"><span id="count">{len(items)}</span>
 awaiting judgment</span></h1>
 {stats}
 <p class="help">Keys: <kbd>j</kbd>/<kbd>k</kbd> next/previous, <kbd>r</kbd> relevant,
-<kbd>n</kbd> not relevant. A judged document leaves the queue; new deliveries appear
-every two seconds.</p>
-<p id="status" role="status"></p>
+<kbd>n</kbd> not relevant{change_key}. A judged document leaves the queue; new deliveries
+appear every two seconds.</p>
+<p id="status" role="status"></p>{change_button}
 <ol id="queue">
 {cards}
 </ol>

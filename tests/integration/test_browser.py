@@ -218,6 +218,20 @@ def test_judge_in_the_browser_reaches_kafka_and_the_dashboard(
         (by_key,) = wait_for(lambda: [j for j in judged_on_topic() if not j["relevant"]], 30,
                              "the keyboard judgment on the topic")
         assert by_key["doc_id"] == second_id != doc_id
+        # u changes that verdict (a correction): published with the other label, the worker
+        # relabels the document instead of learning it twice
+        change = driver.find_element(By.ID, "change")
+        wait.until(lambda d: change.is_displayed()
+                   and change.text == f"Change {second_id} to relevant")
+        body.send_keys("u")
+        wait.until(lambda d: d.find_element(By.ID, "status").text
+                   == f"Changed to relevant: {second_id}")
+        assert change.text == f"Change {second_id} to not relevant"
+        wait_for(lambda: [j for j in judged_on_topic() if j["doc_id"] == second_id
+                          and j["relevant"]], 30, "the correction on the topic")
+        wait_for(lambda: total([worker], "judgments_corrected") == 1, 30,
+                 "the worker's correction")
+        assert total([worker], "judgments") == 2
 
         # a review in the stream: its requests are judged on its page like deliveries
         name = "grain review"

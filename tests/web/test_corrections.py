@@ -57,3 +57,17 @@ def test_a_correction_read_from_the_topic_moves_the_counts() -> None:
     view = state.profiles["earn"]
     assert (view.judged, view.relevant, view.judgments, state.corrections) == (1, 0, 1, 2)
     assert state.verdict("earn", "d1") is False
+
+
+def test_the_judging_page_offers_a_change_for_profiles_and_not_for_reviews() -> None:
+    from sift.web.assets import JS
+    from sift.web.pages import judge_page
+
+    page = judge_page("earn", [], {"delivered": 1, "judged": 1, "precision": 1.0,
+                                   "threshold": 0.2, "model_version": 3})
+    assert '<button type="button" id="change" hidden></button>' in page
+    assert "<kbd>u</kbd> changes the last verdict" in page
+    review = judge_page("wilson", [], None, review={"screened": 3, "found": 1})
+    assert 'id="change"' not in review and "<kbd>u</kbd>" not in review
+    # the button posts the other label as a correction
+    assert "correct: true" in JS and "relevant: !last.relevant" in JS
