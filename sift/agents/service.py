@@ -95,6 +95,11 @@ log = logging.getLogger("sift.worker")
 RECORD_FORMAT = 1
 #: Idempotency keys remembered per profile (oldest forgotten first).
 MAX_JUDGED_KEYS = 200_000
+#: Documents' labels remembered per profile, to tell a repeat or a correction from a new
+#: judgment (oldest forgotten first): far more than the judgments a profile holds (2,000
+#: by default), and about 1-2 MiB of the state record at the bound, where the keys take
+#: up to 8 MiB (ids of 13-40 characters)
+MAX_LABELS = 50_000
 #: Upper bound of one state record: the changelog topics' max.message.bytes (profiles'
 #: and reviews' tables).
 MAX_STATE_BYTES = 16 * 1024 * 1024
@@ -629,17 +634,24 @@ class ProfileEntry:
     #: the label each recently judged document has for this profile now (the last
     #: judgment of it, a correction included), so that a judgment of a document judged
     #: before is told apart: the same label again changes nothing, the other corrects
-    #: it (oldest forgotten first, as the keys)
+    #: it (oldest forgotten first, as the keys). In the order of the examples the
+    #: judgments are in the profile (a judgment corrected where it is held keeps its
+    #: place), so the newest labels are those of the judgments the profile still holds
+    #: (what a replacement carries, see Service._carry_judgments)
     labels: dict[str, bool] = field(default_factory=dict)
 
-    def remember(self, key: str, doc_id: str | None = None, relevant: bool | None = None) -> None:
+    def remember(self, key: str, doc_id: str | None = None, relevant: bool | None = None, *,
+                 in_place: bool = False) -> None:
+        """Remember a judgment's key and its document's label: the newest label, or with
+        ``in_place`` (a judgment corrected where the profile holds it) where it was."""
         self.judged[key] = None
         while len(self.judged) > MAX_JUDGED_KEYS:
             del self.judged[next(iter(self.judged))]
         if doc_id is not None and relevant is not None:
-            self.labels.pop(doc_id, None)  # to the end: the newest
+            if not (in_place and doc_id in self.labels):
+                self.labels.pop(doc_id, None)  # to the end: the newest
             self.labels[doc_id] = bool(relevant)
-            while len(self.labels) > MAX_JUDGED_KEYS:
+            while len(self.labels) > MAX_LABELS:
                 del self.labels[next(iter(self.labels))]
 
 
@@ -1551,9 +1563,14 @@ class Service:
         ``spec``) learns the judgments the profile of that name holds
         (:meth:`~sift.filters.profile.Profile.judgments`, under the new update policy),
         and the judgment keys it saw are returned for the new entry, so a re-delivered
-        judgment stays a duplicate, with the documents' labels (so a later judgment of one
-        of them is still told apart as a repeat or a correction). Nothing is carried with
-        ``reset``, or for a new name."""
+        judgment stays a duplicate, with the labels of the documents whose judgments it
+        learned (so a later judgment of one of them is still told apart as a repeat or a
+        correction). The labels of judgments the old profile no longer held (evicted
+        from its example set, or ignored under ``update="never"``) are not carried: the
+        new profile never learned them, so a later judgment of such a document is new to
+        it (not a repeat, nor a correction taking out of its sums what they never held).
+        The held judgments are the newest (``labels`` is in their order), one label each.
+        Nothing is carried with ``reset``, or for a new name."""
         if spec.reset or spec.profile not in table:
             return {}, {}
         old = self.entry(spec.profile, table)
@@ -1565,7 +1582,10 @@ class Service:
         if relevant.size:
             profile.learn_many(X, relevant, weights)
             self.stats["judgments_carried"] += int(relevant.size)
-        return dict(old.judged), dict(old.labels)
+        held = int(relevant.size)
+        labels = (dict(old.labels) if held >= len(old.labels)
+                  else dict(itertools.islice(old.labels.items(), len(old.labels) - held, None)))
+        return dict(old.judged), labels
 
     def apply_specs(self, messages: Iterable[InputMessage],
                     table: MutableMapping[str, bytes]) -> UpdateResult:
@@ -1640,7 +1660,10 @@ class Service:
         other (:meth:`~sift.filters.profile.Profile.relabel`, ``judgments_corrected``).
         A judgment delivered again (its key seen) stays a duplicate; without an ``id`` the
         key is the document's, so a judgment without an id giving the other label is a
-        correction too."""
+        correction too. One giving the other label of a document whose judgment the
+        profile never learned (another vector: a ``text`` without the title the document
+        was scored with; ignored under ``update="never"``) is learned as a new judgment,
+        counted in ``judgments`` (see :meth:`_learn_items`)."""
         out = UpdateResult()
         batches: dict[str, list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]]] = {}
         seen: set[tuple[str, str]] = set()
@@ -1703,9 +1726,9 @@ class Service:
         for name, items in batches.items():
             entry = self._entries[name]
             try:
-                learned = self._learn_items(entry.profile, items)
-                for j, _, _ in items:
-                    entry.remember(j.key, j.doc_id, j.relevant)
+                learned, in_place = self._learn_items(entry.profile, items)
+                for k, (j, _, _) in enumerate(items):
+                    entry.remember(j.key, j.doc_id, j.relevant, in_place=k in in_place)
                 if len(learned) < len(items):
                     # a correction changed what was learned before: the journal holds
                     # batches to learn again, not corrections, so the state record is
@@ -1733,12 +1756,20 @@ class Service:
 
     def _learn_items(self, profile: AnyProfile,
                      items: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]],
-                     ) -> list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]]:
+                     ) -> tuple[list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]], set[int]]:
         """Learn a profile's judgments of a batch in order: the runs of new ones a batch at
         a time (:func:`learn_batch`), each correction by
-        :meth:`~sift.filters.profile.Profile.relabel`; the new ones returned."""
+        :meth:`~sift.filters.profile.Profile.relabel`; the ones learned as new returned,
+        and the numbers of the items corrected where the profile holds them.
+
+        A correction of a judgment the profile never learned
+        (:meth:`~sift.filters.profile.Profile.find_judgment` is ``None``: its vector is
+        not the one judged, e.g. a judgment's ``text`` without the document's title, or
+        the judgment was ignored under ``update="never"``) is learned as a new judgment:
+        there is nothing to take back."""
         learned: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]] = []
         run: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]] = []
+        in_place: set[int] = set()
 
         def flush() -> None:
             if run:
@@ -1749,7 +1780,7 @@ class Service:
                 learned.extend(run)
                 run.clear()
 
-        for item in items:
+        for k, item in enumerate(items):
             j, x, correct = item
             if not correct:
                 run.append(item)
@@ -1757,12 +1788,21 @@ class Service:
             flush()
             row = stack_row_refs([x])
             row.sort_indices()  # the row as it was learned
+            if profile.find_judgment(row, not j.relevant) is None:
+                if profile.update != "never":
+                    log.warning("judgment %r of %r: document %r has the other label, but the "
+                                "profile holds no judgment of this vector (judged from another "
+                                "text?): learned as a new judgment", j.key, j.profile, j.doc_id)
+                run.append((j, x, False))
+                continue
             held = profile.relabel(row, j.relevant)
+            if held:
+                in_place.add(k)
             log.info("judgment %r of %r corrects document %r to %s%s", j.key, j.profile,
                      j.doc_id, "relevant" if j.relevant else "not relevant",
                      "" if held else " (its judgment was no longer held: learned anew)")
         flush()
-        return learned
+        return learned, in_place
 
     def counters(self) -> dict[str, Any]:
         """A JSON-safe snapshot of the counters.

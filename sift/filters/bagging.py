@@ -57,7 +57,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
 from sift.filters.base import init_params
-from sift.filters.errors import ParameterError, StateError
+from sift.filters.errors import FilterError, ParameterError, StateError
 from sift.filters.profile import Profile, check_documents
 from sift.filters.rocchio import Rocchio
 from sift.filters.sparse import restrict
@@ -392,13 +392,26 @@ class BaggedProfile:
     def relabel(self, x: sp.csr_matrix, relevant: bool, weight: float = 1.0) -> bool:
         """:meth:`Profile.relabel` of every member (each learned the judgment): ``True``
         when every member corrected it where it is held, ``False`` when one had evicted
-        it (members of one bag hold the same judgments, so they agree). The arguments
-        are checked before any member changes."""
+        it (members of one bag learn the same judgments, but their example sets, of
+        different pseudolabels, start evicting judgments at different times). The arguments
+        are checked, and a judgment a member never learned refused, before any member
+        changes."""
         self.members[0].check_relabel(x, relevant, weight)
         for m in self.members[1:]:
             m._check_fitted()
+        if self.update != "never" and self.find_judgment(x, not relevant, weight) is None:
+            raise FilterError(Profile._never_learned(relevant, float(weight)))
         done = [m.relabel(x, relevant, weight) for m in self.members]
         return all(done)
+
+    def find_judgment(self, x: sp.csr_matrix, relevant: bool, weight: float = 1.0) -> str | None:
+        """:meth:`Profile.find_judgment` of the bag: ``None`` when a member never learned
+        the judgment (members learn the same judgments, so none did), ``"evicted"`` when
+        a member may have evicted it, else where the first member has it."""
+        where = [m.find_judgment(x, relevant, weight) for m in self.members]
+        if None in where:
+            return None
+        return "evicted" if "evicted" in where else where[0]
 
     def relearn(self, calls: Sequence[tuple[sp.csr_matrix, ArrayLike]]) -> None:
         for m in self.members:

@@ -828,6 +828,12 @@ class Profile:
            corrected, not a new one: :meth:`judgments` still returns exactly the held
            judgments, this one with its new label, now the newest).
 
+        Neither pending nor held while the example set has evicted no judgment (its
+        pseudolabels go first), the judgment cannot have been evicted: the profile never
+        learned it, and taking its old label out of the sums would take out what was
+        never put in, so the correction is refused (:class:`FilterError`, nothing
+        changes). :meth:`find_judgment` tells beforehand which case applies.
+
         The result is that of learning the judgment with its right label in the first
         place up to the rounding of the running sums (Rocchio's, Kantor's, fusion's
         ``v*``: a value whose contributions were all taken back is set to exactly 0, see
@@ -855,8 +861,8 @@ class Profile:
         ------
         FilterError
             An untrained profile, ``x`` not one row of the profile's width (or with values
-            not finite or beyond ``MAX_VALUE``), ``relevant`` not a bool, a bad weight;
-            the profile is left as it was.
+            not finite or beyond ``MAX_VALUE``), ``relevant`` not a bool, a bad weight; a
+            judgment the profile never learned (above); the profile is left as it was.
 
         Examples
         --------
@@ -878,27 +884,79 @@ class Profile:
         if self.update == "never":
             return True
         old = -new
-        # 1. waiting in the buffer: the newest such judgment changes its label there
-        for b in range(len(self._pending) - 1, -1, -1):
+        where, at = self._locate(x, old, w)
+        if where is None:
+            raise FilterError(self._never_learned(relevant, w))
+        if where == "pending":  # 1. waiting in the buffer: its label changes there
+            b, i = at
             X, lab, wb = self._pending[b]
-            hit = np.flatnonzero((lab == old) & (wb == w) & _rows_equal(X, x))
-            if hit.size:
-                lab = lab.copy()
-                lab[hit[-1]] = new
-                self._pending[b] = (X, lab, wb)
-                return True
+            lab = lab.copy()
+            lab[i] = new
+            self._pending[b] = (X, lab, wb)
+            return True
         one = np.ones(1, dtype=bool)
         ex = self.examples_
-        rows = ex.matching_rows(x, label=old, weight=w, real=True)
         self.model_.unlearn(x, np.array([old], np.int8), np.array([w]), one)
         self.model_.learn(x, np.array([new], np.int8), np.array([w]), one)
-        if rows.size:  # 2. in the example set: its label changes in place
-            ex.set_label(int(rows[-1]), new)
+        if where == "held":  # 2. in the example set: its label changes in place
+            ex.set_label(at[0], new)
         else:  # 3. evicted: the judgment is learned again, with its new label, as the newest
             ex.add(x, np.array([new], np.int8), np.array([w]), one)
         self.n_relevant_ = max(self.n_relevant_ + new, 0)
         self._rethreshold()
-        return bool(rows.size)
+        return where == "held"
+
+    def find_judgment(self, x: sp.csr_matrix, relevant: bool, weight: float = 1.0) -> str | None:
+        """Where this profile has a judgment of document ``x`` labelled ``relevant`` with
+        ``weight`` (what :meth:`relabel` of the other label would correct), newest first:
+
+        * ``"pending"``: waiting in the buffer of ``update=n``;
+        * ``"held"``: a real example equal to ``x`` (entry for entry) with that label and
+          weight is in the example set;
+        * ``"evicted"``: neither, but the example set has evicted real examples (once its
+          pseudolabels are gone it evicts the oldest judgments), so it may be one of them;
+        * ``None``: neither, and no judgment was evicted: the profile never learned it
+          (another vector, another label or weight, or ignored under ``update="never"``).
+
+        Nothing changes. The arguments are checked as :meth:`relabel` checks them.
+
+        Examples
+        --------
+        >>> import numpy as np, scipy.sparse as sp
+        >>> X = sp.csr_matrix(np.eye(4)[:3] * 0.9 + 0.1)
+        >>> p = Profile("p", update=2)
+        >>> p.fit(X[:1], X, positives=[0])
+        >>> p.learn_many(X[1:], [False, True])
+        >>> p.find_judgment(X[1], False), p.find_judgment(X[1], True)
+        ('held', None)
+        """
+        x, lab, w = self.check_relabel(x, relevant, weight)
+        return self._locate(x, lab, w)[0]
+
+    def _locate(self, x: sp.csr_matrix, label: int, weight: float) -> tuple[str | None, tuple[int, int]]:
+        """:meth:`find_judgment` of a checked row, with where: (buffer part, row) when
+        pending, (example row, 0) when held."""
+        for b in range(len(self._pending) - 1, -1, -1):
+            X, lab, wb = self._pending[b]
+            hit = np.flatnonzero((lab == label) & (wb == weight) & _rows_equal(X, x))
+            if hit.size:
+                return "pending", (b, int(hit[-1]))
+        rows = self.examples_.matching_rows(x, label=label, weight=weight, real=True)
+        if rows.size:
+            return "held", (int(rows[-1]), 0)
+        return ("evicted" if self._judgments_evicted() else None), (-1, -1)
+
+    def _judgments_evicted(self) -> bool:
+        """Whether the example set may have evicted judgments: it evicts its pseudolabels
+        (added at :meth:`fit` only) before any real example, so none while one is left."""
+        ex = self.examples_
+        return ex.n_evicted > 0 and bool(ex.real.all())
+
+    @staticmethod
+    def _never_learned(relevant: bool, weight: float) -> str:
+        return (f"relabel to relevant={relevant}: no judgment of x with the other label and "
+                f"weight {weight:g} is pending or held, and no judgment was evicted, so the "
+                f"profile never learned it (another vector, label or weight); nothing changed")
 
     def relearn(self, calls: Sequence[tuple[sp.csr_matrix, ArrayLike]]) -> None:
         """Learn a recorded sequence of :meth:`learn_many` calls (rows and labels, weights

@@ -140,13 +140,16 @@ def test_relabel_picks_the_newest_matching_example() -> None:
 
 
 def test_a_weight_that_differs_is_not_the_same_judgment() -> None:
-    """The weight identifies the judgment: another weight finds no held example, so the
-    judgment counts as evicted and is learned again (the caller broke the contract)."""
+    """The weight identifies the judgment: another weight finds no held example, and a
+    profile that has evicted none refuses (the caller broke the contract; before the
+    audit it took the judgment for evicted and unlearned what it never learned)."""
     p = _fit("knn")
     p.learn_one(XS[1], False, weight=0.5)
     n = len(p.examples_)
     assert p.relabel(XS[1], True, weight=0.5) is True and len(p.examples_) == n
-    assert p.relabel(XS[1], False, weight=2.0) is False and len(p.examples_) == n + 1
+    with pytest.raises(FilterError, match="never learned"):
+        p.relabel(XS[1], False, weight=2.0)
+    assert len(p.examples_) == n
 
 
 # -- case 1: the judgment is pending ------------------------------------------------------------
