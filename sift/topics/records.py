@@ -149,6 +149,16 @@ def _float(obj: dict[str, Any], key: str, what: str, *, required: bool = True) -
     return out
 
 
+def scored_text(text: str, title: str = "") -> str:
+    """What a document of this text and title is scored as (:attr:`Document.scored_text`):
+    the title and the text, the title once. A judgment carrying a document's text must
+    carry this, or the worker learns another vector than the one it scored."""
+    title = title.strip()
+    if not title or text.lstrip().startswith(title):
+        return text
+    return f"{title}\n{text}"
+
+
 @dataclass(frozen=True)
 class Document:
     """A document to filter: ``{"id", "text", "title"?, "date"?, "metadata"?}``.
@@ -215,10 +225,7 @@ class Document:
         >>> Document("d2", "OPEC OUTPUT UP\nOfficials said.", "OPEC OUTPUT UP").scored_text
         'OPEC OUTPUT UP\nOfficials said.'
         """
-        title = self.title.strip()
-        if not title or self.text.lstrip().startswith(title):
-            return self.text
-        return f"{title}\n{self.text}"
+        return scored_text(self.text, self.title)
 
     def to_obj(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "text": self.text}

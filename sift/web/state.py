@@ -30,7 +30,7 @@ from sift.agents.journal import latest_after, pending_in_state
 from sift.observability import RateMeter, Registry
 from sift.topics.codecs import decode_document_batch, loads
 from sift.topics.errors import RecordError
-from sift.topics.records import Decision, Judgment, ProfileSpec
+from sift.topics.records import Decision, Judgment, ProfileSpec, scored_text
 from sift.topics.review import JudgmentRequest, ReviewSpec, is_review_obj
 
 SNIPPET_CHARS = 320
@@ -805,7 +805,8 @@ class WebState:
         return out
 
     def document_text(self, doc_id: str) -> str | None:
-        """The full text of a kept document (None when unknown or cut)."""
+        """The full text of a kept document as the workers scored it, its title included
+        (:func:`~sift.topics.records.scored_text`; None when unknown or cut)."""
         doc = self.docs.get(doc_id)
         if doc is None:
             queues: list[OrderedDict[str, Any]] = [v.pending for v in self.profiles.values()]
@@ -815,7 +816,10 @@ class WebState:
                 if item is not None and item.doc is not None:
                     doc = item.doc
                     break
-        return None if doc is None or doc.truncated else doc.text
+        # what the workers scored (the title too), so that a worker learning from the
+        # text learns the vector it scored (forty-seventh session: the text alone made
+        # another vector, and a later correction of the document could not find it)
+        return None if doc is None or doc.truncated else scored_text(doc.text, doc.title)
 
     def metrics(self, now: float | None = None) -> str:
         """``/metrics``: the text exposition format."""

@@ -126,7 +126,10 @@ def test_judgment_is_published_keyed_by_profile_and_leaves_the_queue(
     assert topic == "t.judgments" and key == b"earn"
     j = orjson.loads(value)
     assert j["doc_id"] == "d1" and j["profile"] == "earn" and j["relevant"] is True
-    assert j["judge"] == "web" and j["id"].startswith("web-") and j["text"].startswith("text of d1")
+    assert j["judge"] == "web" and j["id"].startswith("web-")
+    # the text as the workers scored it, the title included (forty-seventh session: the
+    # text alone made another vector than the one scored)
+    assert j["text"] == "Title d1\n" + "text of d1 " * 5
 
 
 def test_publish_failure_is_503_and_the_item_stays(settings: Settings,
