@@ -47,7 +47,8 @@ def child(n_profiles: int, n_batches: int, size: int, warm: int) -> None:
     docs = corpus.documents(5000)
     ids = [d["id"] for d in docs]
     svc, table, _ = sj.build(training, corpus, n_profiles, True, docs)
-    todo = sj.batches(svc, ids, n_profiles, n_batches + warm, size, seed=0)
+    todo = sj.batches(svc, ids, n_profiles, n_batches + warm, size, seed=0, used=set(),
+                      labels={})
     sj.run_one(svc, table, todo[:warm])
     print("ready", flush=True)
     for line in sys.stdin:

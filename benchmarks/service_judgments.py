@@ -10,7 +10,9 @@ service of its own built the same way. Reports CPU per judgment and the bytes wr
 the state table and the journal table per judgment (what the changelog topics carry),
 checks that both ways end with the same profiles, bit for bit, and times a fresh
 service recovering every profile from each way's tables (as a worker taking the
-profiles over does), ``--recoveries`` times by turns (the median is reported).
+profiles over does), ``--recoveries`` times by turns (the median is reported). Then
+``--corrections`` judgments give judged pairs the other label, each in a batch of its own
+(forty-seventh session): CPU and bytes a correction costs.
 
     python benchmarks/service_judgments.py --out benchmarks/results/service_judgments.json
 """
@@ -33,7 +35,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.stream_bench import Corpus, load  # noqa: E402
+from benchmarks.stream_bench import Corpus, distinct_pairs, load  # noqa: E402
 from sift.agents.service import InputMessage, Service, TrainingSet  # noqa: E402
 
 
@@ -65,39 +67,78 @@ def build(training: TrainingSet, corpus: Corpus, n_profiles: int, journal: bool,
 
 
 def batches(svc: Service, ids: list[str], n_profiles: int, n: int, size: int,
-            seed: int) -> list[list[InputMessage]]:
+            seed: int, used: set[tuple[str, str]],
+            labels: dict[tuple[str, str], bool]) -> list[list[InputMessage]]:
+    """``n`` batches of ``size`` judgments of (document, profile) pairs not judged before
+    (``used``, over the rounds; ``labels`` gets each pair's label): a pair judged again is
+    a repeat or a correction since the forty-seventh session, measured apart
+    (:func:`corrections`)."""
     rng = random.Random(seed)
+    names = [f"p{i:04d}" for i in range(n_profiles)]
+    pairs = distinct_pairs(rng, ids, names, n * size, used)
     out = []
     for b in range(n):
         batch = []
         for k in range(size):
-            p = f"p{rng.randrange(n_profiles):04d}"
-            j = {"id": f"j{seed}-{b}-{k}", "doc_id": rng.choice(ids), "profile": p,
+            doc, p = pairs[b * size + k]
+            j = {"id": f"j{seed}-{b}-{k}", "doc_id": doc, "profile": p,
                  "relevant": rng.random() < 0.3}
+            labels[(doc, p)] = j["relevant"]
             batch.append(InputMessage(orjson.dumps(j), "judgments", svc.shard(p), b * size + k))
         out.append(batch)
     return out
 
 
 def run_one(svc: Service, table: MutableMapping[str, bytes],
-            todo: list[list[InputMessage]]) -> float:
+            todo: list[list[InputMessage]], corrections: bool = False) -> float:
     t = time.process_time()
     for batch in todo:
         res = svc.apply_judgments(batch, table)
         if res.dead_letters:
             raise RuntimeError(f"dead letters: {res.dead_letters[:1]}")
+    if svc.stats["judgments_repeated"] or (svc.stats["judgments_corrected"] and not corrections):
+        raise RuntimeError("a (document, profile) pair was judged twice")
     return time.process_time() - t
 
 
+def corrections(services: dict[str, tuple[Service, CountingTable, CountingTable]],
+                labels: dict[tuple[str, str], bool], n: int) -> dict[str, Any]:
+    """``n`` judgments giving judged pairs the other label (corrections), each a consumed
+    batch of its own (a correction rewrites the profile's state record, so one alone is
+    the dear case), on both services by turns: CPU and bytes written per correction."""
+    rng = random.Random(99)
+    pairs = rng.sample(sorted(labels), n)
+    out: dict[str, Any] = {"corrections": n, "one_per_batch": True}
+    for mode, (svc, table, jtable) in services.items():
+        w0, j0, c0 = table.written, jtable.written, svc.stats["judgments_corrected"]
+        todo = []
+        for k, (doc, p) in enumerate(pairs):
+            j = {"id": f"c-{k}", "doc_id": doc, "profile": p, "relevant": not labels[(doc, p)]}
+            todo.append([InputMessage(orjson.dumps(j), "judgments", svc.shard(p), k)])
+        cpu = run_one(svc, table, todo, corrections=True)
+        if svc.stats["judgments_corrected"] - c0 != n:
+            raise RuntimeError(f"{mode}: {svc.stats['judgments_corrected'] - c0} of {n} corrected")
+        out[mode] = {"us_per_correction": round(1e6 * cpu / n, 1),
+                     "state_bytes_per_correction": round((table.written - w0) / n),
+                     "journal_bytes_per_correction": round((jtable.written - j0) / n)}
+    for doc, p in pairs:
+        labels[(doc, p)] = not labels[(doc, p)]
+    print(f"  corrections: {out}", flush=True)
+    return out
+
+
 def measure(training: TrainingSet, corpus: Corpus, n_profiles: int, n_batches: int,
-            size: int, rounds: int, recoveries: int = 3) -> dict[str, Any]:
+            size: int, rounds: int, recoveries: int = 3, n_corrections: int = 0) -> dict[str, Any]:
     docs = corpus.documents(5000)
     ids = [d["id"] for d in docs]
     services = {mode: build(training, corpus, n_profiles, mode == "journal", docs)
                 for mode in ("journal", "record per batch")}
     out: dict[str, Any] = {"profiles": n_profiles, "batch": size, "rounds": []}
+    used: set[tuple[str, str]] = set()
+    labels: dict[tuple[str, str], bool] = {}
     for r in range(rounds):  # by turns: the machine's speed drifts
-        todo = batches(services["journal"][0], ids, n_profiles, n_batches, size, seed=r)
+        todo = batches(services["journal"][0], ids, n_profiles, n_batches, size, seed=r,
+                       used=used, labels=labels)
         row: dict[str, Any] = {}
         for mode, (svc, table, jtable) in services.items():
             w0, j0 = table.written, jtable.written
@@ -112,6 +153,8 @@ def measure(training: TrainingSet, corpus: Corpus, n_profiles: int, n_batches: i
     for mode in services:
         out[mode] = {k: statistics.median(row[mode][k] for row in out["rounds"])
                      for k in out["rounds"][0][mode]}
+    if n_corrections:
+        out["corrections"] = corrections(services, labels, n_corrections)
     a, b = services["journal"], services["record per batch"]
     same = all(orjson.dumps(a[0].entry(p, a[1]).profile.to_state())  # type: ignore[union-attr]
                == orjson.dumps(b[0].entry(p, b[1]).profile.to_state())  # type: ignore[union-attr]
@@ -155,6 +198,8 @@ def main() -> None:
                     help="rounds on the same services (the first fills the journals)")
     ap.add_argument("--recoveries", type=int, default=3,
                     help="recovery rounds (each way by turns; the median is reported)")
+    ap.add_argument("--corrections", type=int, default=200,
+                    help="corrections after the rounds, one a consumed batch (0: none)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if args.recoveries < 1:
@@ -167,7 +212,7 @@ def main() -> None:
         "load_at_start": load(), "runs": []}
     for n in args.profiles:
         result["runs"].append(measure(training, corpus, n, args.batches, args.batch,
-                                      args.rounds, args.recoveries))
+                                      args.rounds, args.recoveries, args.corrections))
     result["load_at_end"] = load()
     text = json.dumps(result, indent=1)
     if args.out:

@@ -72,6 +72,24 @@ REUTERS = ROOT / "data" / "reuters21578"
 TICK = 0.05
 
 
+
+def distinct_pairs(rng: random.Random, docs: Sequence[str], profiles: Sequence[str], n: int,
+                   used: set[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+    """``n`` random (document, profile) pairs, none twice (nor in ``used``, which gets
+    them): the workers keep one label per document and profile, so a pair judged again
+    is a repeat or a correction, not another judgment (forty-seventh session)."""
+    seen: set[tuple[str, str]] = set() if used is None else used
+    if n > len(docs) * len(profiles) - len(seen):
+        raise ValueError(f"{n} distinct pairs wanted of {len(docs)} documents and "
+                         f"{len(profiles)} profiles ({len(seen)} used)")
+    out: list[tuple[str, str]] = []
+    while len(out) < n:
+        pair = (rng.choice(docs), rng.choice(profiles))
+        if pair not in seen:
+            seen.add(pair)
+            out.append(pair)
+    return out
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process (all threads)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -319,9 +337,8 @@ def latency(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], ra
             older = [str(d["id"]) for d in docs[: max(i - int(rate), 1)]]
             t = time.time()
             futs = []
-            for k in range(burst):
-                p = rng.choice(profiles)
-                j = {"id": f"burst-{t}-{k}", "doc_id": rng.choice(older), "profile": p,
+            for k, (doc, p) in enumerate(distinct_pairs(rng, older, list(profiles), burst)):
+                j = {"id": f"burst-{t}-{k}", "doc_id": doc, "profile": p,
                      "relevant": rng.random() < burst_relevant}
                 futs.append(await prod.send(settings.topic("judgments"), orjson.dumps(j),
                                             key=p.encode()))
@@ -703,9 +720,10 @@ def judgments(settings: Settings, corpus: Corpus, workers: list[WorkerProcess], 
     rng = random.Random(1)
     recent = [f"{corpus.test[i % len(corpus.test)].id}-{i}"
               for i in range(max(corpus.serial - 5000, since), corpus.serial)]
-    js = [{"id": uuid.uuid4().hex, "doc_id": rng.choice(recent),
-           "profile": f"p{rng.randrange(n_profiles):04d}", "relevant": rng.random() < 0.3}
-          for _ in range(n)]
+    # distinct (document, profile) pairs: a document judged again for a profile is a
+    # repeat or a correction since the forty-seventh session, not a judgment learned
+    js = [{"id": uuid.uuid4().hex, "doc_id": doc, "profile": p, "relevant": rng.random() < 0.3}
+          for doc, p in distinct_pairs(rng, recent, [f"p{i:04d}" for i in range(n_profiles)], n)]
     base = total(workers, "judgments")
     batches = total(workers, "judgment_batches")
     per_profile = total(workers, "judgment_profile_batches")
