@@ -1726,13 +1726,14 @@ class Service:
         for name, items in batches.items():
             entry = self._entries[name]
             try:
-                learned, in_place = self._learn_items(entry.profile, items)
+                learned, in_place, calls = self._learn_items(entry.profile, items)
                 for k, (j, _, _) in enumerate(items):
                     entry.remember(j.key, j.doc_id, j.relevant, in_place=k in in_place)
-                if len(learned) < len(items):
-                    # a correction changed what was learned before: the journal holds
-                    # batches to learn again, not corrections, so the state record is
-                    # written whole (the journal starts again after it)
+                if len(learned) < len(items) or calls > 1:
+                    # a correction changed what was learned before, or split the batch's
+                    # judgments into several learning calls: the journal holds batches
+                    # to learn again in one call, not corrections, so the state record
+                    # is written whole (the journal starts again after it)
                     self._rewrite.add(name)
                 X = stack_row_refs([x for _, x, _ in learned]) if learned else None
                 if X is not None:
@@ -1756,11 +1757,14 @@ class Service:
 
     def _learn_items(self, profile: AnyProfile,
                      items: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]],
-                     ) -> tuple[list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]], set[int]]:
+                     ) -> tuple[list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]], set[int],
+                                int]:
         """Learn a profile's judgments of a batch in order: the runs of new ones a batch at
         a time (:func:`learn_batch`), each correction by
         :meth:`~sift.filters.profile.Profile.relabel`; the ones learned as new returned,
-        and the numbers of the items corrected where the profile holds them.
+        the numbers of the items corrected where the profile holds them, and how many
+        runs were learned (:func:`learn_batch` calls: more than one when a correction
+        split the batch).
 
         A correction of a judgment the profile never learned
         (:meth:`~sift.filters.profile.Profile.find_judgment` is ``None``: its vector is
@@ -1770,9 +1774,12 @@ class Service:
         learned: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]] = []
         run: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]] = []
         in_place: set[int] = set()
+        calls = 0
 
         def flush() -> None:
+            nonlocal calls
             if run:
+                calls += 1
                 X = stack_row_refs([x for _, x, _ in run])
                 X.sort_indices()  # as the journal stores them: relearning sums in this order
                 learn_batch(profile, X, [j.relevant for j, _, _ in run],
@@ -1802,7 +1809,7 @@ class Service:
                      j.doc_id, "relevant" if j.relevant else "not relevant",
                      "" if held else " (its judgment was no longer held: learned anew)")
         flush()
-        return learned, in_place
+        return learned, in_place, calls
 
     def counters(self) -> dict[str, Any]:
         """A JSON-safe snapshot of the counters.

@@ -217,3 +217,25 @@ def test_bad_labels_in_a_record_or_docs_in_a_journal_are_refused(
         raw = jr.encode_journal("grain", "e1", [orjson.dumps({**piece, "docs": bad_docs})])
         with pytest.raises(jr.JournalError, match="docs"):
             jr.decode_journal(raw, "grain", svc.vectorizer.n_features)
+
+
+def test_a_batch_split_by_a_correction_never_learned_recovers_bit_for_bit(
+        training: TrainingSet, stream: list[dict[str, str]]) -> None:
+    """A correction of a vector the profile never learned (judged from one text, corrected
+    from another) is learned as a new judgment; the judgments before it in the batch were
+    learned apart from it (one learn_many each side), so the journal, which relearns a
+    batch in one call, must not stand for that batch: a worker taking over from record and
+    journal ends with the live profile's state, bit for bit."""
+    journal: dict[str, bytes] = {}
+    svc, table = make(training, stream, journal=journal)
+    judge(svc, table, {"id": "a", "doc_id": "x", "relevant": True, "text": stream[5]["text"]})
+    judge(svc, table, {"id": "b", "doc_id": stream[1]["id"], "relevant": True},
+          {"id": "c", "doc_id": "x", "relevant": False, "text": stream[6]["text"]},
+          {"id": "d", "doc_id": stream[2]["id"], "relevant": False})
+    assert (svc.stats["judgments"], svc.stats["judgments_corrected"]) == (4, 0)
+    live = svc.entry("grain", table)
+    other = Service(training, n_shards=4, journal=dict(journal))
+    fresh = other.entry("grain", table)
+    assert live is not None and fresh is not None
+    assert orjson.dumps(fresh.profile.to_state()) == orjson.dumps(live.profile.to_state())
+    assert fresh.labels == live.labels and list(fresh.judged) == list(live.judged)
