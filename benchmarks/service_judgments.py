@@ -104,8 +104,9 @@ def run_one(svc: Service, table: MutableMapping[str, bytes],
 def corrections(services: dict[str, tuple[Service, CountingTable, CountingTable]],
                 labels: dict[tuple[str, str], bool], n: int) -> dict[str, Any]:
     """``n`` judgments giving judged pairs the other label (corrections), each a consumed
-    batch of its own (a correction rewrites the profile's state record, so one alone is
-    the dear case), on both services by turns: CPU and bytes written per correction."""
+    batch of its own (one alone pays its profile's re-threshold and journal append, or
+    record without the journal, by itself: the dear case), on both services by turns:
+    CPU and bytes written per correction."""
     rng = random.Random(99)
     pairs = rng.sample(sorted(labels), n)
     out: dict[str, Any] = {"corrections": n, "one_per_batch": True}

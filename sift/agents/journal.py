@@ -11,6 +11,12 @@ record and learns the journal's batches after it again, in one step
 (:meth:`sift.filters.profile.Profile.relearn`: the state the batches' ``learn_many``
 calls leave, bit for bit, with one re-threshold).
 
+A batch also says what was done with its rows (``steps``, since the forty-seventh
+session): runs learned as judgments and corrections (a judgment giving a document the
+other label than before, :meth:`sift.filters.profile.Profile.relabel`), so recovery
+relearns the runs and makes the corrections where they were made, and a correction
+costs a journal append, not a state record.
+
 The state record names the journal it starts: an *epoch* (a random id given when the
 profile is created or replaced, so a journal of an earlier profile of the same name is
 never replayed onto a new one) and *seq*, the number of journal batches learned since
@@ -66,10 +72,36 @@ class JournalBatch:
     #: forty-seventh session): what a recovering worker needs to tell a later judgment
     #: of one of them apart as a repeat or a correction
     docs: list[str] | None = None
+    #: what was done with the rows, in order: ``n > 0`` the next ``n`` rows learned as
+    #: judgments (one :func:`~sift.agents.service.learn_batch` call), ``-1`` the next row
+    #: a correction (:meth:`~sift.filters.profile.Profile.relabel` to its label); ``None``
+    #: (every batch before the forty-seventh session, and one with neither correction
+    #: nor split): all rows learned in one call
+    steps: list[int] | None = None
 
     @property
     def X(self) -> sp.csr_matrix:
         return stack_csr_parts([self.parts], self.parts[0][1])
+
+    def plan(self) -> list[int]:
+        """:attr:`steps`, or the one learning call of a batch without them."""
+        return list(self.steps) if self.steps is not None else [len(self.relevant)]
+
+
+def check_steps(steps: Any, n_rows: int) -> list[int]:
+    """``steps`` of a batch of ``n_rows`` rows (see :attr:`JournalBatch.steps`), checked:
+    integers, each > 0 or -1, covering the rows exactly (:class:`JournalError` if not).
+
+    >>> check_steps([2, -1, 1], 4)
+    [2, -1, 1]
+    """
+    if (not isinstance(steps, list) or not steps
+            or not all(isinstance(n, int) and not isinstance(n, bool) and (n > 0 or n == -1)
+                       for n in steps)
+            or sum(n if n > 0 else 1 for n in steps) != n_rows):
+        raise JournalError(f"journal batch 'steps' must be runs (> 0) and corrections (-1) "
+                           f"covering its {n_rows} rows, got {str(steps)[:80]}")
+    return list(steps)
 
 
 def stack_batches(batches: Sequence[JournalBatch], n_features: int) -> sp.csr_matrix:
@@ -78,9 +110,11 @@ def stack_batches(batches: Sequence[JournalBatch], n_features: int) -> sp.csr_ma
 
 
 def encode_batch(seq: int, X: sp.csr_matrix, relevant: Sequence[bool], keys: Sequence[str],
-                 coalesce: bool, docs: Sequence[str] | None = None) -> bytes:
+                 coalesce: bool, docs: Sequence[str] | None = None,
+                 steps: Sequence[int] | None = None) -> bytes:
     """One batch as a JSON object (the rows' arrays as base64 of their bytes: exact);
-    ``docs``, the judged documents' ids, row by row."""
+    ``docs``, the judged documents' ids, row by row; ``steps``, what was done with the
+    rows (:attr:`JournalBatch.steps`; left out when it is one learning call)."""
     if X.shape[0] != len(relevant) or len(relevant) != len(keys) or (
             docs is not None and len(docs) != len(keys)):
         raise JournalError(f"journal batch {seq}: {X.shape[0]} rows, {len(relevant)} labels, "
@@ -90,6 +124,10 @@ def encode_batch(seq: int, X: sp.csr_matrix, relevant: Sequence[bool], keys: Seq
                            "keys": list(keys), "coalesce": bool(coalesce)}
     if docs is not None:
         obj["docs"] = list(docs)
+    if steps is not None:
+        plan = check_steps(list(steps), len(keys))
+        if plan != [len(keys)]:
+            obj["steps"] = plan
     return orjson.dumps(obj)
 
 
@@ -152,8 +190,11 @@ def decode_journal(data: bytes, name: str, n_features: int) -> tuple[str, list[J
                                      or not all(isinstance(d, str) for d in docs)):
                 raise JournalError(f"journal batch {seq}: 'docs' must be a list of "
                                    f"{len(keys)} document ids")
+            steps = b.get("steps")
+            if steps is not None:
+                steps = check_steps(steps, len(keys))
             out.append(JournalBatch(seq, parts, relevant, keys, bool(b.get("coalesce", True)),
-                                    docs))
+                                    docs, steps))
     except JournalError:
         raise
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError,

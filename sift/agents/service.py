@@ -1420,15 +1420,38 @@ class Service:
                 return
             # the batches' learn_many calls in one step (Profile.relearn_rows): the state
             # they leave, with one re-threshold instead of one a batch, and the rows of
-            # all the batches stacked into one matrix
-            entry.profile.relearn_rows(
-                stack_batches(todo, self.vectorizer.n_features),
-                [r for b in todo for r in b.relevant],
-                [n for b in todo for n in call_sizes(len(b.relevant), b.coalesce)])
+            # all the batches stacked into one matrix; a correction (step -1) ends the
+            # step, is made (Profile.relabel) and the next one begins after it
+            X = stack_batches(todo, self.vectorizer.n_features)
+            relevant = [r for b in todo for r in b.relevant]
+            profile = entry.profile
+
+            def rows(a: int, b: int) -> sp.csr_matrix:
+                return X if (a, b) == (0, X.shape[0]) else X[a:b]
+
+            in_place: set[int] = set()
+            sizes: list[int] = []
+            first = at = 0
+            for b in todo:
+                for n in b.plan():
+                    if n > 0:
+                        sizes += call_sizes(n, b.coalesce)
+                        at += n
+                        continue
+                    if sizes:
+                        profile.relearn_rows(rows(first, at), relevant[first:at], sizes)
+                    if profile.relabel(X[at:at + 1], relevant[at]):
+                        in_place.add(at)
+                    at += 1
+                    first, sizes = at, []
+            if sizes:
+                profile.relearn_rows(rows(first, at), relevant[first:at], sizes)
+            row = 0
             for b in todo:
                 docs = b.docs if b.docs is not None else [None] * len(b.keys)
                 for key, doc, rel in zip(b.keys, docs, b.relevant, strict=True):
-                    entry.remember(key, doc, rel)
+                    entry.remember(key, doc, rel, in_place=row in in_place)
+                    row += 1
             entry.seq = todo[-1].seq
             entry.journal_batches = len(todo)
             entry.journal_bytes = len(jraw)  # appends go on from this value
@@ -1469,7 +1492,7 @@ class Service:
 
     def _save_batch(self, name: str, entry: ProfileEntry, table: MutableMapping[str, bytes],
                     X: sp.csr_matrix | None, relevant: list[bool], keys: list[str],
-                    docs: list[str] | None = None) -> None:
+                    docs: list[str] | None = None, steps: list[int] | None = None) -> None:
         """After a learned batch: append it to the journal, or write the state record when
         the journal is off, full, or the record predates journals (or ``X`` is ``None``:
         nothing to append)."""
@@ -1482,7 +1505,7 @@ class Service:
             self._rewrite.discard(name)
             self._write(name, entry, table)
             return
-        piece = encode_batch(entry.seq, X, relevant, keys, self.coalesce_judgments, docs)
+        piece = encode_batch(entry.seq, X, relevant, keys, self.coalesce_judgments, docs, steps)
         if journal_full(entry.journal_batches, entry.journal_bytes, len(piece),
                         entry.record_bytes):
             self._write(name, entry, table)
@@ -1726,29 +1749,24 @@ class Service:
         for name, items in batches.items():
             entry = self._entries[name]
             try:
-                learned, in_place, calls = self._learn_items(entry.profile, items)
+                steps, in_place = self._learn_items(entry.profile, items)
                 for k, (j, _, _) in enumerate(items):
                     entry.remember(j.key, j.doc_id, j.relevant, in_place=k in in_place)
-                if len(learned) < len(items) or calls > 1:
-                    # a correction changed what was learned before, or split the batch's
-                    # judgments into several learning calls: the journal holds batches
-                    # to learn again in one call, not corrections, so the state record
-                    # is written whole (the journal starts again after it)
-                    self._rewrite.add(name)
-                X = stack_row_refs([x for _, x, _ in learned]) if learned else None
-                if X is not None:
-                    X.sort_indices()
-                self._save_batch(name, entry, table, X, [j.relevant for j, _, _ in learned],
-                                 [j.key for j, _, _ in learned], [j.doc_id for j, _, _ in learned])
+                # the journal holds every row with what was done with it (steps: runs
+                # learned and corrections), so a worker taking over does the same
+                X = stack_row_refs([x for _, x, _ in items])
+                X.sort_indices()
+                self._save_batch(name, entry, table, X, [j.relevant for j, _, _ in items],
+                                 [j.key for j, _, _ in items], [j.doc_id for j, _, _ in items],
+                                 steps)
             except Exception:
                 # the profile may have learned part of the batch: drop it, so that its
                 # next use (the caller's retry, message by message) decodes it again
                 # from its table value and journal, as it was before the batch
                 self._forget(name)
                 raise
-            n_fixed = len(items) - len(learned)
-            self.stats["judgments"] += len(learned)
-            self.stats["judgments_corrected"] += n_fixed
+            self.stats["judgments"] += sum(n for n in steps if n > 0)
+            self.stats["judgments_corrected"] += steps.count(-1)
             self.stats["judgment_profile_batches"] += 1  # one re-threshold and write each
             out.changed.append(name)
         if batches:
@@ -1757,34 +1775,30 @@ class Service:
 
     def _learn_items(self, profile: AnyProfile,
                      items: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]],
-                     ) -> tuple[list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]], set[int],
-                                int]:
+                     ) -> tuple[list[int], set[int]]:
         """Learn a profile's judgments of a batch in order: the runs of new ones a batch at
         a time (:func:`learn_batch`), each correction by
-        :meth:`~sift.filters.profile.Profile.relabel`; the ones learned as new returned,
-        the numbers of the items corrected where the profile holds them, and how many
-        runs were learned (:func:`learn_batch` calls: more than one when a correction
-        split the batch).
+        :meth:`~sift.filters.profile.Profile.relabel`. Returns the steps taken (a run of
+        ``n`` rows learned: ``n``; a correction: ``-1``; as
+        :attr:`~sift.agents.journal.JournalBatch.steps`) and the numbers of the items
+        corrected where the profile holds them.
 
         A correction of a judgment the profile never learned
         (:meth:`~sift.filters.profile.Profile.find_judgment` is ``None``: its vector is
         not the one judged, e.g. a judgment's ``text`` without the document's title, or
         the judgment was ignored under ``update="never"``) is learned as a new judgment:
         there is nothing to take back."""
-        learned: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]] = []
+        steps: list[int] = []
         run: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]] = []
         in_place: set[int] = set()
-        calls = 0
 
         def flush() -> None:
-            nonlocal calls
             if run:
-                calls += 1
                 X = stack_row_refs([x for _, x, _ in run])
                 X.sort_indices()  # as the journal stores them: relearning sums in this order
                 learn_batch(profile, X, [j.relevant for j, _, _ in run],
                             coalesce=self.coalesce_judgments)
-                learned.extend(run)
+                steps.append(len(run))
                 run.clear()
 
         for k, item in enumerate(items):
@@ -1803,13 +1817,14 @@ class Service:
                 run.append((j, x, False))
                 continue
             held = profile.relabel(row, j.relevant)
+            steps.append(-1)
             if held:
                 in_place.add(k)
             log.info("judgment %r of %r corrects document %r to %s%s", j.key, j.profile,
                      j.doc_id, "relevant" if j.relevant else "not relevant",
                      "" if held else " (its judgment was no longer held: learned anew)")
         flush()
-        return learned, in_place, calls
+        return steps, in_place
 
     def counters(self) -> dict[str, Any]:
         """A JSON-safe snapshot of the counters.

@@ -223,9 +223,9 @@ def test_a_batch_split_by_a_correction_never_learned_recovers_bit_for_bit(
         training: TrainingSet, stream: list[dict[str, str]]) -> None:
     """A correction of a vector the profile never learned (judged from one text, corrected
     from another) is learned as a new judgment; the judgments before it in the batch were
-    learned apart from it (one learn_many each side), so the journal, which relearns a
-    batch in one call, must not stand for that batch: a worker taking over from record and
-    journal ends with the live profile's state, bit for bit."""
+    learned apart from it (one learn_many each side), so the journal batch must say so
+    (its steps), not stand for one call: a worker taking over from record and journal
+    ends with the live profile's state, bit for bit (it was one model version apart)."""
     journal: dict[str, bytes] = {}
     svc, table = make(training, stream, journal=journal)
     judge(svc, table, {"id": "a", "doc_id": "x", "relevant": True, "text": stream[5]["text"]})
@@ -239,3 +239,51 @@ def test_a_batch_split_by_a_correction_never_learned_recovers_bit_for_bit(
     assert live is not None and fresh is not None
     assert orjson.dumps(fresh.profile.to_state()) == orjson.dumps(live.profile.to_state())
     assert fresh.labels == live.labels and list(fresh.judged) == list(live.judged)
+
+
+@pytest.mark.parametrize(("model", "update", "bags"), [
+    ("rocchio", "every", 1), ("kantor", 2, 1), ("knn", "every", 1), ("rocchio", 3, 3)])
+def test_a_correction_goes_to_the_journal_and_a_worker_taking_over_makes_it_too(
+        training: TrainingSet, stream: list[dict[str, str]], model: str, update: Any,
+        bags: int) -> None:
+    """A correction is a journal step (-1), not a whole record: the record stays, and a
+    worker that takes over relearns the batches and makes the corrections where they
+    were made, ending with the live profile bit for bit."""
+    journal: dict[str, bytes] = {}
+    svc, table = make(training, stream, model, journal=journal, update=update, bags=bags)
+    judge(svc, table, *({"id": f"j{i}", "doc_id": stream[i]["id"], "relevant": i % 3 == 0}
+                        for i in range(8)))
+    record = table["grain"]
+    judge(svc, table, {"id": "k1", "doc_id": stream[8]["id"], "relevant": True},
+          {"id": "c1", "doc_id": stream[1]["id"], "relevant": True},
+          {"id": "k2", "doc_id": stream[9]["id"], "relevant": False},
+          {"id": "c2", "doc_id": stream[8]["id"], "relevant": False})
+    judge(svc, table, {"id": "c3", "doc_id": stream[0]["id"], "relevant": False})
+    assert table["grain"] is record  # no record rewritten for the corrections
+    steps = [b.steps for b in jr.decode_journal(journal["grain"], "grain",
+                                                svc.vectorizer.n_features)[1]]
+    assert steps[-2:] == [[1, -1, 1, -1], [-1]]
+    assert (svc.stats["judgments"], svc.stats["judgments_corrected"]) == (10, 3)
+    live = svc.entry("grain", table)
+    fresh = Service(training, n_shards=4, journal=dict(journal)).entry("grain", table)
+    assert live is not None and fresh is not None
+    assert orjson.dumps(fresh.profile.to_state()) == orjson.dumps(live.profile.to_state())
+    assert list(fresh.labels.items()) == list(live.labels.items())
+    assert list(fresh.judged) == list(live.judged)
+
+
+def test_journal_steps_are_checked() -> None:
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(np.eye(3))
+    piece = orjson.loads(jr.encode_batch(1, X, [True, False, True], ["a", "b", "c"], True,
+                                         ["d", "e", "f"], [1, -1, 1]))
+    assert piece["steps"] == [1, -1, 1]
+    plain = orjson.loads(jr.encode_batch(1, X, [True] * 3, ["a", "b", "c"], True, None, [3]))
+    assert "steps" not in plain  # one learning call: as before the steps
+    for bad in ([2], [1, -2, 1], [0, 3], [True, 2], "3", []):
+        with pytest.raises(jr.JournalError, match="steps"):
+            jr.encode_batch(1, X, [True] * 3, ["a", "b", "c"], True, None, bad)  # type: ignore[arg-type]
+        raw = jr.encode_journal("p", "e", [orjson.dumps({**piece, "steps": bad})])
+        with pytest.raises(jr.JournalError, match="steps"):
+            jr.decode_journal(raw, "p", 3)
