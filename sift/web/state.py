@@ -443,7 +443,8 @@ class WebState:
         return d
 
     def on_judgment(self, value: bytes | None, ts: float) -> Judgment | None:
-        """A judgment: the document leaves the profile's queue; the first verdict counts."""
+        """A judgment: the document leaves the profile's queue; its verdict is the last
+        one read (a later one of the other label corrects it), as the workers take it."""
         try:
             j = Judgment.from_obj(loads(value or b""))
         except RecordError:
@@ -470,6 +471,10 @@ class WebState:
                 queue.pending.pop(j.doc_id, None)
                 self.c_judgments.inc(labels={"relevant": "true" if j.relevant else "false"})
                 self.rates["judgments"].add(j.ts or ts)
+            elif queue.judged[j.doc_id] != j.relevant:
+                # the review's workers take the last verdict (Review.record_judgment)
+                queue.judged[j.doc_id] = j.relevant
+                self.corrections += 1
             return j
         if j.profile in self.deleted:
             self._skip("deleted-profile")

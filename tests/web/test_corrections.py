@@ -71,3 +71,12 @@ def test_the_judging_page_offers_a_change_for_profiles_and_not_for_reviews() -> 
     assert 'id="change"' not in review and "<kbd>u</kbd>" not in review
     # the button posts the other label as a correction
     assert "correct: true" in JS and "relevant: !last.relevant" in JS
+
+
+def test_a_reviews_later_verdict_is_the_one_shown_as_in_its_workers() -> None:
+    state = WebState()
+    review_fill(state, "wilson")
+    for rel in (True, False):
+        state.on_judgment(orjson.dumps({"doc_id": "r1", "profile": "wilson", "relevant": rel,
+                                        "id": f"j{rel}"}), 1.0)
+    assert state.verdict("wilson", "r1") is False and state.corrections == 1
