@@ -7,9 +7,11 @@ from typing import Any
 from unittest.mock import AsyncMock, Mock
 
 from sift.agents.app import create_app
-from sift.agents.service import TrainingSet
+from sift.agents.service import TrainingSet, default_corpus
 from sift.filters.vectorize import Vectorizer
 from sift.settings import Settings
+from sift.topics.codecs import read_jsonl
+from sift.topics.records import Document
 
 TRAIN = ["wheat exports rose", "wheat crop", "crude oil prices", "oil output", "gold mine"]
 
@@ -18,6 +20,22 @@ def training_set() -> TrainingSet:
     """The training set of :data:`TRAIN` (ids ``t0``, ``t1``, ...)."""
     vec = Vectorizer(n_features=2**12).fit(TRAIN)
     return TrainingSet(vec, vec.transform(TRAIN), {f"t{i}": i for i in range(len(TRAIN))})
+
+
+def reuters_training(n: int = 600) -> TrainingSet:
+    """A training set of the first ``n`` Reuters training documents (records of a
+    realistic size, ~100 KB a profile), IDF from them; ids the documents'."""
+    docs = list(read_jsonl(default_corpus(), Document.from_obj))[:n]
+    vec = Vectorizer().fit(d.text for d in docs)
+    return TrainingSet(vec, vec.transform([d.text for d in docs]),
+                       {d.id: i for i, d in enumerate(docs)})
+
+
+def reuters_stream(start: int, stop: int) -> list[dict[str, str]]:
+    """Reuters training documents ``start:stop`` (past :func:`reuters_training`'s) as
+    ``{"id", "text"}`` documents to stream."""
+    docs = list(read_jsonl(default_corpus(), Document.from_obj))[start:stop]
+    return [{"id": d.id, "text": d.text} for d in docs]
 
 
 def offline_worker(data_dir: str, partitions: int = 2) -> Any:

@@ -16,26 +16,18 @@ from sift.agents.service import (
     ServiceError,
     TrainingSet,
     decode_profile_record,
-    default_corpus,
 )
-from sift.topics.codecs import read_jsonl
-from sift.topics.records import Document
+from tests.agents.offline import reuters_stream, reuters_training
 
 
 @pytest.fixture(scope="module")
 def training() -> TrainingSet:
-    docs = list(read_jsonl(default_corpus(), Document.from_obj))[:600]
-    from sift.filters.vectorize import Vectorizer
-
-    vec = Vectorizer().fit(d.text for d in docs)
-    return TrainingSet(vec, vec.transform([d.text for d in docs]),
-                       {d.id: i for i, d in enumerate(docs)})
+    return reuters_training()
 
 
 @pytest.fixture(scope="module")
 def stream() -> list[dict[str, str]]:
-    docs = list(read_jsonl(default_corpus(), Document.from_obj))[600:700]
-    return [{"id": d.id, "text": d.text} for d in docs]
+    return reuters_stream(600, 700)
 
 
 def make(training: TrainingSet, stream: list[dict[str, str]], model: str = "rocchio",

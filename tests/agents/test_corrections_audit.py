@@ -19,28 +19,21 @@ import orjson
 import pytest
 
 from sift.agents import service as service_mod
-from sift.agents.service import InputMessage, Service, TrainingSet, default_corpus
+from sift.agents.service import InputMessage, Service, TrainingSet
 from sift.filters.profile import Profile
-from sift.topics.codecs import read_jsonl
-from sift.topics.records import Document
+from tests.agents.offline import reuters_stream, reuters_training
 
 _OFFSETS = itertools.count(1000)
 
 
 @pytest.fixture(scope="module")
 def training() -> TrainingSet:
-    docs = list(read_jsonl(default_corpus(), Document.from_obj))[:600]
-    from sift.filters.vectorize import Vectorizer
-
-    vec = Vectorizer().fit(d.text for d in docs)
-    return TrainingSet(vec, vec.transform([d.text for d in docs]),
-                       {d.id: i for i, d in enumerate(docs)})
+    return reuters_training()
 
 
 @pytest.fixture(scope="module")
 def stream() -> list[dict[str, str]]:
-    docs = list(read_jsonl(default_corpus(), Document.from_obj))[600:700]
-    return [{"id": d.id, "text": d.text} for d in docs]
+    return reuters_stream(600, 700)
 
 
 def spec(svc: Service, table: dict[str, bytes], **fields: Any) -> None:

@@ -11,29 +11,21 @@ import pytest
 import scipy.sparse as sp
 
 from sift.agents import journal as jr
-from sift.agents.service import InputMessage, Service, TrainingSet, default_corpus
+from sift.agents.service import InputMessage, Service, TrainingSet
 from sift.filters.bagging import BaggedProfile
-from sift.topics.codecs import read_jsonl
-from sift.topics.records import Document
+from tests.agents.offline import reuters_stream, reuters_training
 
 PROFILES = {"wheat": "wheat", "crude": "crude oil", "gold": "gold", "money-fx": "dollar yen"}
 
 
 @pytest.fixture(scope="module")
 def training() -> TrainingSet:
-    """The first 600 Reuters training documents: records of a realistic size (~100 KB)."""
-    docs = list(read_jsonl(default_corpus(), Document.from_obj))[:600]
-    from sift.filters.vectorize import Vectorizer
-
-    vec = Vectorizer().fit(d.text for d in docs)
-    return TrainingSet(vec, vec.transform([d.text for d in docs]),
-                       {d.id: i for i, d in enumerate(docs)})
+    return reuters_training()
 
 
 @pytest.fixture(scope="module")
 def stream() -> list[dict[str, str]]:
-    docs = list(read_jsonl(default_corpus(), Document.from_obj))[600:900]
-    return [{"id": d.id, "text": d.text} for d in docs]
+    return reuters_stream(600, 900)
 
 
 def make(training: TrainingSet, journal: dict[str, bytes] | None) -> Service:
