@@ -1480,7 +1480,7 @@ class Service:
         ``raw``: the record, when the caller has just encoded it."""
         entry.journal_batches = entry.journal_bytes = 0
         if raw is None:
-            raw = encode_profile_record(entry)
+            raw = self._fit_record(name, entry)
         entry.record_bytes = len(raw)
         table[name] = raw
         # the journal value stays (its batches are all in the record now) until the next
@@ -1489,6 +1489,37 @@ class Service:
         self._put(name, raw, entry, jraw)
         self.stats["state_records"] += 1
         self.stats["state_bytes_max"] = max(self.stats["state_bytes_max"], len(raw))
+
+    def _fit_record(self, name: str, entry: ProfileEntry) -> bytes:
+        """The profile's record, within :attr:`max_record_bytes`: what grows with the
+        judgments, the judgment keys (up to 200,000, some 8 MiB) and the documents'
+        labels (up to 50,000), gives way, the oldest keys first, then the oldest labels,
+        until it fits beside the state (a bagged profile's five members with full
+        example sets take some 13 MiB of the 16). Counted (``record_keys_trimmed``) and
+        logged; a state too large alone is refused when the profile is made
+        (``state_too_large``)."""
+        raw = encode_profile_record(entry)
+        limit = self.max_record_bytes
+        if limit is None or len(raw) <= limit:
+            return raw
+        dropped = 0
+        while len(raw) > limit and (entry.judged or entry.labels):
+            need, freed = len(raw) - limit, 0
+            while freed < need and entry.judged:
+                key = next(iter(entry.judged))
+                del entry.judged[key]
+                freed += len(orjson.dumps(key)) + 1
+                dropped += 1
+            while freed < need and entry.labels:
+                doc = next(iter(entry.labels))
+                del entry.labels[doc]
+                freed += len(orjson.dumps(doc)) + 9
+                dropped += 1
+            raw = encode_profile_record(entry)
+        self.stats["record_keys_trimmed"] += dropped
+        log.warning("profile %r: its record would pass %d bytes; the %d oldest judgment keys "
+                    "and labels were forgotten (%d bytes now)", name, limit, dropped, len(raw))
+        return raw
 
     def _save_batch(self, name: str, entry: ProfileEntry, table: MutableMapping[str, bytes],
                     X: sp.csr_matrix | None, relevant: list[bool], keys: list[str],
@@ -1656,7 +1687,7 @@ class Service:
             # a new epoch: a journal left by an earlier profile of this name is not ours
             entry = ProfileEntry(spec, profile, judged=judged, epoch=uuid.uuid4().hex,
                                  replaces=spec.profile in table, labels=labels)
-            raw = encode_profile_record(entry)
+            raw = self._fit_record(spec.profile, entry)  # carried keys give way first
             limit = self.max_record_bytes
             if limit is not None and len(raw) > limit:
                 bags = f"{spec.bags} bagged members, " if spec.bags > 1 else ""

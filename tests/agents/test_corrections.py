@@ -279,3 +279,32 @@ def test_journal_steps_are_checked() -> None:
         raw = jr.encode_journal("p", "e", [orjson.dumps({**piece, "steps": bad})])
         with pytest.raises(jr.JournalError, match="steps"):
             jr.decode_journal(raw, "p", 3)
+
+
+def test_a_record_past_its_limit_forgets_the_oldest_keys_and_labels(
+        training: TrainingSet, stream: list[dict[str, str]]) -> None:
+    """The judgment keys (up to 200,000) and labels (50,000) grow with the judgments; a
+    record they would push past the changelog's limit keeps the newest that fit."""
+    ids = [f"judgment-with-a-long-id-{i:04d}-" + "x" * 40 for i in range(60)]
+    # the record's size with every key and label (no limit), and theirs
+    free, free_table = make(training, stream)
+    for i, jid in enumerate(ids):
+        judge(free, free_table, {"id": jid, "doc_id": stream[i]["id"], "relevant": i % 4 == 0})
+    obj = orjson.loads(free_table["grain"])
+    grown = len(orjson.dumps(obj["judged"])) + len(orjson.dumps(obj["labels"]))
+    svc, table = make(training, stream)
+    svc.max_record_bytes = len(free_table["grain"]) - grown // 2
+    for i, jid in enumerate(ids):
+        judge(svc, table, {"id": jid, "doc_id": stream[i]["id"], "relevant": i % 4 == 0})
+    entry = svc.entry("grain", table)
+    assert entry is not None
+    assert len(table["grain"]) <= svc.max_record_bytes
+    assert svc.stats["record_keys_trimmed"] > 0
+    assert ids[0] not in entry.judged and ids[-1] in entry.judged
+    # the newest keep working: a re-delivery is a duplicate, the other label a correction
+    judge(svc, table, {"id": ids[-1], "doc_id": stream[59]["id"], "relevant": False})
+    judge(svc, table, {"id": "fix", "doc_id": stream[59]["id"], "relevant": True})
+    assert (svc.stats["judgments_duplicate"], svc.stats["judgments_corrected"]) == (1, 1)
+    # a worker taking over reads the trimmed record and its journal
+    fresh = Service(training, n_shards=4).entry("grain", table)
+    assert fresh is not None and list(fresh.judged) == list(entry.judged)
