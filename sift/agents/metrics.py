@@ -43,6 +43,8 @@ COUNTERS = (
      "Judgments giving a document the label it has for the profile already: skipped."),
     ("judgments_corrected", "sift_worker_judgments_corrected_total",
      "Judgments giving a document the other label than before: the earlier one corrected."),
+    ("record_keys_trimmed", "sift_worker_record_keys_trimmed_total",
+     "Oldest judgment keys and labels a profile record forgot to fit the changelog's limit."),
     ("judgment_batches", "sift_worker_judgment_batches_total",
      "Consumed batches of judgments that applied at least one."),
     ("judgment_profile_batches", "sift_worker_judgment_profile_batches_total",
