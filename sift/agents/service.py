@@ -1780,13 +1780,13 @@ class Service:
         for name, items in batches.items():
             entry = self._entries[name]
             try:
-                steps, in_place = self._learn_items(entry.profile, items)
+                X = stack_row_refs([x for _, x, _ in items])
+                X.sort_indices()  # as the journal stores them: relearning sums in this order
+                steps, in_place = self._learn_items(entry.profile, items, X)
                 for k, (j, _, _) in enumerate(items):
                     entry.remember(j.key, j.doc_id, j.relevant, in_place=k in in_place)
                 # the journal holds every row with what was done with it (steps: runs
                 # learned and corrections), so a worker taking over does the same
-                X = stack_row_refs([x for _, x, _ in items])
-                X.sort_indices()
                 self._save_batch(name, entry, table, X, [j.relevant for j, _, _ in items],
                                  [j.key for j, _, _ in items], [j.doc_id for j, _, _ in items],
                                  steps)
@@ -1806,9 +1806,9 @@ class Service:
 
     def _learn_items(self, profile: AnyProfile,
                      items: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]],
-                     ) -> tuple[list[int], set[int]]:
-        """Learn a profile's judgments of a batch in order: the runs of new ones a batch at
-        a time (:func:`learn_batch`), each correction by
+                     X: sp.csr_matrix) -> tuple[list[int], set[int]]:
+        """Learn a profile's judgments of a batch in order (``X``: their rows, stacked):
+        the runs of new ones a batch at a time (:func:`learn_batch`), each correction by
         :meth:`~sift.filters.profile.Profile.relabel`. Returns the steps taken (a run of
         ``n`` rows learned: ``n``; a correction: ``-1``; as
         :attr:`~sift.agents.journal.JournalBatch.steps`) and the numbers of the items
@@ -1820,41 +1820,37 @@ class Service:
         the judgment was ignored under ``update="never"``) is learned as a new judgment:
         there is nothing to take back."""
         steps: list[int] = []
-        run: list[tuple[Judgment, tuple[sp.csr_matrix, int], bool]] = []
         in_place: set[int] = set()
+        first = 0  # the run of new judgments not learned yet: items first..k-1
 
-        def flush() -> None:
-            if run:
-                X = stack_row_refs([x for _, x, _ in run])
-                X.sort_indices()  # as the journal stores them: relearning sums in this order
-                learn_batch(profile, X, [j.relevant for j, _, _ in run],
+        def flush(k: int) -> None:
+            if k > first:
+                rows = X if k - first == X.shape[0] else X[first:k]
+                learn_batch(profile, rows, [j.relevant for j, _, _ in items[first:k]],
                             coalesce=self.coalesce_judgments)
-                steps.append(len(run))
-                run.clear()
+                steps.append(k - first)
 
-        for k, item in enumerate(items):
-            j, x, correct = item
+        for k, (j, _, correct) in enumerate(items):
             if not correct:
-                run.append(item)
                 continue
-            flush()
-            row = stack_row_refs([x])
-            row.sort_indices()  # the row as it was learned
+            flush(k)
+            first = k
+            row = X[k:k + 1]  # the row as it was learned
             if profile.find_judgment(row, not j.relevant) is None:
                 if profile.update != "never":
                     log.warning("judgment %r of %r: document %r has the other label, but the "
                                 "profile holds no judgment of this vector (judged from another "
                                 "text?): learned as a new judgment", j.key, j.profile, j.doc_id)
-                run.append((j, x, False))
-                continue
+                continue  # it begins the next run
             held = profile.relabel(row, j.relevant)
             steps.append(-1)
+            first = k + 1
             if held:
                 in_place.add(k)
             log.info("judgment %r of %r corrects document %r to %s%s", j.key, j.profile,
                      j.doc_id, "relevant" if j.relevant else "not relevant",
                      "" if held else " (its judgment was no longer held: learned anew)")
-        flush()
+        flush(len(items))
         return steps, in_place
 
     def counters(self) -> dict[str, Any]:

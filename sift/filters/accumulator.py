@@ -35,6 +35,12 @@ from sift.filters.state import decode_array, encode_array
 RESIDUE = 1e-9
 
 
+def signed(X: sp.csr_matrix, weights: NDArray[np.float64]) -> bool:
+    """Whether the rows of ``X`` with these weights may add a negative amount to a sum
+    (a negative value or weight): what ends a model's "sums of non-negative vectors"."""
+    return bool(X.data.size) and bool(X.data.min() < 0 or np.any(weights < 0))
+
+
 def remove_total(total: float, taken: float) -> float:
     """A running total of positive weights with ``taken`` (added before) taken back: 0
     when what is left is within :data:`RESIDUE` of 0 or below it (a cancellation residue).
@@ -184,6 +190,28 @@ class SparseAccumulator:
                 np.maximum(after, 0.0, out=after)
             self._sums[which, uniq] = after
         return float(weights[rows].sum())
+
+    def nonneg_after_removal(self, X: sp.csr_matrix, weights: NDArray[np.float64],
+                             nonneg: bool | None) -> bool:
+        """A model's flag "the sums are of non-negative vectors" (``nonneg``, ``None``: not
+        checked yet) once rows ``X`` with ``weights`` are taken back: ``False`` for signed
+        rows, else as it was, checked now if not yet (every sum >= 0)."""
+        if signed(X, weights):
+            return False
+        return bool(np.all(self._sums >= 0)) if nonneg is None else nonneg
+
+    def remove_labelled(self, X: sp.csr_matrix, labels: NDArray[np.int8],
+                        weights: NDArray[np.float64], pos_sum: int, neg_sum: int, *,
+                        clamp: bool) -> tuple[float | None, float | None]:
+        """:meth:`remove_rows` of the relevant rows (label 1) from sum ``pos_sum`` and of
+        the non-relevant ones (-1) from ``neg_sum``: the weight taken from each, ``None``
+        for a sum no row was taken from (the inverse of a model's ``learn``)."""
+        lab = np.asarray(labels)
+        out: list[float | None] = []
+        for which, mask in ((pos_sum, lab == 1), (neg_sum, lab == -1)):
+            out.append(self.remove_rows(which, X, weights, mask, clamp=clamp)
+                       if mask.any() else None)
+        return out[0], out[1]
 
     def add_query(self, which: int, query: sp.csr_matrix | None) -> None:
         """Add a (1 x F) query vector, if any."""

@@ -37,7 +37,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from sift.filters.base import MAX_WEIGHT
 from sift.filters.errors import ParameterError, StateError
-from sift.filters.sparse import dense_product, insert_sorted, unique_inverse
+from sift.filters.sparse import dense_product, insert_sorted, rows_equal, unique_inverse
 from sift.filters.state import decode_array, decode_count, decode_csr, encode_array, encode_csr
 
 try:  # the kernel behind scipy's CSR @ vector, called without building a matrix per call
@@ -648,8 +648,7 @@ class ExampleSet:
             xc = xc.copy()
             xc.sum_duplicates()
         c = self._compact()
-        nnz = int(xc.nnz)
-        ok: NDArray[np.bool_] = np.asarray(np.diff(c.indptr) == nnz, dtype=bool)
+        ok: NDArray[np.bool_] = np.ones(len(self), dtype=bool)
         if label is not None:
             ok &= self.labels == label
         if weight is not None:
@@ -657,14 +656,10 @@ class ExampleSet:
         if real is not None:
             ok &= self.real == bool(real)
         rows: NDArray[np.int64] = np.flatnonzero(ok).astype(np.int64)
-        if rows.size == 0 or nnz == 0:
-            return rows
         ids = c.ids(xc.indices)  # the rows keep their entries in column order, as xc
-        if np.any(ids < 0):
+        if rows.size == 0 or np.any(ids < 0):  # a column no example has: none equal
             return np.zeros(0, np.int64)
-        at = c.indptr[rows][:, None] + np.arange(nnz)
-        same: NDArray[np.bool_] = (c.ind[at] == ids).all(axis=1) & (c.data[at] == xc.data).all(axis=1)
-        return rows[same]
+        return rows[rows_equal(c.indptr, c.ind, c.data, rows, ids, xc.data)]
 
     def set_label(self, row: int, label: int) -> None:
         """Give example ``row`` the label ``label`` (1 or -1): a corrected judgment. Its

@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from sift.filters.accumulator import SlotMap, SparseAccumulator
+from sift.filters.accumulator import SlotMap, SparseAccumulator, signed
 from sift.filters.base import MAX_WEIGHT, ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.examples import ExampleSet
@@ -170,7 +170,7 @@ class Kantor(ScoringModel):
         w = np.asarray(weights, dtype=np.float64)
         pos = lab == 1
         n_pos = int(np.count_nonzero(pos))
-        if X.data.size and (X.data.min() < 0 or np.any(w < 0)):
+        if signed(X, w):
             self._nonneg = False
         if n_pos:
             self.acc_.add_rows(_P, X, w, pos)
@@ -194,19 +194,12 @@ class Kantor(ScoringModel):
         a cancellation residue becomes 0 and, while the sums are of non-negative vectors,
         so does an entry left below 0; the versions keying the remembered products move."""
         X = X if isinstance(X, sp.csr_matrix) else sp.csr_matrix(X)
-        lab = np.asarray(labels)
         w = np.asarray(weights, dtype=np.float64)
-        pos, neg = lab == 1, lab == -1
-        if X.data.size and (X.data.min() < 0 or np.any(w < 0)):
-            self._nonneg = False
-        elif self._nonneg is None:
-            self._nonneg = bool(np.all(self.acc_.sums >= 0))
-        clamp = bool(self._nonneg)
-        if pos.any():
-            self.acc_.remove_rows(_P, X, w, pos, clamp=clamp)
+        self._nonneg = self.acc_.nonneg_after_removal(X, w, self._nonneg)
+        taken_p, taken_n = self.acc_.remove_labelled(X, labels, w, _P, _N, clamp=self._nonneg)
+        if taken_p is not None:
             self._ver[_P] += 1
-        if neg.any():
-            self.acc_.remove_rows(_N, X, w, neg, clamp=clamp)
+        if taken_n is not None:
             self._ver[_N] += 1
         self.k_ = max(self.k_ - int(np.count_nonzero(real)), 0)
         self._vecs = None

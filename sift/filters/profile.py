@@ -49,7 +49,7 @@ from sift.filters.knn import KNN
 from sift.filters.measures import get_measure
 from sift.filters.pseudolabel import Pseudolabeler
 from sift.filters.rocchio import Rocchio
-from sift.filters.sparse import stack_rows
+from sift.filters.sparse import rows_equal, stack_rows
 from sift.filters.state import STATE_VERSION, check_version, decode_count, decode_csr, encode_csr
 from sift.filters.threshold import stable_argsort, trot, zero_utility_threshold
 
@@ -169,12 +169,7 @@ def _rows_equal(X: sp.csr_matrix, x: sp.csr_matrix) -> NDArray[np.bool_]:
     if not X.has_canonical_format:
         X = X.copy()
         X.sum_duplicates()
-    out = np.diff(X.indptr) == x.nnz
-    rows = np.flatnonzero(out)
-    if rows.size and x.nnz:
-        at = X.indptr[rows][:, None] + np.arange(x.nnz)
-        out[rows] = (X.indices[at] == x.indices).all(axis=1) & (X.data[at] == x.data).all(axis=1)
-    return np.asarray(out, dtype=bool)
+    return rows_equal(X.indptr, X.indices, X.data, np.arange(X.shape[0]), x.indices, x.data)
 
 
 def check_rows(X: sp.csr_matrix) -> sp.csr_matrix:

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from sift.filters.accumulator import SlotMap, SparseAccumulator, remove_total
+from sift.filters.accumulator import SlotMap, SparseAccumulator, remove_total, signed
 from sift.filters.base import MAX_WEIGHT, ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.examples import ExampleSet
@@ -165,7 +165,7 @@ class Rocchio(ScoringModel):
         w = np.asarray(weights, dtype=np.float64)
         pos = lab == 1
         n_pos = int(np.count_nonzero(pos))
-        if X.data.size and (X.data.min() < 0 or np.any(w < 0)):
+        if signed(X, w):
             self._nonneg = False  # (so True also means: no signed vector learned since start)
         if n_pos:
             self.w_pos_ += self.acc_.add_rows(_P, X, w, pos)
@@ -191,21 +191,14 @@ class Rocchio(ScoringModel):
         so the sums stay exactly non-negative and the path stays open. The versions
         keying the remembered leave-one-out products move as :meth:`learn` moves them."""
         X = X if isinstance(X, sp.csr_matrix) else sp.csr_matrix(X)
-        lab = np.asarray(labels)
         w = np.asarray(weights, dtype=np.float64)
-        pos, neg = lab == 1, lab == -1
-        if X.data.size and (X.data.min() < 0 or np.any(w < 0)):
-            self._nonneg = False  # as learn: signed rows, sums that may go below 0
-        elif self._nonneg is None:
-            self._nonneg = bool(np.all(self.acc_.sums >= 0))
-        clamp = bool(self._nonneg)
-        if pos.any():
-            taken = self.acc_.remove_rows(_P, X, w, pos, clamp=clamp)
-            self.w_pos_ = remove_total(self.w_pos_, taken)
+        self._nonneg = self.acc_.nonneg_after_removal(X, w, self._nonneg)
+        taken_p, taken_n = self.acc_.remove_labelled(X, labels, w, _P, _N, clamp=self._nonneg)
+        if taken_p is not None:
+            self.w_pos_ = remove_total(self.w_pos_, taken_p)
             self._ver[_P] += 1
-        if neg.any():
-            taken = self.acc_.remove_rows(_N, X, w, neg, clamp=clamp)
-            self.w_neg_ = remove_total(self.w_neg_, taken)
+        if taken_n is not None:
+            self.w_neg_ = remove_total(self.w_neg_, taken_n)
             self._ver[_N] += 1
         self._coef = None
 

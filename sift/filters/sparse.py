@@ -222,6 +222,27 @@ def stack_row_refs(rows: Sequence[tuple[sp.csr_matrix, int]]) -> sp.csr_matrix:
                          shape=(len(rows), n_cols))
 
 
+def rows_equal(indptr: NDArray[np.integer[Any]], indices: NDArray[Any], data: NDArray[Any],
+               rows: NDArray[np.integer[Any]], x_indices: NDArray[Any],
+               x_data: NDArray[Any]) -> NDArray[np.bool_]:
+    """Which of ``rows`` (of a CSR layout ``indptr``, ``indices``, ``data`` whose rows keep
+    their entries in column order) are the row ``x_indices``, ``x_data`` entry for entry:
+    one gather of the candidates' entries, no loop over rows.
+
+    >>> X = sp.csr_matrix(np.array([[1.0, 0, 2], [1, 0, 0], [1, 0, 2]]))
+    >>> rows_equal(X.indptr, X.indices, X.data, np.arange(3), X[2].indices, X[2].data).tolist()
+    [True, False, True]
+    """
+    n = x_indices.size
+    rows = np.asarray(rows, dtype=np.int64)
+    out = np.asarray(indptr[rows + 1] - indptr[rows] == n, dtype=bool)
+    hit = np.flatnonzero(out)
+    if hit.size and n:
+        at = indptr[rows[hit]][:, None] + np.arange(n)
+        out[hit] = (indices[at] == x_indices).all(axis=1) & (data[at] == x_data).all(axis=1)
+    return out
+
+
 def nonzero_2d(mask: NDArray[Any]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     """``np.nonzero(mask)`` of a 2-D array: the same row and column indices in the same
     (row-major) order, from the flat indices. numpy's 2-D ``nonzero`` is several times
