@@ -19,7 +19,7 @@ JUDGMENTS = (b'{"doc_id": "r1", "profile": "trade", "relevant": true}\n\n'
              b'{"doc_id": "r2", "profile": "oil", "relevant": false}\r\n')
 
 
-@pytest.mark.parametrize("data", [JUDGMENTS, gzip.compress(JUDGMENTS)])
+@pytest.mark.parametrize("data", [JUDGMENTS, gzip.compress(JUDGMENTS, mtime=0)], ids=["plain", "gzip"])
 def test_standard_input_gives_the_messages_a_file_would(data: bytes, tmp_path: Path) -> None:
     file = tmp_path / "j.jsonl"
     file.write_bytes(JUDGMENTS)
