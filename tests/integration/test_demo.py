@@ -89,14 +89,17 @@ def test_a_terminated_demo_takes_its_broker_with_it(tmp_path: Path) -> None:
     """``kill`` (SIGTERM) of a running demo left the local broker it had started running
     (a 512 MB JVM on the port), since only its own clean end stopped it."""
     import os
+    import shutil
     import signal
     import subprocess
     import sys
     import time
 
-    from sift.devbroker import port_open
+    from sift.devbroker import DevBroker, port_open
 
     port = _free_pair()
+    data = DevBroker(port=port, controller_port=port + 1).data  # .cache/kafka/data-<port>
+    existed = data.exists()
     env = {k: v for k, v in os.environ.items() if k != "SIFT_BROKER"}
     env["PYTHONFAULTHANDLER"] = "1"
     proc = subprocess.Popen([sys.executable, "-m", "sift.cli", "demo", "--port", str(port),
@@ -134,3 +137,6 @@ def test_a_terminated_demo_takes_its_broker_with_it(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(30)
+        if not existed:  # the broker's folder for a random port (about 200 MB) is not kept
+            shutil.rmtree(data, ignore_errors=True)

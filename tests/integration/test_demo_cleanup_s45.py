@@ -62,12 +62,16 @@ def test_a_demo_on_a_users_broker_deletes_only_its_own_topics(
     assert main(["demo", "--train", str(train), "--test", str(test), "--chunk", "5",
                  "--no-compare", "--out", str(tmp_path / "result.json")]) == 0
     assert orjson.loads((tmp_path / "result.json").read_bytes())["documents"] == 20
-    after = _list_topics(bootstrap) - {"__consumer_offsets"}  # the broker's (a fresh one's first group)
-    assert after == before - {"__consumer_offsets"}, (after - before, before - after)
+    after = _list_topics(bootstrap)
+    assert set(others) <= after  # another user's topics stay
     assert list(temp.iterdir()) == []  # the worker's temporary folder too
-    # the run's wire topics and its app's changelogs were there, and are gone
-    assert any(t.endswith("-profile_to_state-changelog") for t in deleted)
-    assert any(t.endswith(".documents") and t.startswith("demo") for t in deleted)
+    # the run's wire topics and its app's changelogs were there, and are gone; only this
+    # run's names are looked for: on a broker shared with other test processes
+    # (SIFT_BROKER and scripts/test.sh's parallel processes) other topics come and go
+    changelog = next(t for t in deleted if t.endswith("-profile_to_state-changelog"))
+    documents = next(t for t in deleted if t.endswith(".documents") and t.startswith("demo"))
+    app_id, prefix = changelog.split("-profile_to_state-")[0], documents[: -len("documents")]
+    assert [t for t in after if t.startswith((app_id + "-", prefix))] == []
     removed = [line for line in capsys.readouterr().out.splitlines() if "removed" in line]
     assert len(removed) == 1 and f"{len(deleted)} topics" in removed[0]
 

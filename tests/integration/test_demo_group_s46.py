@@ -43,7 +43,10 @@ def test_a_demo_leaves_no_consumer_group(broker_url: str, bootstrap: str, tmp_pa
     line = next(x for x in capsys.readouterr().out.splitlines() if "removed this run's" in x)
     app_id = line.split(" and its consumer group ")[1].split()[0]
     assert app_id.startswith("sift-demo-")
-    assert app_id not in before and _groups(bootstrap) == before
+    # only this run's group is looked for: on a broker shared with other test processes
+    # (SIFT_BROKER and scripts/test.sh's parallel processes) other groups come and go
+    assert app_id not in before
+    assert [g for g in _groups(bootstrap) if g.startswith(app_id)] == []
 
 
 def test_deleting_a_group_that_is_not_there_or_still_has_a_member(
