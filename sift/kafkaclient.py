@@ -287,6 +287,26 @@ def ensure_topics(settings: Settings, names: Iterable[str], partitions: int | No
         client.close()
 
 
+def message_limit(settings: Settings, topic: str, timeout: float = 30.0) -> int | None:
+    """The topic's ``max.message.bytes`` as the broker applies it (the topic's own or the
+    broker's default), or ``None`` when the broker does not say (an old broker, an ACL
+    without DescribeConfigs)."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from kafka.errors import KafkaError
+
+    client = admin(settings, timeout)
+    try:
+        got = client.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic, {"max.message.bytes": None})],
+            config_filter="all")
+        value = got["topic"][topic]["max.message.bytes"]["value"]
+        return int(value)
+    except (KafkaError, KeyError, TypeError, ValueError, NotImplementedError):
+        return None
+    finally:
+        client.close()
+
+
 def topic_survey(settings: Settings, names: Iterable[str]) -> tuple[list[str], bool | None]:
     """The topics among ``names`` that do not exist, and whether the worker group
     (``settings.app_id``) has committed any offset (``None`` when the group coordinator

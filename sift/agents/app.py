@@ -49,8 +49,11 @@ from sift.agents import gcwatch
 from sift.agents import review as review_mode
 from sift.agents.metrics import WorkerMetrics
 from sift.agents.service import (
+    DEAD_LETTER_BYTES,
+    DEAD_LETTER_TOPIC_BYTES,
     MAX_RECORD_BYTES,
     MAX_STATE_BYTES,
+    RECORD_FRAMING_BYTES,
     InputMessage,
     RouteResult,
     Service,
@@ -124,16 +127,29 @@ WIRE_TOPICS = ("documents", "judgments", "profiles", "decisions", "dead-letters"
 SHARDED_TOPICS = ("judgments", "profiles")
 
 
-def prepare_topics(settings: Settings) -> None:
+def prepare_topics(settings: Settings) -> int:
     """Create the wire topics (Faust declares only internal ones) and check the sharded ones.
+
+    Returns the largest dead letter the worker may send (see ``Service.dead_letter_bytes``):
+    the dead-letters topic's max.message.bytes, which the worker sets to
+    ``DEAD_LETTER_TOPIC_BYTES`` when it creates the topic, less framing; a stock broker's
+    default when the broker does not say.
 
     Raises ServiceError when the judgments or profiles topic exists with a number of
     partitions other than ``settings.partitions``: judgments would miss their profile.
     """
-    from sift.kafkaclient import ensure_topics, partition_counts
+    from sift.kafkaclient import ensure_topics, message_limit, partition_counts
 
-    names = [settings.topic(t) for t in WIRE_TOPICS]
+    dead = settings.topic("dead-letters")
+    names = [settings.topic(t) for t in WIRE_TOPICS if t != "dead-letters"]
     ensure_topics(settings, names, settings.partitions)
+    ensure_topics(settings, [dead], settings.partitions,
+                  configs={"max.message.bytes": str(DEAD_LETTER_TOPIC_BYTES)})
+    limit = message_limit(settings, dead)
+    if limit is not None and limit < DEAD_LETTER_TOPIC_BYTES:
+        log.warning("topic %s takes messages of at most %d bytes (max.message.bytes): dead "
+                    "letters of larger inputs carry them clipped; raise it to %d to keep "
+                    "them whole", dead, limit, DEAD_LETTER_TOPIC_BYTES)
     review_mode.prepare_review_topics(settings)
     # Faust creates internal topics itself, but while its consumer already subscribes:
     # the group then assigns no partition of the missing topic and nothing is scored
@@ -145,6 +161,7 @@ def prepare_topics(settings: Settings) -> None:
         if n != settings.partitions:
             raise ServiceError(f"topic {name} has {n} partitions but SIFT_PARTITIONS is "
                                f"{settings.partitions}; they must be equal")
+    return DEAD_LETTER_BYTES if limit is None else max(limit - RECORD_FRAMING_BYTES, 1024)
 
 
 def rotate_fetched_partitions() -> None:
@@ -865,7 +882,12 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         for dl in letters:
             log.warning("dead letter %s from %s[%d]@%d: %s", dl.reason, dl.topic, dl.partition,
                         dl.offset, dl.message)
-            await dead_letters_topic.send(key=dl.reason.encode(), value=orjson.dumps(dl.to_obj()))
+            data = dl.encode(service.dead_letter_bytes)
+            if len(data) < len(dl.original) * 4 // 3:
+                log.warning("dead letter %s from %s[%d]@%d carries its input clipped (%d "
+                            "bytes, over the dead-letters topic's limit)", dl.reason, dl.topic,
+                            dl.partition, dl.offset, len(dl.original))
+            await dead_letters_topic.send(key=dl.reason.encode(), value=data)
 
     async def emit_review_dead(letters: Sequence[DeadLetter]) -> None:
         count_dead(service.stats, letters)  # the service counts its own; the reviews' here

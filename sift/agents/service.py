@@ -106,6 +106,16 @@ MAX_STATE_BYTES = 16 * 1024 * 1024
 #: The largest record a profile or review may have: the limit less room for the
 #: message's key and framing (what would be larger is refused, ``state_too_large``)
 MAX_RECORD_BYTES = MAX_STATE_BYTES - 64 * 1024
+#: The dead-letters topic's max.message.bytes when the worker creates it: a dead letter
+#: carries its input in base64 (4/3 of its size), so the broker's default (1 MiB on a
+#: stock broker) refused the letter of any input over about 786 kB
+DEAD_LETTER_TOPIC_BYTES = MAX_STATE_BYTES
+#: Room left in a message under its topic's limit for the record's key and framing.
+RECORD_FRAMING_BYTES = 4096
+#: The largest dead letter sent until the worker has read its topic's limit (a stock
+#: broker's default less framing); larger ones carry their input clipped
+#: (:meth:`~sift.topics.deadletter.DeadLetter.encode`).
+DEAD_LETTER_BYTES = 1_048_588 - RECORD_FRAMING_BYTES
 #: Offsets remembered as processed per partition, for skipping re-deliveries (most recent
 #: first kept). Faust re-delivers what was not committed yet (offsets are committed every
 #: second), so this only has to cover a few seconds of messages.
@@ -889,6 +899,9 @@ class Service:
         self.append_journal = append_journal
         self.max_record_bytes = max_record_bytes
         self.reviews = reviews
+        #: the largest dead letter sent (its topic's max.message.bytes less framing: set
+        #: by the worker from the topic; see DEAD_LETTER_BYTES)
+        self.dead_letter_bytes = DEAD_LETTER_BYTES
         self._raw: dict[str, bytes] = {}
         self._jraw: dict[str, bytes | None] = {}  # the journal value each entry includes
         self._rewrite: set[str] = set()  # profiles whose next save is a whole record

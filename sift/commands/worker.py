@@ -260,8 +260,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     check_data_dir(settings.data_dir)
     training = load_training(settings)
-    prepare_topics(settings)
+    dead_letter_bytes = prepare_topics(settings)
     worker = create_app(settings, training=training, web=args.web)
+    worker.service.dead_letter_bytes = dead_letter_bytes
     level = settings.log_level.upper()
     if settings.log_json:
         # one JSON object a line for every logger, Faust's too: its own set-up (plain

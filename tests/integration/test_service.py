@@ -7,6 +7,7 @@ in-process on the same inputs in the same order (the service is deterministic).
 
 from __future__ import annotations
 
+import base64
 import gzip
 import uuid
 from collections.abc import Iterator
@@ -146,10 +147,13 @@ def test_worker_end_to_end_bad_input_judgments_and_replacement(
         part_a = list(doc_messages(test[:150], 50)) + list(doc_messages(test[150:200], 1))
         bad = [b"{oops", b"\xff\xfe", orjson.dumps({"text": "no id"}),
                orjson.dumps({"id": "empty"}), orjson.dumps({"id": "huge", "text": "x" * 30_000}),
-               orjson.dumps({"documents": [{"id": "ok1", "text": "wheat"}, {"id": 1.5}]})]
+               orjson.dumps({"documents": [{"id": "ok1", "text": "wheat"}, {"id": 1.5}]}),
+               # its dead letter (about 2.3 MB in base64) is over the local broker's 2 MiB
+               # default: the worker makes the dead-letters topic take it whole
+               orjson.dumps({"id": "huger", "text": "y" * 1_700_000})]
         send_all(settings, settings.topic("documents"),
                  part_a[:2] + [(None, b) for b in bad] + part_a[2:])
-        expected_a = ref.documents(part_a) | ref.documents([(None, bad[-1])])
+        expected_a = ref.documents(part_a) | ref.documents([(None, bad[-2])])
         n_a = 200 + 1
         wait_for(lambda: total(workers, "documents") == n_a, 60, "phase A routed")
         # "documents" counts a document when it is routed; its shard copies are scored
@@ -172,9 +176,11 @@ def test_worker_end_to_end_bad_input_judgments_and_replacement(
 
         letters = dead_letters(settings)
         assert sorted(str(d["reason"]) for d in letters) == sorted(
-            ["bad_json", "not_utf8", "missing_id", "missing_text", "too_large", "bad_id"])
+            ["bad_json", "not_utf8", "missing_id", "missing_text", "too_large", "bad_id",
+             "too_large"])
         assert all(d["topic"] == settings.topic("documents") and int(d["offset"]) >= 0
                    for d in letters)
+        assert bad[-1] in [base64.b64decode(str(d["original_b64"])) for d in letters]
 
         # judgments: for delivered documents, twice each, plus bad ones
         gold = {d.id: d.topics for d in test}
@@ -189,7 +195,7 @@ def test_worker_end_to_end_bad_input_judgments_and_replacement(
         ref.judgments(judged)
         wait_for(lambda: total(workers, "judgments") == len(judged)
                  and total(workers, "judgments_duplicate") == len(judged), 60, "judgments")
-        wait_for(lambda: total(workers, "dead_letters") == 6 + 3, 30, "judgment dead letters")
+        wait_for(lambda: total(workers, "dead_letters") == 7 + 3, 30, "judgment dead letters")
         # the profiles as the state and journal changelogs hold them, recovered as a
         # worker recovers them
         states = recovered_profiles(settings, ref.service)
