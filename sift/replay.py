@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from sift.errors import ConfigError
+from sift.errors import ConfigError, SiftError
 from sift.filters.bagging import RULES, BaggedProfile
 from sift.filters.bank import Hit, ProfileBank
 from sift.filters.measures import f1, precision, recall, t11f, t11su
@@ -30,7 +30,7 @@ from sift.filters.profile import Profile
 from sift.filters.sparse import restrict, unique
 from sift.filters.threshold import scut
 from sift.filters.vectorize import Vectorizer, normalize_rows
-from sift.topics.codecs import read_jsonl
+from sift.topics.codecs import read_jsonl, read_jsonl_numbered
 from sift.topics.errors import RecordError
 from sift.topics.records import Document, ProfileSpec, is_positive_text, show, unknown_positive
 
@@ -135,13 +135,36 @@ def default_specs(corpus: Corpus) -> list[ProfileSpec]:
 _REPLAY_WIDE = ("model", "measure", "update", "delete")
 
 
+class SpecError(ConfigError):
+    """A profile spec the replay cannot build a profile from (a parameter out of range, a
+    positive that is no training document): ``profile`` names it, so that the command
+    can add the ``--profiles`` file and line it came from."""
+
+    def __init__(self, profile: str, message: str) -> None:
+        super().__init__(message)
+        self.profile = profile
+
+
 def read_specs(path: str | Path) -> list[ProfileSpec]:
-    """The profile specs of a ``--profiles`` file. A profile named twice, and a field the
-    replay sets for every profile from its options (``model``, ``measure``, ``update``)
-    or cannot honour (``delete``), are errors naming the file and line."""
+    """The profile specs of a ``--profiles`` file (see :func:`read_specs_numbered`)."""
+    return [spec for _, spec in read_specs_numbered(path)]
+
+
+def read_specs_numbered(path: str | Path) -> list[tuple[int, ProfileSpec]]:
+    """The profile specs of a ``--profiles`` file, each with its line number. A spec with
+    neither a query nor positives gets its name as query (as the replay's own profiles
+    do; their positives are then the first ``initial_positives`` training documents of
+    the category named like it). A profile named twice, and a field the replay sets for
+    every profile from its options (``model``, ``measure``, ``update``) or cannot honour
+    (``delete``), are errors naming the file and line."""
     seen: set[str] = set()
 
     def parse(obj: Any) -> ProfileSpec:
+        if (isinstance(obj, dict) and isinstance(obj.get("profile"), str)
+                and not obj.get("query") and not obj.get("positives")):
+            query = query_from_name(obj["profile"])
+            if query.strip():
+                obj = {**obj, "query": query}
         spec = ProfileSpec.from_obj(obj)
         wide = [k for k in _REPLAY_WIDE if k in obj]
         if wide:
@@ -153,7 +176,7 @@ def read_specs(path: str | Path) -> list[ProfileSpec]:
         seen.add(spec.profile)
         return spec
 
-    return list(read_jsonl(path, parse))
+    return list(read_jsonl_numbered(path, parse))
 
 
 def split_positives(spec: ProfileSpec, ids: Mapping[str, int], *, full_training: bool = False
@@ -309,52 +332,70 @@ def build_bank(
     ids = {d.id: i for i, d in enumerate(corpus.train)}
     weights = vec.feature_weights()
     for spec in specs:
-        name = spec.profile
-        X_fit = X_train
-        if spec.positives:
-            pos, texts = split_positives(spec, ids, full_training=cfg.full_training)
-            if texts:  # text positives: rows of their own after the training documents
-                Xt = vec.transform(texts)
-                if feature_mask is not None:
-                    Xt = mask_columns(Xt, feature_mask)
-                X_fit = sp.vstack([X_train, Xt], format="csr")
-                pos += range(X_train.shape[0], X_fit.shape[0])
-        elif cfg.full_training:
-            pos = [i for i, d in enumerate(corpus.train) if name in d.topics]
-        else:
-            pos = [i for i, d in enumerate(corpus.train) if name in d.topics][: cfg.initial_positives]
-        labels = None
-        params = {**cfg.model_params, **spec.params}
-        if cfg.full_training:
-            labels = np.array([1 if name in d.topics else -1 for d in corpus.train], dtype=np.int8)
-            params = {**cfg.full.model_params.get(cfg.model, {}), **params}
-            if cfg.model == "knn" and cfg.full.knn_normalize:
-                params.setdefault("normalize", True)
-        kwargs: dict[str, Any] = dict(
-            query=spec.query or query_from_name(name),
-            model=cfg.model,
-            model_params=params,
-            measure=cfg.measure,
-            update="never" if cfg.full_training else cfg.update,
-            pseudolabel={} if cfg.full_training else cfg.pseudolabel,
-            max_examples=None if cfg.full_training else cfg.max_examples,
-            seed=cfg.seed,
-            **cfg.profile_params,
-        )
-        # a spec's own bags (a --profiles file, the demo's specs) before the config's
-        bags, rule = (spec.bags, spec.bag_rule) if spec.bags > 1 else (cfg.bags, cfg.bag_rule)
-        if bags > 1 and cfg.full_training:
-            raise ConfigError(f"profile {name!r}: bags apply to adaptive filtering, not full training")
-        profile: Profile | BaggedProfile = (
-            BaggedProfile.of(name, bags, rule=rule, **kwargs) if bags > 1 else Profile(name, **kwargs))
-        qtext = kwargs["query"]
-        query = vec.transform([qtext]) if qtext.strip() else None
-        if query is not None and feature_mask is not None:
-            query = mask_columns(query, feature_mask)
-        profile.fit(query, X_fit, positives=pos, labels=labels, feature_weights=weights)
-        bank.add(profile)
-        n_initial[name] = len(pos)
+        try:
+            n_initial[spec.profile] = _build_one(bank, corpus, spec, cfg, vec, X_train, ids,
+                                                 weights, feature_mask)
+        except SiftError as exc:
+            if isinstance(exc, SpecError) or not (spec.params or spec.positives or spec.bags > 1):
+                raise  # (the run's own options: not this spec's)
+            # a parameter, a positive, bags the spec brings: name the profile
+            text = str(exc)
+            prefix = f"profile {spec.profile!r}"
+            raise SpecError(spec.profile, text if text.startswith(prefix)
+                            else f"{prefix}: {text}") from None
     return bank, n_initial
+
+
+def _build_one(bank: ProfileBank, corpus: Corpus, spec: ProfileSpec, cfg: ReplayConfig,
+               vec: Vectorizer, X_train: sp.csr_matrix, ids: Mapping[str, int],
+               weights: NDArray[np.float64] | None,
+               feature_mask: NDArray[np.bool_] | None) -> int:
+    """Train the profile of one spec into ``bank``; return its initial positive count."""
+    name = spec.profile
+    X_fit = X_train
+    if spec.positives:
+        pos, texts = split_positives(spec, ids, full_training=cfg.full_training)
+        if texts:  # text positives: rows of their own after the training documents
+            Xt = vec.transform(texts)
+            if feature_mask is not None:
+                Xt = mask_columns(Xt, feature_mask)
+            X_fit = sp.vstack([X_train, Xt], format="csr")
+            pos += range(X_train.shape[0], X_fit.shape[0])
+    elif cfg.full_training:
+        pos = [i for i, d in enumerate(corpus.train) if name in d.topics]
+    else:
+        pos = [i for i, d in enumerate(corpus.train) if name in d.topics][: cfg.initial_positives]
+    labels = None
+    params = {**cfg.model_params, **spec.params}
+    if cfg.full_training:
+        labels = np.array([1 if name in d.topics else -1 for d in corpus.train], dtype=np.int8)
+        params = {**cfg.full.model_params.get(cfg.model, {}), **params}
+        if cfg.model == "knn" and cfg.full.knn_normalize:
+            params.setdefault("normalize", True)
+    kwargs: dict[str, Any] = dict(
+        query=spec.query or query_from_name(name),
+        model=cfg.model,
+        model_params=params,
+        measure=cfg.measure,
+        update="never" if cfg.full_training else cfg.update,
+        pseudolabel={} if cfg.full_training else cfg.pseudolabel,
+        max_examples=None if cfg.full_training else cfg.max_examples,
+        seed=cfg.seed,
+        **cfg.profile_params,
+    )
+    # a spec's own bags (a --profiles file, the demo's specs) before the config's
+    bags, rule = (spec.bags, spec.bag_rule) if spec.bags > 1 else (cfg.bags, cfg.bag_rule)
+    if bags > 1 and cfg.full_training:
+        raise ConfigError(f"profile {name!r}: bags apply to adaptive filtering, not full training")
+    profile: Profile | BaggedProfile = (
+        BaggedProfile.of(name, bags, rule=rule, **kwargs) if bags > 1 else Profile(name, **kwargs))
+    qtext = kwargs["query"]
+    query = vec.transform([qtext]) if qtext.strip() else None
+    if query is not None and feature_mask is not None:
+        query = mask_columns(query, feature_mask)
+    profile.fit(query, X_fit, positives=pos, labels=labels, feature_weights=weights)
+    bank.add(profile)
+    return len(pos)
 
 
 # -- full training -------------------------------------------------------------------------

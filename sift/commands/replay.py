@@ -15,7 +15,15 @@ from sift.commands._common import Progress, check_out_dir, nonnegative_int, posi
 from sift.devbroker import REPO_ROOT
 from sift.errors import ConfigError
 from sift.filters.bagging import RULES as BAG_RULES
-from sift.replay import FullTrainingConfig, ReplayConfig, default_specs, load_corpus, read_specs, replay
+from sift.replay import (
+    FullTrainingConfig,
+    ReplayConfig,
+    SpecError,
+    default_specs,
+    load_corpus,
+    read_specs_numbered,
+    replay,
+)
 
 FT = FullTrainingConfig()
 
@@ -212,7 +220,9 @@ def run(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.train, args.test, skip_bad=args.skip_bad)
     # a spec with a "mode" (a review spec, or a misspelt one) is refused, file and line,
     # as the worker refuses it (bad_mode): ProfileSpec.from_obj
-    specs = read_specs(args.profiles) if args.profiles else default_specs(corpus)
+    numbered = read_specs_numbered(args.profiles) if args.profiles else []
+    specs = [spec for _, spec in numbered] if args.profiles else default_specs(corpus)
+    where = {spec.profile: f"{args.profiles}:{line}" for line, spec in numbered}
     if not specs and args.profiles:
         raise ConfigError(f"{args.profiles}: no profile specs (every line is blank)")
     if not specs:
@@ -239,6 +249,10 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(len(corpus.test), label="replay")
     try:
         result = replay(corpus, cfg, specs, progress=progress.update)
+    except SpecError as exc:  # a spec of the --profiles file: say which line
+        if exc.profile in where:
+            raise SpecError(exc.profile, f"{where[exc.profile]}: {exc}") from None
+        raise
     finally:
         progress.close()
     # the measures first: a write that fails still leaves them on the terminal

@@ -35,7 +35,11 @@ def loads(data: bytes | str) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise RecordError("bad_json", f"not valid JSON: {exc}") from None
+        # on one line, the character only: "line 1" beside a JSONL file's own line
+        # number read as a second, different line (and a line's newline made it "line 2")
+        where = (f"character {exc.pos + 1}" if exc.lineno == 1
+                 else f"line {exc.lineno} column {exc.colno}")
+        raise RecordError("bad_json", f"not valid JSON: {exc.msg} at {where}") from None
 
 
 def dumps(obj: Any) -> bytes:
@@ -213,7 +217,8 @@ def read_jsonl_numbered(
                 if not line.strip():
                     continue
                 try:
-                    yield lineno, parse(loads(line))
+                    yield lineno, parse(loads(line.rstrip(b"\r\n") if isinstance(line, bytes)
+                                              else line.rstrip("\r\n")))
                 except RecordError as exc:
                     if skip_bad:
                         if on_skip is not None:
