@@ -292,11 +292,9 @@ class Judgment:
         doc_id = _str(o, "doc_id", required=True, what="judgment", max_len=MAX_ID_CHARS)
         profile = _str(o, "profile", required=True, what="judgment", max_len=MAX_ID_CHARS)
         rel = o.get("relevant")
-        if not isinstance(rel, bool):
-            if rel in (0, 1) and not isinstance(rel, float):
-                rel = bool(rel)
-            else:
-                raise RecordError("bad_relevant", "judgment field 'relevant' must be true or false")
+        if not isinstance(rel, bool):  # JSON true or false: 0 and 1 too are another type
+            raise RecordError("bad_relevant", f"judgment field 'relevant' must be true or "
+                              f"false, got {show(rel)}")
         jid = _str(o, "id", required=False, what="judgment", max_len=MAX_ID_CHARS)
         if jid is not None and "\x1f" in jid:  # the separator of the key without an id
             raise RecordError("bad_id", "judgment field 'id' must not contain U+001F")

@@ -79,3 +79,17 @@ def test_bad_json_names_one_line(files: tuple[Path, Path], tmp_path: Path,
                  "--out", str(tmp_path / "o"), "--no-plot"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.endswith("bad.jsonl:5: not valid JSON: unexpected end of data at character 26")
+
+
+@pytest.mark.parametrize("value", [1, 0, 1.0, "yes", None, [True]])
+def test_a_judgments_relevant_is_true_or_false_only(value: object) -> None:
+    """The wire contract's ``relevant`` is a bool: the integers 0 and 1 were taken as one
+    (while 1.0 and "yes" were refused), a wrong type the worker learned from."""
+    from sift.topics.errors import RecordError
+    from sift.topics.records import Judgment
+
+    obj = {"doc_id": "d1", "profile": "wheat", "relevant": value}
+    with pytest.raises(RecordError, match="'relevant' must be true or false") as err:
+        Judgment.from_obj(obj)
+    assert err.value.reason == "bad_relevant"
+    assert Judgment.from_obj({**obj, "relevant": False}).relevant is False
