@@ -41,6 +41,18 @@ def signed(X: sp.csr_matrix, weights: NDArray[np.float64]) -> bool:
     return bool(X.data.size) and bool(X.data.min() < 0 or np.any(weights < 0))
 
 
+def signed_flag(state: dict[str, Any], model: str) -> bool | None:
+    """A model's "sums of non-negative vectors" flag as its state gives it: ``False`` when
+    the state says a signed vector was learned (``"signed": true``), else ``None`` (to be
+    checked on the sums). Without it a loaded model took sums that were all >= 0 for sums
+    of non-negative vectors, and clamped at 0 what an unlearn left of a signed vector's
+    negative entry, where the live model kept it. Raises ``ValueError`` for another value."""
+    flag = state.get("signed", False)
+    if not isinstance(flag, bool):
+        raise ValueError(f"{model}: 'signed' must be true or false, got {flag!r:.40}")
+    return False if flag else None
+
+
 def remove_total(total: float, taken: float) -> float:
     """A running total of positive weights with ``taken`` (added before) taken back: 0
     when what is left is within :data:`RESIDUE` of 0 or below it (a cancellation residue).

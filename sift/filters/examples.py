@@ -313,6 +313,9 @@ class ExampleSet:
         self.seq: NDArray[np.int64] = np.zeros(0, np.int64)
         self.next_seq = 0
         self.n_evicted = 0
+        #: real examples among them (None: a state of before the forty-eighth session,
+        #: which did not count them)
+        self.n_evicted_real: int | None = 0
 
     def __len__(self) -> int:
         return int(self.labels.size)
@@ -684,6 +687,8 @@ class ExampleSet:
             drop = np.concatenate([drop, np.flatnonzero(self.real)[: excess - drop.size]])
         keep = np.ones(len(self), dtype=bool)
         keep[drop] = False
+        if self.n_evicted_real is not None:
+            self.n_evicted_real += int(np.count_nonzero(self.real[drop]))
         self._c = self._compact().keep_rows(keep)
         self._X = None
         self._norms = None
@@ -705,6 +710,7 @@ class ExampleSet:
             "seq": encode_array(self.seq),
             "next_seq": self.next_seq,
             "n_evicted": self.n_evicted,
+            **({} if self.n_evicted_real is None else {"n_evicted_real": self.n_evicted_real}),
         }
 
     @classmethod
@@ -720,6 +726,8 @@ class ExampleSet:
             ex.seq = decode_array(state["seq"], name="examples.seq", dtype=np.int64, ndim=1)
             ex.next_seq = decode_count(state["next_seq"], name="examples.next_seq")
             ex.n_evicted = decode_count(state["n_evicted"], name="examples.n_evicted")
+            ex.n_evicted_real = (None if "n_evicted_real" not in state else decode_count(
+                state["n_evicted_real"], name="examples.n_evicted_real"))
         except (KeyError, TypeError, ValueError, ParameterError) as exc:
             raise StateError(f"examples: {exc}") from None
         m = ex.X.shape[0]
@@ -727,6 +735,9 @@ class ExampleSet:
             raise StateError("examples: arrays disagree in length")
         if ex.capacity is not None and m > ex.capacity:
             raise StateError(f"examples: {m} examples in a set of capacity {ex.capacity}")
+        if ex.n_evicted_real is not None and ex.n_evicted_real > ex.n_evicted:
+            raise StateError(f"examples: {ex.n_evicted_real} real examples evicted of "
+                             f"{ex.n_evicted} evicted")
         if ex.X.shape[1] != ex.n_features:
             raise StateError("examples: matrix width differs from n_features")
         if np.any((ex.labels != 1) & (ex.labels != -1)):

@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from sift.filters.accumulator import SlotMap, SparseAccumulator, signed
+from sift.filters.accumulator import SlotMap, SparseAccumulator, signed, signed_flag
 from sift.filters.base import MAX_WEIGHT, ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.examples import ExampleSet
@@ -295,18 +295,22 @@ class Kantor(ScoringModel):
         return self.formula(cos(du_p, norm_p, pos), cos(du_n, norm_n, ~pos))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"acc": self.acc_.to_state(), "k": self.k_}
+        # "signed": as Rocchio's (sift.filters.rocchio.Rocchio.state_dict)
+        return {"acc": self.acc_.to_state(), "k": self.k_,
+                **({"signed": True} if self._nonneg is False else {})}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         try:
             self.acc_ = SparseAccumulator.from_state(state["acc"], 3, self.n_features_)
             self.k_ = decode_count(state["k"], name="kantor.k")
+            nonneg = signed_flag(state, "kantor")
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"kantor: {exc}") from None
         if self.k_ < 0:
             raise StateError(f"kantor: judged count must be >= 0, got {self.k_}")
         self._vecs = None
         self._forget()
+        self._nonneg = nonneg
 
     @classmethod
     def build_stack(cls, models: Sequence[ScoringModel]) -> Stack:

@@ -105,6 +105,18 @@ def model_class(name: str) -> type[ScoringModel]:
         ) from None
 
 
+def _weight_ok(weight: Any) -> bool:
+    """Whether ``weight`` is a judgment's weight: a number (not a bool) in (0, MAX_VALUE]
+    (an int too large for a float is not: it raised OverflowError in ``isfinite``)."""
+    if isinstance(weight, bool | np.bool_) or not isinstance(
+            weight, int | float | np.integer | np.floating):
+        return False
+    try:
+        return bool(math.isfinite(weight) and 0 < weight <= MAX_VALUE)
+    except OverflowError:
+        return False
+
+
 def _threshold(value: Any, name: str) -> float:
     """A stored threshold: ``None`` (meaning +inf) or a finite number, nothing else."""
     if value is None:
@@ -153,8 +165,10 @@ def _check_values(X: sp.csr_matrix, what: str) -> sp.csr_matrix:
     if not X.has_canonical_format:
         X = X.copy()
         X.sum_duplicates()  # first: halves of a column may add up past the limit
-    if first_bad_value(X.data) is not None:
-        raise FilterError(f"{what} must hold finite values of at most {MAX_VALUE:g} in magnitude")
+    bad = first_bad_value(X.data)
+    if bad is not None:
+        raise FilterError(f"{what} must hold finite values of at most {MAX_VALUE:g} in "
+                          f"magnitude, got {bad!r}")
     return X
 
 
@@ -727,9 +741,8 @@ class Profile:
         x = x if isinstance(x, sp.csr_matrix) else sp.csr_matrix(x)
         if x.shape != (1, self.n_features_):
             raise FilterError(f"expected a 1 x {self.n_features_} vector, got {x.shape}")
-        if isinstance(weight, bool) or not (isinstance(weight, int | float | np.integer | np.floating)
-                                            and math.isfinite(weight) and 0 < weight <= MAX_VALUE):
-            raise FilterError(f"weight must be a positive number of at most {MAX_VALUE:g}, got {weight!r}")
+        if not _weight_ok(weight):
+            raise FilterError(f"weight must be a positive number of at most {MAX_VALUE:g}, got {weight!r:.60}")
         self.learn_many(x, [relevant], [weight])
 
     def learn_many(self, X: sp.csr_matrix, relevant: ArrayLike, weights: ArrayLike | None = None) -> None:
@@ -761,7 +774,11 @@ class Profile:
             raise FilterError(f"expected an m x {self.n_features_} matrix and m labels, "
                               f"got {X.shape} and {rel.size} labels")
         X = _check_values(X, "document vectors")
-        w = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+        try:
+            w = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+        except (OverflowError, TypeError, ValueError):  # e.g. an int beyond any float
+            raise FilterError(f"weights must be {m} positive numbers of at most {MAX_VALUE:g}, "
+                              f"got {weights!r:.60}") from None
         if w.size != m:
             raise FilterError(f"weights must be {m} positive finite numbers, got {w.size} weights")
         bad = ~(np.isfinite(w) & (w > 0) & (w <= MAX_VALUE))
@@ -788,9 +805,7 @@ class Profile:
         self._check_fitted()
         if not isinstance(relevant, bool | np.bool_):
             raise FilterError(f"relevant must be a bool, got {relevant!r:.60}")
-        if isinstance(weight, bool | np.bool_) or not (
-                isinstance(weight, int | float | np.integer | np.floating)
-                and math.isfinite(weight) and 0 < weight <= MAX_VALUE):
+        if not _weight_ok(weight):
             raise FilterError(f"weight must be a finite number > 0 and <= {MAX_VALUE:g}, got {weight!r:.60}")
         if not isinstance(x, sp.csr_matrix):
             try:
@@ -942,10 +957,14 @@ class Profile:
         return ("evicted" if self._judgments_evicted() else None), (-1, -1)
 
     def _judgments_evicted(self) -> bool:
-        """Whether the example set may have evicted judgments: it evicts its pseudolabels
-        (added at :meth:`fit` only) before any real example, so none while one is left."""
+        """Whether the example set has evicted real examples (judgments, or the real
+        labels of :meth:`fit`), whose labels the model's sums still hold. A state saved
+        before the forty-eighth session does not count them apart from the pseudolabels:
+        then any eviction with no pseudolabel left (pseudolabels go first) counts."""
         ex = self.examples_
-        return ex.n_evicted > 0 and bool(ex.real.all())
+        if ex.n_evicted_real is None:
+            return ex.n_evicted > 0 and bool(ex.real.all())
+        return ex.n_evicted_real > 0
 
     @staticmethod
     def _never_learned(relevant: bool, weight: float) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from sift.filters.accumulator import SlotMap, SparseAccumulator, remove_total, signed
+from sift.filters.accumulator import SlotMap, SparseAccumulator, remove_total, signed, signed_flag
 from sift.filters.base import MAX_WEIGHT, ScoringModel, Stack, check_positive
 from sift.filters.errors import ParameterError, StateError
 from sift.filters.examples import ExampleSet
@@ -360,19 +360,24 @@ class Rocchio(ScoringModel):
 
     # -- state -----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {"acc": self.acc_.to_state(), "w_pos": self.w_pos_, "w_neg": self.w_neg_}
+        # "signed": a signed vector was learned since start (the sums may all be >= 0 and
+        # still not be sums of non-negative vectors: see unlearn), else absent
+        return {"acc": self.acc_.to_state(), "w_pos": self.w_pos_, "w_neg": self.w_neg_,
+                **({"signed": True} if self._nonneg is False else {})}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         try:
             self.acc_ = SparseAccumulator.from_state(state["acc"], 3, self.n_features_)
             self.w_pos_ = float(state["w_pos"])
             self.w_neg_ = float(state["w_neg"])
+            nonneg = signed_flag(state, "rocchio")
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"rocchio: {exc}") from None
         if not (np.isfinite(self.w_pos_) and np.isfinite(self.w_neg_)) or self.w_pos_ < 0 or self.w_neg_ < 0:
             raise StateError("rocchio: example weight totals must be finite and >= 0")
         self._coef = None
         self._forget()
+        self._nonneg = nonneg
 
     @classmethod
     def build_stack(cls, models: Sequence[ScoringModel]) -> Stack:

@@ -19,7 +19,9 @@ thresholds at or below 1; Rocchio's and kNN's values did not change). And in the
 forty-sixth session, when TROT began treating values equal up to rounding as ties (the
 higher threshold wins, as the design says): 1 of Kantor ``earn``'s 301 thresholds and 6
 of kNN ``earn``'s moved, each an exact tie in decimal weights that rounding had given to
-the lower threshold; nothing else changed.
+the lower threshold; nothing else changed. And in the forty-eighth session the state
+digests alone, when example sets began counting the real examples they evict
+(``n_evicted_real``).
 """
 
 from __future__ import annotations
