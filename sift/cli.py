@@ -75,8 +75,19 @@ def _unusable(value: object) -> str | None:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            return f"{value.encode('utf-8', 'backslashreplace').decode()!r} is not valid UTF-8"
+            return f"'{value.encode('utf-8', 'backslashreplace').decode()}' is not valid UTF-8"
     return None
+
+
+def _argument_name(parser: argparse.ArgumentParser, command: str, dest: str) -> str:
+    """How the user wrote argument ``dest`` of ``command``: its longest option string
+    (``--seed``), or its name for a positional one."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            for sub in action.choices[command]._actions:
+                if sub.dest == dest:
+                    return max(sub.option_strings, key=len) if sub.option_strings else dest
+    return dest
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -88,9 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     for key, value in vars(args).items():
         problem = _unusable(value)
-        if problem:
-            print(f"sift {args.command}: error: {key.replace('_', '-')}: {problem}", file=sys.stderr)
-            return 2
+        if problem:  # a usage error: exit 1, named as argparse names the argument
+            print(f"sift {args.command}: error: argument {_argument_name(parser, args.command, key)}: "
+                  f"{problem} (see sift {args.command} --help)", file=sys.stderr)
+            return 1
     try:
         return int(func(args) or 0)
     except SiftError as exc:

@@ -16,6 +16,7 @@ from typing import Any
 
 from sift.errors import SiftError
 from sift.settings import Settings
+from sift.topics.deadletter import TOPIC_MAX_BYTES as DEAD_LETTER_BYTES
 
 
 class KafkaClientError(SiftError):
@@ -274,7 +275,10 @@ def ensure_topics(settings: Settings, names: Iterable[str], partitions: int | No
             raise KafkaClientError(
                 f"cannot create topics on {settings.broker}: SIFT_REPLICATION_FACTOR is "
                 f"{settings.replication_factor}, more than the cluster's {brokers} broker(s)")
-        new = [NewTopic(t, n, settings.replication_factor, topic_configs=dict(configs or {}))
+        dead = settings.topic("dead-letters")
+        new = [NewTopic(t, n, settings.replication_factor, topic_configs={
+                   **({"max.message.bytes": str(DEAD_LETTER_BYTES)} if t == dead else {}),
+                   **(configs or {})})
                for t in wanted if t not in existing]
         if new:
             with contextlib.suppress(TopicAlreadyExistsError):

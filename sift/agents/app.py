@@ -141,10 +141,8 @@ def prepare_topics(settings: Settings) -> int:
     from sift.kafkaclient import ensure_topics, message_limit, partition_counts
 
     dead = settings.topic("dead-letters")
-    names = [settings.topic(t) for t in WIRE_TOPICS if t != "dead-letters"]
-    ensure_topics(settings, names, settings.partitions)
-    ensure_topics(settings, [dead], settings.partitions,
-                  configs={"max.message.bytes": str(DEAD_LETTER_TOPIC_BYTES)})
+    names = [settings.topic(t) for t in WIRE_TOPICS]
+    ensure_topics(settings, names, settings.partitions)  # dead-letters: DEAD_LETTER_TOPIC_BYTES
     limit = message_limit(settings, dead)
     if limit is not None and limit < DEAD_LETTER_TOPIC_BYTES:
         log.warning("topic %s takes messages of at most %d bytes (max.message.bytes): dead "

@@ -128,6 +128,21 @@ def check_out_dir(out: Path, option: str = "--out") -> None:
         raise ConfigError(f"{option} {out}: cannot be created ({parent} is not writable)")
 
 
+def check_out_file(out: Path, option: str = "--out") -> None:
+    """Refuse, before any work, an output file that cannot be written: a folder, a path
+    under a file, or one in a folder that cannot be written (nothing is created here).
+    ``sift demo`` found out only when writing its result, after the whole run."""
+    from sift.errors import ConfigError
+
+    if out.is_dir():
+        raise ConfigError(f"{option} {out}: is a folder, not a file")
+    if out.exists():
+        if not os.access(out, os.W_OK):
+            raise ConfigError(f"{option} {out}: the file is not writable")
+        return
+    check_out_dir(out.parent, option=f"{option} {out}: its folder")
+
+
 def write_json(path: Path, obj: Any) -> None:
     """Write ``obj`` as indented JSON (numpy scalars and arrays allowed)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -99,11 +99,14 @@ def broker_for(settings: Settings, port: int, keep: bool,
     folders they leave in the data dir of a broker stopped here are removed once it has
     stopped (a deleted topic's folders are renamed at once, but deleted by the broker only
     a minute later, or at its next run)."""
-    from sift.devbroker import DevBroker, admin_ready, bootstrap_servers
+    from sift.devbroker import DevBroker, admin_ready
 
     if Settings.is_set("broker"):
-        if not admin_ready(bootstrap_servers(settings.broker), timeout=10.0):
-            raise SiftError(f"SIFT_BROKER={settings.broker} does not answer")
+        from sift.kafkaclient import admin
+
+        # the settings' client (SASL/SSL too), whose failure names its cause; a bare
+        # "does not answer" said neither why nor what to check
+        admin(settings, timeout=10.0).close()
         yield settings.broker
         return
     # a broker the demo stops at its end also ends with it however it ends (SIGTERM,
@@ -352,6 +355,9 @@ def terminate_as_interrupt() -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sift.commands._common import check_out_file
+
+    check_out_file(args.out)  # before the run (minutes), not after it
     with terminate_as_interrupt():
         return _run(args)
 

@@ -341,12 +341,14 @@ def run(args: argparse.Namespace) -> int:
     # standard input or a pipe is read whole first: it is read twice (checked, then sent)
     data = read_input(args.file)
     topic = settings.topic(args.topic)
-    if not args.raw:
-        # the whole file first: a bad line stops the command before anything is sent,
-        # so a corrected file can be sent again without duplicating its first records
-        for _ in messages(args.file, args.topic, args.batch, args.raw, args.limit, data,
-                          max_document_bytes=settings.max_document_bytes):
-            pass
+    # the whole file first: a bad line stops the command before anything is sent, so a
+    # corrected file can be sent again without duplicating its first records (--raw:
+    # the lines are only counted); an empty one is refused before connecting
+    records = sum(n for _, _, n in messages(args.file, args.topic, args.batch, args.raw,
+                                            args.limit, data,
+                                            max_document_bytes=settings.max_document_bytes))
+    if records == 0:
+        raise SiftError(f"{label(args.file)}: no records (every line is blank)")
     ensure_topics(settings, [topic])
     prod = producer(settings)
     sends = Sends(prod)

@@ -97,6 +97,32 @@ def parse_params(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def check_spec(obj: dict[str, Any]) -> None:
+    """Build (without training) the profile a spec describes, so that a parameter the
+    worker would refuse (an unknown one, a value out of range) is a one-line error here,
+    before anything is sent, as ``sift replay --param`` is; without it the command said
+    "sent" and the worker dead-lettered the spec."""
+    from sift.filters.bagging import BaggedProfile
+    from sift.filters.profile import Profile
+
+    try:
+        spec = ProfileSpec.from_obj(obj)
+    except RecordError as exc:
+        raise SiftError(str(exc)) from None
+    if spec.delete:
+        return
+    kwargs: dict[str, Any] = dict(query=spec.query or spec.profile, model=spec.model,
+                                  model_params=spec.params, measure=spec.measure,
+                                  update=spec.update)
+    try:
+        if spec.bags > 1:
+            BaggedProfile.of(spec.profile, spec.bags, rule=spec.bag_rule, **kwargs)
+        else:
+            Profile(spec.profile, **kwargs)
+    except SiftError as exc:
+        raise SiftError(f"profile {spec.profile!r}: {exc}") from None
+
+
 def send_spec(settings: Settings, obj: dict[str, Any]) -> ProfileSpec:
     from sift.kafkaclient import Sends, ensure_topics, producer
 
@@ -259,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
             obj.update(bags=args.bags, bag_rule=args.bag_rule)
         if args.reset:
             obj["reset"] = True
+        check_spec(obj)  # before connecting
         if args.wait:
             return _answer(args.name, *send_and_wait(settings, obj, args.wait))
         spec = send_spec(settings, obj)

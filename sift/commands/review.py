@@ -95,9 +95,18 @@ def review_spec(name: str, query: str, params: dict[str, Any]) -> dict[str, Any]
     """The spec object (validated: a bad name, query or parameter is a one-line error)."""
     obj = {"profile": name, "mode": "review", "query": query, "params": params}
     try:
-        ReviewSpec.from_obj(obj)
+        spec = ReviewSpec.from_obj(obj)
     except RecordError as exc:
         raise SiftError(str(exc)) from None
+    # the review itself, as the worker makes it: a parameter it would refuse (unknown,
+    # out of range) is an error here, before anything is sent
+    from sift.filters.screening import Review
+    from sift.filters.screening.errors import ScreeningError
+
+    try:
+        Review(spec.query, **spec.params)
+    except (ScreeningError, TypeError) as exc:
+        raise SiftError(f"review {name!r}: {exc}") from None
     return obj
 
 
@@ -460,11 +469,15 @@ def run(args: argparse.Namespace) -> int:
         return start(settings, review_spec(args.name, args.query, parse_params(args.param)),
                      args.wait)
     if args.verb == "load":
-        if not args.file.is_file():
+        if args.file.is_dir():
+            raise SiftError(f"{args.file}: is a directory, not a JSONL file")
+        if not args.file.exists():  # (a pipe, <(...), is read like a file)
             raise SiftError(f"{args.file}: no such file")
         if args.batch > settings.max_batch_documents:
             raise SiftError(f"--batch must be at most {settings.max_batch_documents}")
         docs = list(collection(args.file, args.name, args.limit))  # every line checked first
+        if not docs:
+            raise SiftError(f"{args.file}: no records (every line is blank)")
         status_of(settings, args.name)  # documents of a review that does not exist are lost
         batches = (docs[i : i + args.batch] for i in range(0, len(docs), args.batch))
         _send(settings, settings.topic("documents"),

@@ -13,6 +13,11 @@ import orjson
 from sift.topics.errors import RecordError
 from sift.topics.records import show
 
+#: The dead-letters topic's max.message.bytes wherever sift creates it (a worker, the
+#: command line): a letter carries its input in base64, 4/3 of its size, and a stock
+#: broker's default of 1 MiB refused the letter of any input over about 786 kB.
+TOPIC_MAX_BYTES = 16 * 1024 * 1024
+
 
 @dataclass(frozen=True)
 class DeadLetter:

@@ -1,0 +1,70 @@
+"""The command line as a demanding user meets it: a helper's audit (forty-eighth
+session). Each of these went on to the broker, or through a whole run, before it said
+what was wrong; the broker here is a closed port, so reaching it would be another error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sift.cli import main
+
+CLOSED = "kafka://127.0.0.1:1"
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "cannot connect" not in err, err  # refused before connecting
+    return code, err
+
+
+@pytest.fixture(autouse=True)
+def closed_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIFT_BROKER", CLOSED)
+
+
+def test_demo_checks_its_out_file_before_the_run(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "afile").write_text("")
+    code, err = _run(["demo", "--out", str(tmp_path)], capsys)
+    assert code == 1 and "is a folder, not a file" in err
+    code, err = _run(["demo", "--out", str(tmp_path / "afile" / "x.json")], capsys)
+    assert code == 1 and "is not a folder" in err
+
+
+@pytest.mark.parametrize("raw", [[], ["--raw"]])
+def test_produce_refuses_an_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       raw: list[str]) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    code, err = _run(["produce", str(empty), *raw], capsys)
+    assert code == 1 and err.endswith(f"{empty}: no records (every line is blank)")
+
+
+def test_review_load_names_a_folder_and_an_empty_file(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run(["review", "load", "r", str(tmp_path)], capsys)
+    assert code == 1 and "is a directory, not a JSONL file" in err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code, err = _run(["review", "load", "r", str(empty)], capsys)
+    assert code == 1 and "no records" in err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["profiles", "add", "wheat", "--query", "w", "--param", "bogus=1"],
+     "profile 'wheat': model_params for 'rocchio': unknown 'bogus'"),
+    (["profiles", "add", "wheat", "--query", "w", "--model", "knn", "--param", "k=-5"],
+     "profile 'wheat': k must be a positive integer, got -5"),
+    (["profiles", "add", "wheat", "--query", "w", "--bags", "3", "--param", "alpha=-1"],
+     "profile 'wheat': alpha must be"),
+    (["review", "start", "r", "--query", "q", "--param", "target_recall=2"],
+     "review 'r': target_recall must be in (0, 1], got 2"),
+])
+def test_a_spec_parameter_the_worker_would_refuse_is_refused_before_sending(
+        argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run(argv, capsys)
+    assert code == 1 and said in err
