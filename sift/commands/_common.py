@@ -7,7 +7,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -76,6 +76,29 @@ def int_at_least(low: int) -> Callable[[str], int]:
         return n
 
     return parse
+
+
+def refuse_unused(args: argparse.Namespace, dests: Iterable[str], reason: str) -> None:
+    """Refuse options given (not at their defaults) that the chosen mode would ignore
+    without a word: ``ConfigError("--chunk <reason>")``. The command's parser is
+    ``args.parser`` (set with ``set_defaults(parser=p)``)."""
+    from sift.errors import ConfigError
+
+    parser: argparse.ArgumentParser = args.parser
+    for dest in dests:
+        if getattr(args, dest) != parser.get_default(dest):
+            raise ConfigError(f"--{dest.replace('_', '-')} {reason}")
+
+
+def nonnegative_float(value: str) -> float:
+    """An argparse type: a finite number >= 0."""
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {value!r}") from None
+    if not (math.isfinite(x) and x >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {value!r}")
+    return x
 
 
 #: a seed, say

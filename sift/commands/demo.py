@@ -87,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="with --review: the review's target recall (default 0.95)")
     p.add_argument("--out", type=Path, default=Path(".cache/demo/result.json"),
                    help="where the result JSON is written (default .cache/demo/result.json)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, parser=p)
 
 
 @contextmanager
@@ -355,9 +355,14 @@ def terminate_as_interrupt() -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sift.commands._common import check_out_file
+    from sift.commands._common import check_out_file, refuse_unused
 
     check_out_file(args.out)  # before the run (minutes), not after it
+    if args.review is not None:
+        refuse_unused(args, ("train", "test", "limit", "chunk", "no_compare", "bags"),
+                      "is for the Reuters run, not --review")
+    else:
+        refuse_unused(args, ("target_recall",), "is for --review")
     with terminate_as_interrupt():
         return _run(args)
 

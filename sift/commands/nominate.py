@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from sift.commands._common import Progress, check_out_dir, nonnegative_int, write_json
+from sift.commands._common import Progress, check_out_dir, nonnegative_int, refuse_unused, write_json
 from sift.errors import ConfigError
 
 EPILOG = """examples:
@@ -332,6 +332,11 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--time-limit must be a positive finite number of seconds, "
                           f"got {args.time_limit}")
     check_out_dir(out)  # before the run, not after it
+    if args.simulate == "rdpg":  # |S| = 5 and MaxRank, as in the paper
+        refuse_unused(args, ("category", "positives", "trials", "objective"),
+                      "is for --data, not --simulate rdpg")
+    else:
+        refuse_unused(args, ("runs", "k", "fixed_positions"), "is for --simulate rdpg, not --data")
     if args.simulate == "rdpg":
         runs = _positive_int("--runs", args.runs)
         k = _positive_int("--k", args.k)
@@ -360,6 +365,8 @@ def _run(args: argparse.Namespace) -> int:
     positives = _positive_int("--positives", args.positives)
     trials = _positive_int("--trials", args.trials)
     texts, labels = load_texts(args.data)
+    if len(texts) < 2:
+        raise ConfigError(f"{args.data}: {len(texts)} documents; the representations need at least 2")
     from sift.filters.representations import TextRepresentations
 
     reps = TextRepresentations(seed=args.seed).fit(texts)
@@ -410,4 +417,4 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=nonnegative_int, default=0,
                    help="seed of the draws (default 0)")
     p.add_argument("--out", required=True, help="output directory")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, parser=p)

@@ -183,7 +183,7 @@ def register(sub: Any) -> None:
     ft.add_argument("--placement", type=_placement, default=FT.placement, metavar="P",
                     help="scut threshold between the lowest accepted training score and the next "
                     f"lower one: 0 at the score, 0.5 the midpoint (default {FT.placement})")
-    ft.add_argument("--select-features", type=int, default=FT.select_features, metavar="N",
+    ft.add_argument("--select-features", type=nonnegative_int, default=FT.select_features, metavar="N",
                     help="keep the N columns with the largest chi-square against any category's "
                     f"training labels, 0 for all (default {FT.select_features})")
     ft.add_argument("--knn-normalize", action=argparse.BooleanOptionalAction, default=FT.knn_normalize,

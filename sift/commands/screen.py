@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from sift.commands._common import Progress, check_out_dir, nonnegative_int, write_json
+from sift.commands._common import Progress, check_out_dir, nonnegative_float, nonnegative_int, write_json
 from sift.errors import SiftError
 from sift.filters.screening.cal import DEFAULTS
 from sift.filters.screening.errors import ScreeningError
@@ -392,14 +392,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--seeds", type=int, default=None,
                    help="seeds 0..N-1 per file, with --all (default 1)")
     p.add_argument("--out", metavar="DIR", help="output folder")
-    p.add_argument("--draws", type=int, default=DEFAULTS["draws"],
+    p.add_argument("--draws", type=nonnegative_int, default=DEFAULTS["draws"],
                    help=f"b: draws per batch (default {DEFAULTS['draws']})")
-    p.add_argument("--n-top", type=int, default=DEFAULTS["n_top"],
+    p.add_argument("--n-top", type=nonnegative_int, default=DEFAULTS["n_top"],
                    help="best-ranked documents judged with certainty per batch "
                         f"(default {DEFAULTS['n_top']})")
-    p.add_argument("--negatives", type=int, default=DEFAULTS["n_negatives"],
+    p.add_argument("--negatives", type=nonnegative_int, default=DEFAULTS["n_negatives"],
                    help=f"k: random temporary negatives per batch (default {DEFAULTS['n_negatives']})")
-    p.add_argument("--exponent", type=float, default=DEFAULTS["exponent"],
+    p.add_argument("--exponent", type=nonnegative_float, default=DEFAULTS["exponent"],
                    help="power-law exponent of the sampling distribution "
                         f"(default {DEFAULTS['exponent']})")
     p.set_defaults(func=_run)

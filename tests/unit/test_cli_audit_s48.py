@@ -68,3 +68,46 @@ def test_a_spec_parameter_the_worker_would_refuse_is_refused_before_sending(
         argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run(argv, capsys)
     assert code == 1 and said in err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["demo", "--review", "Donners_2021", "--chunk", "5"], "--chunk is for the Reuters run, not --review"),
+    (["demo", "--review", "Donners_2021", "--no-compare"], "--no-compare is for the Reuters run"),
+    (["demo", "--target-recall", "0.9"], "--target-recall is for --review"),
+    (["nominate", "--simulate", "rdpg", "--positives", "3", "--out", "o"],
+     "--positives is for --data, not --simulate rdpg"),
+    (["nominate", "--simulate", "rdpg", "--objective", "mrr", "--out", "o"], "--objective is for --data"),
+    (["nominate", "--data", "d.jsonl", "--category", "c", "--runs", "5", "--out", "o"],
+     "--runs is for --simulate rdpg, not --data"),
+])
+def test_options_the_mode_would_ignore_are_refused(argv: list[str], said: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, err = _run(argv, capsys)
+    assert code == 1 and said in err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["screen", "--data", "x.jsonl", "--out", "o", "--negatives", "-5"],
+     "argument --negatives: must be an integer >= 0, got -5"),
+    (["screen", "--data", "x.jsonl", "--out", "o", "--exponent", "nan"],
+     "argument --exponent: must be a finite number >= 0"),
+    (["replay", "--select-features", "-5"], "argument --select-features: must be an integer >= 0"),
+])
+def test_option_values_are_checked_when_parsed(argv: list[str], said: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """They were checked by the library after the whole input was read, and named as
+    its fields (``n_negatives``)."""
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert done.value.code == 1 and said in err and len(err.splitlines()) == 1
+
+
+def test_nominate_names_an_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code, err = _run(["nominate", "--data", str(empty), "--category", "c",
+                      "--out", str(tmp_path / "o")], capsys)
+    assert code == 1 and f"{empty}: 0 documents" in err
