@@ -239,8 +239,20 @@ class Settings:
                               f"{self.heartbeat_interval!r}")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Read ``SIFT_*`` variables (or ``environ``), then apply ``overrides``."""
+    def from_env(cls, environ: Mapping[str, str] | None = None, *,
+                 options: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read ``SIFT_*`` variables (or ``environ``), then apply ``overrides``.
+
+        ``overrides`` come from a command's options: an error in one names the option
+        (``options``: a setting's option when it is not ``--`` and the setting's name with
+        dashes, as ``sift web --port`` for ``web_port``), not the variable the user never
+        set.
+
+        >>> Settings.from_env({}, partitions=0)
+        Traceback (most recent call last):
+        ...
+        sift.errors.ConfigError: --partitions must be in [1, 10000], got 0
+        """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for f in fields(cls):
@@ -264,7 +276,16 @@ class Settings:
                 raise ConfigError(f"{key} must be {kind}, got {raw!r}") from None
         settings = cls(**values)
         overrides = {k: v for k, v in overrides.items() if v is not None}
-        return replace(settings, **overrides) if overrides else settings
+        if not overrides:
+            return settings
+        try:
+            return replace(settings, **overrides)
+        except ConfigError as exc:
+            text = str(exc)
+            for name in overrides:
+                option = (options or {}).get(name, "--" + name.replace("_", "-"))
+                text = re.sub(rf"\b{_PREFIX}{name.upper()}\b", option, text)
+            raise ConfigError(text) from None
 
     @staticmethod
     def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:

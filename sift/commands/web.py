@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from sift.observability import configure_logging
 
     settings = Settings.from_env(broker=args.broker, app_id=args.app_id, web_host=args.host,
-                                 web_port=args.port)
+                                 web_port=args.port,
+                                 options={"web_host": "--host", "web_port": "--port"})
     if not 0 < settings.web_port < 65536:
         raise SiftError(f"port must be between 1 and 65535, got {settings.web_port}")
     configure_logging(settings.log_level, settings.log_json)

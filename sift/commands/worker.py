@@ -84,10 +84,11 @@ def check_web_port(host: str, port: int) -> None:
                             "machine needs its own SIFT_WEB_PORT") from None
 
 
-def check_data_dir(path: str) -> None:
-    """A one-line error naming ``SIFT_DATA_DIR`` unless ``path`` is (or can be made) a
-    directory this process can write in; Faust found out only after the topics were
-    created, in two tracebacks (forty-fourth session)."""
+def check_data_dir(path: str, name: str = "SIFT_DATA_DIR") -> None:
+    """A one-line error naming ``name`` (the variable, or ``--data-dir`` when the option
+    gave the path) unless ``path`` is (or can be made) a directory this process can write
+    in; Faust found out only after the topics were created, in two tracebacks
+    (forty-fourth session)."""
     import tempfile
 
     try:
@@ -96,7 +97,7 @@ def check_data_dir(path: str) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise SiftError(f"SIFT_DATA_DIR {path!r} is not a writable directory: "
+        raise SiftError(f"{name} {path!r} is not a writable directory: "
                         f"{exc.strerror or exc}") from None
 
 
@@ -120,7 +121,7 @@ class DataDirLock:
             self.fd = None
 
 
-def lock_data_dir(path: str) -> DataDirLock:
+def lock_data_dir(path: str, name: str = "SIFT_DATA_DIR") -> DataDirLock:
     """Lock ``path`` (created if need be) for this worker, before anything else touches
     it; a one-line error naming the directory, the other worker's pid and
     ``SIFT_DATA_DIR`` when another live process holds it. Two workers sharing a directory
@@ -132,7 +133,7 @@ def lock_data_dir(path: str) -> DataDirLock:
         os.makedirs(path, exist_ok=True)
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
-        raise SiftError(f"SIFT_DATA_DIR {path!r} is not a writable directory: "
+        raise SiftError(f"{name} {path!r} is not a writable directory: "
                         f"{exc.strerror or exc}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -246,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
         check_web_port(settings.web_host, settings.web_port)
     # what can be checked here is, before anything is created on the broker; the data
     # dir locked before anything else touches it, for as long as this worker runs
-    held = lock_data_dir(settings.data_dir)
+    held = lock_data_dir(settings.data_dir, "--data-dir" if args.data_dir else "SIFT_DATA_DIR")
     try:
         return _run(args, settings)
     finally:
@@ -258,7 +259,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     from sift.agents.app import create_app, prepare_topics
 
-    check_data_dir(settings.data_dir)
+    check_data_dir(settings.data_dir, "--data-dir" if args.data_dir else "SIFT_DATA_DIR")
     training = load_training(settings)
     dead_letter_bytes = prepare_topics(settings)
     worker = create_app(settings, training=training, web=args.web)

@@ -111,3 +111,27 @@ def test_nominate_names_an_empty_file(tmp_path: Path, capsys: pytest.CaptureFixt
     code, err = _run(["nominate", "--data", str(empty), "--category", "c",
                       "--out", str(tmp_path / "o")], capsys)
     assert code == 1 and f"{empty}: 0 documents" in err
+
+
+@pytest.mark.parametrize(("argv", "env", "said"), [
+    (["web", "--port", "0"], {}, "--port must be a port in [1, 65535], got 0"),
+    (["worker", "--partitions", "0"], {}, "--partitions must be in [1, 10000], got 0"),
+    (["tail", "decisions", "--broker", "kafka://127.0.0.1:99999"], {}, "--broker port '99999'"),
+    (["worker"], {"SIFT_PARTITIONS": "0"}, "SIFT_PARTITIONS must be in [1, 10000], got 0"),
+])
+def test_a_bad_value_is_named_where_it_came_from(argv: list[str], env: dict[str, str], said: str,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """An option's bad value was reported under the variable's name (SIFT_WEB_PORT for
+    ``--port``), a setting the user never used; a variable's still is."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    code, err = _run(argv, capsys)
+    assert code == 1 and said in err
+
+
+def test_a_data_dir_option_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    code, err = _run(["worker", "--data-dir", str(afile)], capsys)
+    assert code == 1 and f"--data-dir {str(afile)!r} is not a writable directory" in err
