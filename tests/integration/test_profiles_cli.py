@@ -50,10 +50,17 @@ def test_profiles_add_list_rm_with_the_workers_answer(
         err = capsys.readouterr().err
         assert "unknown_positive" in err and "'r-no-such-doc'" in err
 
-        # a bad parameter: dead-lettered with the parameter named
+        # a bad parameter: refused before anything is sent (since the forty-eighth
+        # session; the command said "sent" and the worker dead-lettered it) ...
         assert main(["profiles", "add", "bad", "--query", "gold", "--param", "top_k=-3",
                      "--wait", "60"]) == 1
-        assert "bad_params" in capsys.readouterr().err
+        assert "profile 'bad': top_k must be" in capsys.readouterr().err
+        # ... and sent anyway (another client), dead-lettered with the parameter named
+        from sift.commands.profiles import send_and_wait
+
+        ok, why = send_and_wait(settings, {"profile": "bad", "query": "gold",
+                                           "params": {"top_k": -3}}, 60)
+        assert not ok and "bad_params" in why and "top_k" in why
 
         assert main(["profiles", "list", "--json"]) == 0
         listed = capsys.readouterr().out

@@ -36,15 +36,23 @@ def sift(settings: Settings, *args: str, timeout: float = 300) -> subprocess.Com
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def test_a_review_run_from_the_command_line_reaches_its_stop_signal(settings: Settings) -> None:
+def test_a_review_run_from_the_command_line_reaches_its_stop_signal(
+        settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
     name = "donners cli"
     title = orjson.loads((DATA.parent / "reviews.json").read_bytes())["Donners_2021"]
     w = WorkerProcess(settings, "w1").start()
     try:
         w.wait_ready()
+        # refused before anything is sent (since the forty-eighth session) ...
         bad = sift(settings, "start", "x", "--query", "q", "--param", "draws=-1", "--wait", "30")
-        assert bad.returncode == 1 and "bad_params" in bad.stderr, bad
+        assert bad.returncode == 1 and "review 'x': draws must be" in bad.stderr, bad
         assert len(bad.stderr.strip().splitlines()) == 1
+        # ... and sent anyway (another client), dead-lettered by the worker
+        from sift.commands.review import start
+
+        spec = {"profile": "x", "mode": "review", "query": "q", "params": {"draws": -1}}
+        assert start(settings, spec, 30) == 1
+        assert "bad_params" in capsys.readouterr().err
         started = sift(settings, "start", name, "--query", title, "--param", "n_top=10",
                        "--param", "draws=20", "--param", "min_batches=5",
                        "--param", "target_recall=0.9", "--param", "random_state=0",
