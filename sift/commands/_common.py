@@ -90,15 +90,20 @@ def refuse_unused(args: argparse.Namespace, dests: Iterable[str], reason: str) -
             raise ConfigError(f"--{dest.replace('_', '-')} {reason}")
 
 
-def nonnegative_float(value: str) -> float:
-    """An argparse type: a finite number >= 0."""
+def _nonnegative(value: str, noun: str) -> float:
+    """``value`` as a finite float >= 0, else an argparse error calling it ``noun``."""
     try:
         x = float(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {value!r}") from None
+        raise argparse.ArgumentTypeError(f"must be {noun}, got {value!r}") from None
     if not (math.isfinite(x) and x >= 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {value!r}")
+        raise argparse.ArgumentTypeError(f"must be {noun} >= 0, got {value!r}")
     return x
+
+
+def nonnegative_float(value: str) -> float:
+    """An argparse type: a finite number >= 0."""
+    return _nonnegative(value, "a finite number")
 
 
 #: a seed, say
@@ -109,13 +114,7 @@ positive_int = int_at_least(1)
 
 def nonnegative_seconds(value: str) -> float:
     """An argparse type: a finite number of seconds >= 0."""
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {value!r}") from None
-    if not (math.isfinite(x) and x >= 0):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {value!r}")
-    return x
+    return _nonnegative(value, "a number of seconds")
 
 
 def positive_seconds(value: str) -> float:
