@@ -16,7 +16,7 @@ from typing import Any
 
 from sift.errors import SiftError
 from sift.settings import Settings
-from sift.topics.deadletter import TOPIC_MAX_BYTES as DEAD_LETTER_BYTES
+from sift.topics.deadletter import TOPIC_MAX_BYTES as DEAD_LETTER_TOPIC_BYTES
 
 
 class KafkaClientError(SiftError):
@@ -277,7 +277,7 @@ def ensure_topics(settings: Settings, names: Iterable[str], partitions: int | No
                 f"{settings.replication_factor}, more than the cluster's {brokers} broker(s)")
         dead = settings.topic("dead-letters")
         new = [NewTopic(t, n, settings.replication_factor, topic_configs={
-                   **({"max.message.bytes": str(DEAD_LETTER_BYTES)} if t == dead else {}),
+                   **({"max.message.bytes": str(DEAD_LETTER_TOPIC_BYTES)} if t == dead else {}),
                    **(configs or {})})
                for t in wanted if t not in existing]
         if new:

@@ -50,7 +50,6 @@ from sift.agents import review as review_mode
 from sift.agents.metrics import WorkerMetrics
 from sift.agents.service import (
     DEAD_LETTER_BYTES,
-    DEAD_LETTER_TOPIC_BYTES,
     MAX_RECORD_BYTES,
     MAX_STATE_BYTES,
     RECORD_FRAMING_BYTES,
@@ -71,7 +70,7 @@ from sift.kafkaclient import read_offsets, start_offsets
 from sift.observability import CONTENT_TYPE
 from sift.settings import Settings
 from sift.topics.codecs import encode
-from sift.topics.deadletter import DeadLetter
+from sift.topics.deadletter import TOPIC_MAX_BYTES, DeadLetter
 from sift.topics.errors import RecordError
 from sift.topics.records import Decision
 
@@ -131,8 +130,8 @@ def prepare_topics(settings: Settings) -> int:
     """Create the wire topics (Faust declares only internal ones) and check the sharded ones.
 
     Returns the largest dead letter the worker may send (see ``Service.dead_letter_bytes``):
-    the dead-letters topic's max.message.bytes, which the worker sets to
-    ``DEAD_LETTER_TOPIC_BYTES`` when it creates the topic, less framing; a stock broker's
+    the dead-letters topic's max.message.bytes, which sift sets to ``TOPIC_MAX_BYTES``
+    (sift.topics.deadletter) when it creates the topic, less framing; a stock broker's
     default when the broker does not say.
 
     Raises ServiceError when the judgments or profiles topic exists with a number of
@@ -142,12 +141,12 @@ def prepare_topics(settings: Settings) -> int:
 
     dead = settings.topic("dead-letters")
     names = [settings.topic(t) for t in WIRE_TOPICS]
-    ensure_topics(settings, names, settings.partitions)  # dead-letters: DEAD_LETTER_TOPIC_BYTES
+    ensure_topics(settings, names, settings.partitions)  # dead-letters: TOPIC_MAX_BYTES
     limit = message_limit(settings, dead)
-    if limit is not None and limit < DEAD_LETTER_TOPIC_BYTES:
+    if limit is not None and limit < TOPIC_MAX_BYTES:
         log.warning("topic %s takes messages of at most %d bytes (max.message.bytes): dead "
                     "letters of larger inputs carry them clipped; raise it to %d to keep "
-                    "them whole", dead, limit, DEAD_LETTER_TOPIC_BYTES)
+                    "them whole", dead, limit, TOPIC_MAX_BYTES)
     review_mode.prepare_review_topics(settings)
     # Faust creates internal topics itself, but while its consumer already subscribes:
     # the group then assigns no partition of the missing topic and nothing is scored

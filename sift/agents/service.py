@@ -76,7 +76,6 @@ from sift.filters.state import decode_csr
 from sift.filters.vectorize import Vectorizer
 from sift.replay import query_from_name
 from sift.topics.codecs import decode_judgment, decode_profile_spec, loads
-from sift.topics.deadletter import TOPIC_MAX_BYTES as DEAD_LETTER_TOPIC_MAX_BYTES
 from sift.topics.deadletter import DeadLetter
 from sift.topics.errors import RecordError
 from sift.topics.records import (
@@ -107,8 +106,6 @@ MAX_STATE_BYTES = 16 * 1024 * 1024
 #: The largest record a profile or review may have: the limit less room for the
 #: message's key and framing (what would be larger is refused, ``state_too_large``)
 MAX_RECORD_BYTES = MAX_STATE_BYTES - 64 * 1024
-#: The dead-letters topic's max.message.bytes (sift.topics.deadletter.TOPIC_MAX_BYTES)
-DEAD_LETTER_TOPIC_BYTES = DEAD_LETTER_TOPIC_MAX_BYTES
 #: Room left in a message under its topic's limit for the record's key and framing.
 RECORD_FRAMING_BYTES = 4096
 #: The largest dead letter sent until the worker has read its topic's limit (a stock
