@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -150,6 +151,55 @@ def _connect(settings: Settings, make: Callable[[], Any]) -> Any:
             raise KafkaClientError(f"cannot connect to {settings.broker}: {why}") from None
 
 
+#: how long every bootstrap address may refuse TCP connections before a client says so:
+#: kafka-python retried a refused address until its 15 s bootstrap time-out (so a command
+#: run with no broker took 17 s to say "nothing listens there"); a broker whose port opens
+#: within this is still used
+REFUSED_PATIENCE = 2.0
+
+
+def host_port(address: str) -> tuple[str, int]:
+    """``"h:9093"`` -> ``("h", 9093)``; Kafka's port 9092 when none is given; IPv6 in
+    brackets (``[::1]:9092``) or bare (``::1``)."""
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") else 9092
+    if address.count(":") > 1:
+        return address, 9092
+    host, colon, port = address.rpartition(":")
+    return (host, int(port)) if colon else (address, 9092)
+
+
+def refused(addresses: list[str], patience: float | None = None) -> str | None:
+    """``"ECONNREFUSED from a, b"`` when every one of ``addresses`` refused TCP connections
+    for ``patience`` seconds; ``None`` as soon as one accepts, or fails in any other way
+    (an unknown host, a time-out: kafka-python's own attempt names those). ``patience``:
+    :data:`REFUSED_PATIENCE` unless given."""
+    deadline = time.monotonic() + (REFUSED_PATIENCE if patience is None else patience)
+    while True:
+        for address in addresses:
+            try:
+                socket.create_connection(host_port(address), timeout=1.0).close()
+                return None
+            except ConnectionRefusedError:
+                continue
+            except (OSError, ValueError):
+                return None
+        if time.monotonic() >= deadline:
+            return f"ECONNREFUSED from {', '.join(addresses)}"
+        time.sleep(0.1)
+
+
+def _connect_checked(settings: Settings, make: Callable[[], Any]) -> Any:
+    """:func:`_connect`, after making sure the broker's addresses do not all refuse
+    connections (said in :data:`REFUSED_PATIENCE` seconds, not kafka-python's 15)."""
+    addresses = bootstrap(settings)
+    why = refused(addresses) if addresses else None
+    if why is not None:
+        raise KafkaClientError(f"cannot connect to {settings.broker}: {failure_reason([why])}")
+    return _connect(settings, make)
+
+
 def bootstrap(settings: Settings) -> list[str]:
     """``kafka://h1:9092;kafka://h2:9092`` -> ``["h1:9092", "h2:9092"]``."""
     parts = [p.strip() for p in settings.broker.replace(";", ",").split(",") if p.strip()]
@@ -182,7 +232,7 @@ def producer(settings: Settings, **overrides: Any) -> Any:
     cfg = {**client_config(settings), "linger_ms": 5, "batch_size": 256 * 1024,
            "max_request_size": 8 * 1024 * 1024, "acks": 1, "enable_idempotence": False,
            **overrides}
-    return _connect(settings, lambda: KafkaProducer(**cfg))
+    return _connect_checked(settings, lambda: KafkaProducer(**cfg))
 
 
 class Sends:
@@ -249,13 +299,13 @@ def consumer(settings: Settings, *topics: str, **overrides: Any) -> Any:
 
     cfg = {**client_config(settings), "auto_offset_reset": "earliest",
            "enable_auto_commit": False, "group_id": None, **overrides}
-    return _connect(settings, lambda: KafkaConsumer(*topics, **cfg))
+    return _connect_checked(settings, lambda: KafkaConsumer(*topics, **cfg))
 
 
 def admin(settings: Settings, timeout: float = 30.0) -> Any:
     from kafka import KafkaAdminClient
 
-    return _connect(settings, lambda: KafkaAdminClient(
+    return _connect_checked(settings, lambda: KafkaAdminClient(
         **client_config(settings), request_timeout_ms=int(timeout * 1000), client_id="sift-cli"))
 
 
@@ -270,7 +320,10 @@ def ensure_topics(settings: Settings, names: Iterable[str], partitions: int | No
     client = admin(settings, timeout)
     try:
         existing = set(client.list_topics())
-        brokers = len(client.describe_cluster().get("brokers") or ()) if set(wanted) - existing else 0
+        # checked even when every topic exists: Faust creates the tables' changelogs (a new
+        # SIFT_APP_ID on existing wire topics) with the same factor
+        brokers = (len(client.describe_cluster().get("brokers") or ())
+                   if settings.replication_factor > 1 or set(wanted) - existing else 0)
         if brokers and settings.replication_factor > brokers:
             raise KafkaClientError(
                 f"cannot create topics on {settings.broker}: SIFT_REPLICATION_FACTOR is "

@@ -153,6 +153,11 @@ class Settings:
     recent_documents: int = 100_000
     web_host: str = "127.0.0.1"
     web_port: int = 6066
+    #: Host names ``sift web`` answers besides ``localhost`` and IP addresses, comma-separated
+    #: (``*``: any). Bound to a loopback address it refuses every other name, so that a
+    #: site whose name is rebound to 127.0.0.1 (DNS rebinding) cannot read the dashboard
+    #: from a local browser; bound to another address it checks only a list given here.
+    web_allowed_hosts: str = ""
     api_token: str = field(default="", repr=False)
     data_dir: str = ".cache/sift-worker"
     idf_corpus: str = ""
@@ -204,15 +209,24 @@ class Settings:
         # creating the topics it could; forty-fourth session)
         _check_topic_part("SIFT_APP_ID", self.app_id, LONGEST_APP_TOPIC_SUFFIX)
         _check_topic_part("SIFT_TOPIC_PREFIX", self.topic_prefix, LONGEST_TOPIC)
+        for name in self.allowed_hosts():
+            if name != "*" and not re.fullmatch(r"[a-z0-9._-]+|[0-9a-f:]+", name):
+                raise ConfigError(f"SIFT_WEB_ALLOWED_HOSTS must list host names separated by "
+                                  f"commas (or *), got {self.web_allowed_hosts!r}")
         if not 1 <= self.web_port <= 65535:
             raise ConfigError(f"SIFT_WEB_PORT must be a port in [1, 65535], got {self.web_port!r}")
-        for name, allowed in (("log_level", LOG_LEVELS),
-                              ("processing_guarantee", ("at_least_once", "exactly_once")),
-                              ("security_protocol", SECURITY_PROTOCOLS)):
+        # in any case, as the clients take them, kept in the case they take (Faust's
+        # guarantee lower case; SIFT_SECURITY_PROTOCOL=sasl_ssl was refused, while
+        # SIFT_LOG_LEVEL and SIFT_SASL_MECHANISM were taken in any case)
+        for name, allowed, case in (("log_level", LOG_LEVELS, str.upper),
+                                    ("processing_guarantee", ("at_least_once", "exactly_once"),
+                                     str.lower),
+                                    ("security_protocol", SECURITY_PROTOCOLS, str.upper)):
             value = getattr(self, name)
-            if (value.upper() if name == "log_level" else value) not in allowed:
+            if not isinstance(value, str) or case(value) not in allowed:
                 raise ConfigError(f"SIFT_{name.upper()} must be one of {', '.join(allowed)}, "
                                   f"got {value!r}")
+            object.__setattr__(self, name, case(value))
         # the clients took any mechanism and any path, and failed 15 s later naming neither
         if self.sasl_mechanism and self.sasl_mechanism.upper() not in SASL_MECHANISMS:
             raise ConfigError(f"SIFT_SASL_MECHANISM must be one of {', '.join(SASL_MECHANISMS)} "
@@ -237,6 +251,10 @@ class Settings:
             raise ConfigError(f"SIFT_HEARTBEAT_INTERVAL must be at most a third of "
                               f"SIFT_SESSION_TIMEOUT ({self.session_timeout!r} s), got "
                               f"{self.heartbeat_interval!r}")
+
+    def allowed_hosts(self) -> tuple[str, ...]:
+        """``web_allowed_hosts`` as lower-case names (``("*",)``: any)."""
+        return tuple(n.strip().lower() for n in self.web_allowed_hosts.split(",") if n.strip())
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *,

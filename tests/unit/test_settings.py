@@ -73,7 +73,18 @@ def test_broker_urls_faust_and_kafka_python_take_are_accepted(url: str) -> None:
 
 
 def test_a_lower_case_log_level_is_fine() -> None:
-    assert Settings.from_env({"SIFT_LOG_LEVEL": "debug"}).log_level == "debug"
+    assert Settings.from_env({"SIFT_LOG_LEVEL": "debug"}).log_level == "DEBUG"
+
+
+def test_the_protocol_and_the_guarantee_are_taken_in_any_case() -> None:
+    """``SIFT_SECURITY_PROTOCOL=sasl_ssl`` was refused, while the clients upper-case it and
+    ``SIFT_LOG_LEVEL`` and ``SIFT_SASL_MECHANISM`` were taken in any case (forty-ninth
+    session); each is kept in the case its client takes."""
+    s = Settings.from_env({"SIFT_SECURITY_PROTOCOL": "sasl_ssl",
+                           "SIFT_PROCESSING_GUARANTEE": "Exactly_Once"})
+    assert (s.security_protocol, s.processing_guarantee) == ("SASL_SSL", "exactly_once")
+    with pytest.raises(ConfigError, match="SIFT_SECURITY_PROTOCOL must be one of"):
+        Settings(security_protocol="tls")
 
 
 def test_settings_are_frozen() -> None:
