@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import hmac
+import ipaddress
 import logging
 import re
 import time
@@ -39,8 +40,8 @@ from sift.web.state import WebState
 log = logging.getLogger("sift.web")
 
 MAX_BODY = 256 * 1024
-#: ``/api/pending``'s ``limit``: one to four ASCII digits (the range is checked after)
-LIMIT = re.compile(r"[0-9]{1,4}")
+#: ``/api/pending``'s ``limit``: ASCII digits (at most four, and the range, checked after)
+LIMIT = re.compile(r"[0-9]+")
 EVENT_INTERVAL = 1.0
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
@@ -121,10 +122,18 @@ def requires_token(handler: Callable[[web.Request], Awaitable[web.StreamResponse
 
 
 async def read_json(request: web.Request) -> Any:
+    # a declared length over the limit: refused before reading (aiohttp counts the bytes
+    # read, and waited for ones a client declared and never sent; forty-ninth session)
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise ApiError(413, f"request body is over {MAX_BODY} bytes")
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise ApiError(413, f"request body is over {MAX_BODY} bytes") from None
+    except web.RequestPayloadError as exc:  # a Content-Encoding that does not decode: was a 500
+        # its text is the parser error's "400, message:\n  <why>": the why, on one line
+        why = str(getattr(exc.__cause__, "message", "") or exc)
+        raise ApiError(400, f"cannot read the request body: {clip(' '.join(why.split()))}") from None
     try:
         return loads(raw)
     except RecordError as exc:
@@ -136,8 +145,10 @@ async def publish(request: web.Request, topic: str, key: bytes, value: bytes) ->
     try:
         await request.app[PUBLISHER].send(settings.topic(topic), key, value)
     except Exception as exc:
-        log.warning("cannot publish to %s: %s", settings.topic(topic), exc)
-        raise ApiError(503, f"cannot publish to {settings.topic(topic)}: {exc}") from None
+        # a time-out (asyncio.wait_for) has no text: the 503 ended in ": "
+        reason = clip(str(exc) or type(exc).__name__)
+        log.warning("cannot publish to %s: %s", settings.topic(topic), reason)
+        raise ApiError(503, f"cannot publish to {settings.topic(topic)}: {reason}") from None
 
 
 # ----------------------------------------------------------------------------- pages
@@ -243,12 +254,12 @@ async def pending(request: web.Request) -> web.Response:
     if not name:
         return error(400, "query parameter 'profile' is required")
     raw = request.query.get("limit", "50")
-    # ASCII digits only: int() took "1_0", " 2 " and other scripts' digits
-    if not LIMIT.fullmatch(raw):
-        return error(400, f"query parameter 'limit' must be an integer, got {raw[:20]!r}")
+    # ASCII digits only: int() took "1_0", " 2 " and other scripts' digits; at most four,
+    # so int() never reads a long string
+    if not LIMIT.fullmatch(raw) or len(raw) > 4 or not 1 <= int(raw) <= 1000:
+        return error(400, "query parameter 'limit' must be an integer from 1 to 1000 (at most "
+                          f"4 ASCII digits), got {raw[:20]!r}")
     limit = int(raw)
-    if not 1 <= limit <= 1000:
-        return error(400, "query parameter 'limit' must be between 1 and 1000")
     state = request.app[STATE]
     if not state.is_review(name) and state.shown(name) is None:
         # "nothing awaiting judgment" for a misspelt name looked like an empty queue
@@ -349,6 +360,52 @@ async def headers_mw(request: web.Request,
         raise
 
 
+def loopback(host: str) -> bool:
+    """Whether ``host`` (``SIFT_WEB_HOST``) is a loopback address or ``localhost``."""
+    try:
+        return host.lower() == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_refused(header: str | None, settings: Settings) -> str | None:
+    """The name of a ``Host`` header this server must not answer, or ``None``.
+
+    Bound to a loopback address, ``sift web`` answers ``localhost`` and IP addresses only,
+    and the names of ``SIFT_WEB_ALLOWED_HOSTS``: a site whose name an attacker rebinds to
+    127.0.0.1 (DNS rebinding) would otherwise be same-origin with the dashboard in a local
+    browser and read its documents. Bound to another address, only a list given there is
+    kept. A request without ``Host`` (HTTP/1.0) comes from no browser.
+    """
+    allowed = settings.allowed_hosts()
+    if not header or "*" in allowed or not (allowed or loopback(settings.web_host)):
+        return None
+    name = header.strip().lower()
+    if name.startswith("["):
+        name = name[1:].partition("]")[0]
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    if name in allowed or name == "localhost":
+        return None
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(name)
+        return None
+    return name
+
+
+@web.middleware
+async def host_mw(request: web.Request,
+                  handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                  ) -> web.StreamResponse:
+    """403 for a ``Host`` this server does not answer (:func:`host_refused`)."""
+    name = host_refused(request.headers.get("Host"), request.app[SETTINGS])
+    if name is not None:
+        return error(403, f"host {clip(name)!r} is not served here (a loopback dashboard answers "
+                          f"localhost and IP addresses: list other names in "
+                          f"SIFT_WEB_ALLOWED_HOSTS)")
+    return await handler(request)
+
+
 async def security_headers(request: web.Request, resp: web.StreamResponse) -> None:
     """Security headers on every response, set as it is prepared: a middleware sets them
     too late on a response its handler prepared itself (``/api/events`` had none;
@@ -378,7 +435,7 @@ ROUTES: list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamRespons
 
 def create_web_app(state: WebState, settings: Settings, publisher: Publisher) -> web.Application:
     """The web application over ``state``, publishing writes through ``publisher``."""
-    app = web.Application(middlewares=[headers_mw], client_max_size=MAX_BODY)
+    app = web.Application(middlewares=[host_mw, headers_mw], client_max_size=MAX_BODY)
     app[STATE] = state
     app[SETTINGS] = settings
     app[PUBLISHER] = publisher

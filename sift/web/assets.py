@@ -69,7 +69,10 @@ JS = r"""
   function readToken() {
     const m = location.hash.match(/token=([^&]+)/);
     if (m) {
-      sessionStorage.setItem(KEY, decodeURIComponent(m[1]));
+      // a malformed escape (a hand-edited link) threw URIError before the page started
+      let token = m[1];
+      try { token = decodeURIComponent(token); } catch (e) { /* keep it as written */ }
+      sessionStorage.setItem(KEY, token);
       history.replaceState(null, '', location.pathname + location.search);
     }
     return sessionStorage.getItem(KEY) || '';
