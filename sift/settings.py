@@ -153,10 +153,11 @@ class Settings:
     recent_documents: int = 100_000
     web_host: str = "127.0.0.1"
     web_port: int = 6066
-    #: Host names ``sift web`` answers besides ``localhost`` and IP addresses, comma-separated
-    #: (``*``: any). Bound to a loopback address it refuses every other name, so that a
-    #: site whose name is rebound to 127.0.0.1 (DNS rebinding) cannot read the dashboard
-    #: from a local browser; bound to another address it checks only a list given here.
+    #: Host names ``sift web`` and ``sift worker --web`` answer besides ``localhost`` and IP
+    #: addresses, comma-separated (``*``: any). Bound to a loopback address they refuse every
+    #: other name, so that a site whose name is rebound to 127.0.0.1 (DNS rebinding) cannot
+    #: read them from a local browser; bound to another address they check only a list
+    #: given here (``sift/hosts.py``).
     web_allowed_hosts: str = ""
     api_token: str = field(default="", repr=False)
     data_dir: str = ".cache/sift-worker"

@@ -66,13 +66,14 @@ from sift.agents.service import (
     shard_of,
 )
 from sift.agents.tails import PartitionView, TailWatch
+from sift.hosts import host_refused, refusal
 from sift.kafkaclient import read_offsets, start_offsets
 from sift.observability import CONTENT_TYPE
 from sift.settings import Settings
 from sift.topics.codecs import encode
 from sift.topics.deadletter import TOPIC_MAX_BYTES, DeadLetter
 from sift.topics.errors import RecordError
-from sift.topics.records import Decision
+from sift.topics.records import Decision, clip
 
 log = logging.getLogger("sift.worker")
 
@@ -1357,13 +1358,19 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         worker.write_stats()
 
     if web:
+        def refused(web: Any, request: Any) -> Any:
+            """A 403 for a ``Host`` this worker does not answer (DNS rebinding: sift.hosts)."""
+            name = host_refused(request.headers.get("Host"), settings)
+            return None if name is None else web.json({"error": refusal(clip(name))}, status=403)
+
         @app.page("/sift/stats")
         async def stats_page(web: Any, request: Any) -> Any:
-            return web.json(worker.stats())
+            return refused(web, request) or web.json(worker.stats())
 
         @app.page("/metrics")
         async def metrics_page(web: Any, request: Any) -> Any:
             # aiohttp takes no charset in content_type: the whole header goes in headers
-            return web.bytes(worker.metrics_text().encode(), headers={"Content-Type": CONTENT_TYPE})
+            return refused(web, request) or web.bytes(worker.metrics_text().encode(),
+                                                      headers={"Content-Type": CONTENT_TYPE})
 
     return worker

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import dataclasses
 import hmac
-import ipaddress
 import logging
 import re
 import time
@@ -28,6 +27,7 @@ from typing import Any, Protocol
 import orjson
 from aiohttp import web
 
+from sift.hosts import host_refused, refusal
 from sift.observability import CONTENT_TYPE
 from sift.settings import Settings
 from sift.topics.codecs import dumps, loads
@@ -360,49 +360,14 @@ async def headers_mw(request: web.Request,
         raise
 
 
-def loopback(host: str) -> bool:
-    """Whether ``host`` (``SIFT_WEB_HOST``) is a loopback address or ``localhost``."""
-    try:
-        return host.lower() == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def host_refused(header: str | None, settings: Settings) -> str | None:
-    """The name of a ``Host`` header this server must not answer, or ``None``.
-
-    Bound to a loopback address, ``sift web`` answers ``localhost`` and IP addresses only,
-    and the names of ``SIFT_WEB_ALLOWED_HOSTS``: a site whose name an attacker rebinds to
-    127.0.0.1 (DNS rebinding) would otherwise be same-origin with the dashboard in a local
-    browser and read its documents. Bound to another address, only a list given there is
-    kept. A request without ``Host`` (HTTP/1.0) comes from no browser.
-    """
-    allowed = settings.allowed_hosts()
-    if not header or "*" in allowed or not (allowed or loopback(settings.web_host)):
-        return None
-    name = header.strip().lower()
-    if name.startswith("["):
-        name = name[1:].partition("]")[0]
-    elif name.count(":") == 1:
-        name = name.partition(":")[0]
-    if name in allowed or name == "localhost":
-        return None
-    with contextlib.suppress(ValueError):
-        ipaddress.ip_address(name)
-        return None
-    return name
-
-
 @web.middleware
 async def host_mw(request: web.Request,
                   handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                   ) -> web.StreamResponse:
-    """403 for a ``Host`` this server does not answer (:func:`host_refused`)."""
+    """403 for a ``Host`` this server does not answer (:func:`sift.hosts.host_refused`)."""
     name = host_refused(request.headers.get("Host"), request.app[SETTINGS])
     if name is not None:
-        return error(403, f"host {clip(name)!r} is not served here (a loopback dashboard answers "
-                          f"localhost and IP addresses: list other names in "
-                          f"SIFT_WEB_ALLOWED_HOSTS)")
+        return error(403, refusal(clip(name)))
     return await handler(request)
 
 

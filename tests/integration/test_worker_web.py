@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -19,9 +20,14 @@ from sift.topics.records import Document
 from .test_service import doc_messages, make_corpus, specs_for
 
 
-def get(port: int, path: str) -> tuple[int, str, bytes]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
-        return r.status, r.headers.get("Content-Type", ""), r.read()
+def get(port: int, path: str, host: str | None = None) -> tuple[int, str, bytes]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                     headers={"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, r.headers.get("Content-Type", ""), r.read()
+    except urllib.error.HTTPError as exc:  # a 4xx's body is read the same way
+        return exc.code, exc.headers.get("Content-Type", ""), exc.read()
 
 
 def sample(text: str, name: str) -> float:
@@ -76,6 +82,11 @@ def test_worker_serves_metrics_and_stats(broker_url: str, topic_prefix: str, tmp
         stats = orjson.loads(body)
         assert status == 200 and stats["stats"]["documents"] == 50
         assert stats["partitions"] == [0, 1]
+        # bound to 127.0.0.1, another name (a site rebound to it: DNS rebinding) is refused
+        for path in ("/metrics", "/sift/stats"):
+            status, ctype, body = get(port, path, host=f"evil.example:{port}")
+            assert status == 403 and b"SIFT_WEB_ALLOWED_HOSTS" in body, (path, status, body)
+            assert get(port, path, host=f"localhost:{port}")[0] == 200
     finally:
         w.stop()
     # a restarted worker (a fresh data dir: recovered from the changelog) says it holds the
