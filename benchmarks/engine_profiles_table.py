@@ -1,6 +1,7 @@
 """The per-profile table of the Reuters-21578 test runs, as Markdown.
 
     .venv/bin/python benchmarks/engine_profiles_table.py      # writes docs/engine_profiles.md
+    .venv/bin/python benchmarks/engine_profiles_table.py --out /tmp/profiles.md
 
 Reads what ``benchmarks/engine_replay.py`` wrote (``engine_replay_test.json`` and, when
 present, ``engine_replay_test_truncate6.json``); runs nothing itself. One row per
@@ -13,6 +14,7 @@ profiles (the README's last column is seed 0's).
 
 from __future__ import annotations
 
+import argparse
 import statistics
 from pathlib import Path
 from typing import Any
@@ -57,7 +59,10 @@ def seed_mean(row: dict[str, Any], key: str) -> float:
     return float(statistics.mean(values))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=OUT, help="the Markdown file written (default: %(default)s)")
+    args = ap.parse_args(argv)
     files: dict[str, dict[str, Any]] = {}
     for name in {f for _, f, _ in ADAPTIVE}:
         path = RESULTS / name
@@ -123,8 +128,8 @@ def main() -> None:
             cells.append(f"{statistics.mean(seed_mean(r, 't11su') for r in rows):.3f} / "
                          f"{statistics.mean(seed_mean(r, 't11f') for r in rows):.3f} ({len(rows)})")
         lines.append(f"| {label} | | | " + " | ".join(cells) + " | " + " | ".join("" for _ in full) + " |")
-    OUT.write_text("\n".join(lines) + "\n")
-    print(f"wrote {OUT} ({len(names)} profiles, {len(columns)} runs)")
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out} ({len(names)} profiles, {len(columns)} runs)")
 
 
 if __name__ == "__main__":

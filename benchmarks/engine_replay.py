@@ -11,7 +11,7 @@ examples and feedback.
     .venv/bin/python benchmarks/engine_replay.py --validation   # 70/30 split of train (tuning)
     .venv/bin/python benchmarks/engine_replay.py --models kantor --no-full --merge  # re-run some
     .venv/bin/python benchmarks/engine_replay.py --seeds 0,1,2,3,4   # several pseudolabel draws
-    .venv/bin/python benchmarks/engine_replay.py --measure t11f --no-full --no-peer \
+    .venv/bin/python benchmarks/engine_replay.py --measure t11f --no-full --no-peer \\
         --seeds 0,1,2,3,4 --out benchmarks/results/engine_replay_test_t11f.json  # TROT on T11F
 
 ``--seeds``: each adaptive run (and the peer, which starts from the same examples) is

@@ -22,7 +22,8 @@
 
     .venv/bin/python benchmarks/engine_speed.py [--total N]
 
-Writes benchmarks/results/engine_speed.json and docs/img/engine_flat_cost.png.
+Writes benchmarks/results/engine_speed.json (``--out``) and, with the flat cost,
+docs/img/engine_flat_cost.png (``--png``; ``--png ""``: no plot).
 """
 
 from __future__ import annotations
@@ -100,6 +101,28 @@ def judgment_bank(model: str, vec: Vectorizer, X_train: Any, train: list, cats: 
     return bank
 
 
+def plot_flat_cost(curve: list[dict[str, Any]], path: Path) -> None:
+    """The flat cost's curve (CPU µs a document against documents streamed) as a PNG."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot")
+        return
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.plot([c["documents"] for c in curve], [c["us_per_doc"] for c in curve], marker="o")
+    ax.set_xscale("log")
+    ax.set_ylim(0, max(c["us_per_doc"] for c in curve) * 1.3)
+    ax.set_xlabel("documents streamed")
+    ax.set_ylabel("CPU microseconds per document")
+    ax.set_title("100 adaptive Rocchio profiles (update=10), feedback on deliveries")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--total", type=int, default=1_000_000, help="documents in the flat-cost stream")
@@ -116,6 +139,8 @@ def main() -> None:
                     help="vectorize with character n-grams of share C (Vectorizer(chars=C)); "
                          "write to --out")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/engine_speed.json"))
+    ap.add_argument("--png", default=str(ROOT / "docs/img/engine_flat_cost.png"),
+                    help="the flat cost's plot (\"\": none)")
     args = ap.parse_args()
     train, test, cats, vec, X_train = reuters(**({"chars": args.chars} if args.chars else {}))
     texts = [d.text for d in test]
@@ -307,24 +332,8 @@ def main() -> None:
                 t_window = clock()
                 last_mark, next_mark = done, done + window
         out["flat_cost"] = {"profiles": 100, "model": "rocchio", "update": 10, "window": window, "curve": curve}
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-
-            fig, ax = plt.subplots(figsize=(6, 3.2))
-            ax.plot([c["documents"] for c in curve], [c["us_per_doc"] for c in curve], marker="o")
-            ax.set_xscale("log")
-            ax.set_ylim(0, max(c["us_per_doc"] for c in curve) * 1.3)
-            ax.set_xlabel("documents streamed")
-            ax.set_ylabel("CPU microseconds per document")
-            ax.set_title("100 adaptive Rocchio profiles (update=10), feedback on deliveries")
-            fig.tight_layout()
-            (ROOT / "docs/img").mkdir(parents=True, exist_ok=True)
-            fig.savefig(ROOT / "docs/img/engine_flat_cost.png", dpi=110)
-        except ImportError:
-            print("matplotlib missing: no plot")
+        if args.png:
+            plot_flat_cost(curve, Path(args.png))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     print(f"wrote {path}")

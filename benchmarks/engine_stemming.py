@@ -61,9 +61,15 @@ def stemmed_loader(algorithm: str) -> Any:
     return load
 
 
+USAGE = "usage: engine_stemming.py {porter,english} [engine_bagging.py options]"
+
+
 def main() -> None:
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print(f"{USAGE}\n\n{__doc__}")
+        return
     if len(sys.argv) < 2 or sys.argv[1] not in ("porter", "english"):
-        raise SystemExit(__doc__)
+        raise SystemExit(f"{USAGE}\n\n{__doc__}")
     load = stemmed_loader(sys.argv.pop(1))
     engine_variants.load_corpus = load  # type: ignore[attr-defined]
     engine_bagging.load_corpus = load  # type: ignore[attr-defined]

@@ -1,6 +1,7 @@
 """Where the adaptive thresholds lose, on the validation split (first 70 % of the
 Reuters-21578 training file as training, the last 30 % as the stream); never the
-test stream. Writes ``benchmarks/results/engine_thresholds.json``.
+test stream. Writes ``benchmarks/results/engine_thresholds.json`` (``--out FILE``, anywhere
+on the command line, for another file), keeping the other modes' results of the file.
 
     .venv/bin/python benchmarks/engine_thresholds.py seeds 0,1,2 base min_neg_rank=50
     .venv/bin/python benchmarks/engine_thresholds.py fixed        # seed 0
@@ -325,11 +326,35 @@ def stops(val: Corpus, seed_list: list[int], truncate: int | None) -> dict[str, 
     return out
 
 
+USAGE = ("usage: engine_thresholds.py {seeds,fixed,oracle-start,qdf-start,trace,stops} "
+         "[ARGS ...] [--out FILE]")
+
+
+def out_option(argv: list[str]) -> tuple[list[str], Path]:
+    """``argv`` without ``--out FILE`` (or ``--out=FILE``), and that file (default ``OUT``)."""
+    rest, out = [], OUT
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--out" and i + 1 < len(argv):
+            out, i = Path(argv[i + 1]), i + 2
+            continue
+        if argv[i].startswith("--out="):
+            out = Path(argv[i].partition("=")[2])
+        else:
+            rest.append(argv[i])
+        i += 1
+    return rest, out
+
+
 def main(argv: list[str]) -> None:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"{USAGE}\n\n{__doc__}")
+        return
+    argv, out = out_option(argv)
     if not argv or argv[0] not in ("seeds", "fixed", "oracle-start", "qdf-start", "trace", "stops"):
-        sys.exit(__doc__)
+        sys.exit(f"{USAGE}\n\n{__doc__}")
     val = validation_corpus()
-    result = orjson.loads(OUT.read_bytes()) if OUT.exists() else {}
+    result = orjson.loads(out.read_bytes()) if out.exists() else {}
     if argv[0] == "seeds":
         model = "rocchio"
         if len(argv) > 3 and argv[2] == "--model":
@@ -348,8 +373,9 @@ def main(argv: list[str]) -> None:
             val, [int(s) for s in argv[1].split(",")], truncate)
     else:
         result[argv[0]] = fixed_and_oracle(val, argv[0])
-    OUT.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    print(f"wrote {OUT}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

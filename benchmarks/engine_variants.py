@@ -67,9 +67,15 @@ def variant_params(spec: str) -> tuple[dict[str, Any], dict[str, Any], dict[str,
     return pseudo, model_params, profile
 
 
+USAGE = "usage: engine_variants.py MODEL UPDATE VARIANT [VARIANT ...]"
+
+
 def main(argv: list[str]) -> None:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"{USAGE}\n\n{__doc__}")
+        return
     if len(argv) < 3:
-        sys.exit(__doc__)
+        sys.exit(f"{USAGE}\n\n{__doc__}")
     model, update, *variants = argv
     val = validation_corpus()
     for spec in variants:

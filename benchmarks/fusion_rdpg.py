@@ -1,8 +1,10 @@
 """The paper's RDPG simulation (Figure 2): ILP against ASE and LSE alone.
 
 Usage: .venv/bin/python benchmarks/fusion_rdpg.py [--runs 100] [--seed 0] [--draws 300]
+       [--out benchmarks/results/fusion_rdpg.json] [--img docs/img/fusion]
 
-Three parts, all written to benchmarks/results/fusion_rdpg.json:
+Three parts, all written to benchmarks/results/fusion_rdpg.json (``--out``), the
+figures to docs/img/fusion (``--img``):
 
 1. ``redrawn``: ``sift nominate --simulate rdpg`` with the latent positions
    redrawn in every Monte Carlo run (figure docs/img/fusion/rdpg.png);
@@ -119,18 +121,21 @@ def dip_analysis(draws: int, seed: int, n: int = 51, positives: int = 5) -> dict
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--k", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--draws", type=int, default=300)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/fusion_rdpg.json")
+    ap.add_argument("--img", type=Path, default=ROOT / "docs/img/fusion",
+                    help="the folder of the two figures (rdpg.png, rdpg_fixed.png)")
     args = ap.parse_args()
     out: dict[str, Any] = {"command": "benchmarks/fusion_rdpg.py " + " ".join(sys.argv[1:])}
     for mode, fixed, png in (("redrawn", False, "rdpg.png"), ("fixed", True, "rdpg_fixed.png")):
         res = simulate_rdpg(args.seed, runs=args.runs, k=args.k, fixed_positions=fixed)
         res["checks"] = checks(res)
         out[mode] = res
-        plot_rdpg(res, ROOT / "docs/img/fusion" / png)
+        plot_rdpg(res, args.img / png)
         print(mode)
         for obs in ("P", "Abar"):
             m = res["mrr"][obs]
@@ -148,7 +153,7 @@ def main() -> None:
         print(f"  alpha {a:.1f}  dip in {dd['dip_fraction'][i]:.2f} of draws "
               f"(explained {dd['dip_explained_fraction'][i]:.2f})  mean RR: "
               + "  ".join(f"{k} {v[i]:.3f}" for k, v in dd["mean_rr"].items()))
-    write_json(ROOT / "benchmarks/results/fusion_rdpg.json", out)
+    write_json(args.out, out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Why the J = 10 gap stays large: the LP relaxation bounds of the maxrank program.
 
 Usage: .venv/bin/python benchmarks/fusion_relaxation.py [--n 40000] [--s 10] [--j 10]
+       [--out benchmarks/results/fusion_relaxation.json]
 
 On the fusion_scaling instance (after the exact pruning of sift.filters.fusion),
 solves two LP relaxations and compares them with the incumbent of
@@ -11,7 +12,7 @@ solves two LP relaxations and compares them with the incumbent of
 * ``pairwise``: the paper's ``|S| x |C|`` rows, each with its own big-M
   ``max_j (d^j(s) - d^j(v))`` (tighter; rows with a non-positive big-M dropped).
 
-Writes benchmarks/results/fusion_relaxation.json.
+Writes benchmarks/results/fusion_relaxation.json (or ``--out``).
 """
 
 from __future__ import annotations
@@ -47,11 +48,12 @@ def lp(c: np.ndarray, a: sp.csr_matrix, j: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=40_000)
     ap.add_argument("--s", type=int, default=10)
     ap.add_argument("--j", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/fusion_relaxation.json")
     args = ap.parse_args()
     d0, pos = synthetic(args.n, args.s, args.j, args.seed)
     prob = fu._problem(d0, pos, None)
@@ -89,7 +91,7 @@ def main() -> None:
                               "method": r.method, "seconds": round(r.seconds, 2)},
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
-    write_json(ROOT / "benchmarks/results/fusion_relaxation.json", out)
+    write_json(args.out, out)
     print(out)
 
 

@@ -1,11 +1,12 @@
 """Time of the fusion ILP against N (candidates), |S| and J, on synthetic instances.
 
-Usage: .venv/bin/python benchmarks/fusion_scaling.py [--quick]
+Usage: .venv/bin/python benchmarks/fusion_scaling.py [--seed 0] [--out FILE]
 
 Instances: a latent relevance z ~ N(0, 1) per item; dissimilarity j is
 z + sigma_j * noise with sigma_j ~ U(0.3, 1.5) (so every representation is
 informative but noisy differently); S is drawn from the 1% most relevant items.
-Writes benchmarks/results/fusion_scaling.json.
+The grid (``GRID``) is fixed: 16 instances, the MILPs with time limits of 60 s.
+Writes benchmarks/results/fusion_scaling.json (or ``--out``) after every instance.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ GRID = [
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/fusion_scaling.json"))
     args = ap.parse_args()

@@ -8,7 +8,7 @@ sets keep the vectors of the judged and pseudolabelled documents) and their stac
 
     .venv/bin/python benchmarks/profile_memory.py [--profiles 100] [--chars 0.4]
 
-Writes ``benchmarks/results/profile_memory.json``: per model and vectorizer the stored
+Writes ``benchmarks/results/profile_memory.json`` (or ``--out``): per model and vectorizer the stored
 entries a training document has, the MB the fitted profiles added, the MB after
 stacking, and per profile.
 """
@@ -51,6 +51,7 @@ def main() -> None:
     ap.add_argument("--profiles", type=int, default=100)
     ap.add_argument("--chars", type=float, default=0.4)
     ap.add_argument("--models", default="rocchio,kantor,knn")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/profile_memory.json")
     ap.add_argument("--one", nargs=2, metavar=("MODEL", "CHARS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -69,9 +70,8 @@ def main() -> None:
             print(f"{key:22s} {row['entries_per_document']:6.1f} entries a document, "
                   f"{row['mb_stacked']:7.0f} MB for {args.profiles} profiles "
                   f"({row['mb_per_profile']:.1f} MB each)", flush=True)
-    path = ROOT / "benchmarks/results/profile_memory.json"
-    path.write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2))
-    print(f"wrote {path}")
+    args.out.write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2))
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -9,11 +9,15 @@ configuration), the ranking table gets a "sift CAL tuned" column from it.
 
 Usage::
 
-    .venv/bin/python benchmarks/screening_compare.py [--plots]
+    .venv/bin/python benchmarks/screening_compare.py [--plots] [--out FILE] [--img DIR]
+
+``--plots`` also redraws ``docs/img/screening/*.png`` (``--img``) from the stored seed-0
+runs of ``screening_sift.json``.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,7 +51,15 @@ def knee_cost(order: str, n: int) -> tuple[float, float]:
     return 1.0, 1.0  # never fired: screen everything
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plots", action="store_true",
+                    help="also redraw the recall curves of the seed-0 runs (in --img)")
+    ap.add_argument("--out", type=Path, default=RES / "screening_compare.json",
+                    help="the JSON written (default: %(default)s)")
+    ap.add_argument("--img", type=Path, default=ROOT / "docs" / "img" / "screening",
+                    help="where --plots draws (default: %(default)s)")
+    args = ap.parse_args(argv)
     sift = orjson.loads((RES / "screening_sift.json").read_bytes())
     asr = orjson.loads((RES / "screening_asreview.json").read_bytes())
     out: dict[str, Any] = {"ranking": {}, "stopping": {}}
@@ -160,8 +172,8 @@ def main() -> None:
         ]
         print(f"| {ds} | " + " | ".join(cells) + " |")
     out["stopping"] = sift["overall"]
-    write_json(RES / "screening_compare.json", out)
-    if "--plots" in sys.argv:  # redraw docs/img/screening/*.png from the stored seed-0 runs
+    write_json(args.out, out)
+    if args.plots:  # redraw docs/img/screening/*.png from the stored seed-0 runs
         for run in sift["runs"]:
             if run["seed"] != 0:
                 continue
@@ -172,7 +184,7 @@ def main() -> None:
                 if st["fired"]:
                     res.stops[key] = StopPoint(round(st["cost"] * n), round(st["recall"] * r),
                                                0.0, 0.0, 0.0)
-            plot_run(res, ROOT / "docs" / "img" / "screening" / f"{run['dataset']}.png",
+            plot_run(res, args.img / f"{run['dataset']}.png",
                      f"{run['dataset']} (seed 0)", "bound@0.95")
 
 
