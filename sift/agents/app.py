@@ -693,8 +693,11 @@ class TableView(MutableMapping[str, bytes]):
     partition): the changelog partition of a profile is then its shard.
     """
 
-    def __init__(self, table: Any) -> None:
+    def __init__(self, table: Any, stats: Counter[str] | None = None) -> None:
         self.table = table
+        #: counts the keys skipped (``bad_table_keys``) when given
+        self.stats = stats
+        self._bad_keys: set[Any] = set()  # said once each
 
     def __getitem__(self, key: str) -> bytes:
         return self.table[key.encode()]  # type: ignore[no-any-return]
@@ -709,7 +712,21 @@ class TableView(MutableMapping[str, bytes]):
         return isinstance(key, str) and key.encode() in self.table
 
     def __iter__(self) -> Iterator[str]:
-        return (k.decode() for k in list(self.table.keys()))
+        names = []
+        for k in list(self.table.keys()):
+            try:
+                names.append(k.decode())
+            except (AttributeError, UnicodeDecodeError):
+                # a key no worker writes (a foreign write to the changelog): skipped, or
+                # it failed every pass over the keys, i.e. every scoring of every shard
+                # held here (forty-ninth session)
+                if k not in self._bad_keys:
+                    self._bad_keys.add(k)
+                    if self.stats is not None:
+                        self.stats["bad_table_keys"] += 1
+                    log.warning("table %s: key %s is not UTF-8 (not a profile name), "
+                                "skipped", getattr(self.table, "name", "?"), clip(repr(k)))
+        return iter(names)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -859,7 +876,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         value_type=bytes, extra_topic_configs={"max.message.bytes": str(MAX_STATE_BYTES),
                                                "segment.bytes": str(CHANGELOG_SEGMENT_BYTES)},
     ))
-    table = TableView(profile_to_state)
+    table = TableView(profile_to_state, service.stats)
     # read on recovery even with SIFT_JOURNAL=false (appends off): a journal an earlier
     # run left after a record still holds judgments
     profile_to_journal = app.tables.add(ShardedTable(
@@ -868,7 +885,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             "max.message.bytes": str(MAX_STATE_BYTES),
             "segment.bytes": str(CHANGELOG_SEGMENT_BYTES)},
     ))
-    service.journal = TableView(profile_to_journal)
+    service.journal = TableView(profile_to_journal, service.stats)
     service.append_journal = settings.journal
     worker = Worker(app, service, settings,
                     {"documents": documents_topic, "judgments": judgments_topic,

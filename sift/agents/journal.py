@@ -50,6 +50,11 @@ MAX_JOURNAL_BATCHES = 32
 #: ... or more bytes than this share of the state record (and at least MIN_JOURNAL_BYTES).
 JOURNAL_SHARE = 0.25
 MIN_JOURNAL_BYTES = 64 * 1024
+#: Batch numbers (a state record's ``seq`` and a journal batch's) are below this: far
+#: more batches than a profile ever learns, and a number the next one follows can still
+#: be encoded (orjson writes at most 64-bit integers: a record at 2**64 - 1 made every
+#: judgment of its profile fail to save, forty-ninth session)
+MAX_SEQ = 2**53
 _BATCHES = b',"batches":['
 
 
@@ -174,8 +179,9 @@ def decode_journal(data: bytes, name: str, n_features: int) -> tuple[str, list[J
             parts = decode_csr_parts(b["X"])
             shape = parts[0]
             relevant, keys, seq = b["relevant"], b["keys"], b["seq"]
-            if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-                raise JournalError(f"journal batch seq must be a positive integer, got {seq!r}")
+            if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq < MAX_SEQ:
+                raise JournalError(f"journal batch seq must be an integer in [1, 2**53), got "
+                                   f"{seq!r:.40}")
             if (not isinstance(relevant, list) or not all(isinstance(r, bool) for r in relevant)
                     or not isinstance(keys, list) or not all(isinstance(k, str) for k in keys)):
                 raise JournalError(f"journal batch {seq}: labels must be booleans and keys "
@@ -183,6 +189,11 @@ def decode_journal(data: bytes, name: str, n_features: int) -> tuple[str, list[J
             if shape != (len(relevant), n_features) or len(keys) != len(relevant):
                 raise JournalError(f"journal batch {seq}: rows {shape} for {len(relevant)} "
                                    f"labels and {len(keys)} keys of width {n_features}")
+            if not keys:
+                # the service never writes one; read as a plan of one run of 0 rows it
+                # was taken for a correction and failed every scoring of the worker's
+                # shards (forty-ninth session)
+                raise JournalError(f"journal batch {seq} has no rows")
             if out and seq != out[-1].seq + 1:
                 raise JournalError(f"journal batch {seq} follows batch {out[-1].seq}")
             docs = b.get("docs")
@@ -193,8 +204,11 @@ def decode_journal(data: bytes, name: str, n_features: int) -> tuple[str, list[J
             steps = b.get("steps")
             if steps is not None:
                 steps = check_steps(steps, len(keys))
-            out.append(JournalBatch(seq, parts, relevant, keys, bool(b.get("coalesce", True)),
-                                    docs, steps))
+            coalesce = b.get("coalesce", True)  # how the batch is relearned: no guessing
+            if not isinstance(coalesce, bool):
+                raise JournalError(f"journal batch {seq}: 'coalesce' must be true or false, "
+                                   f"got {coalesce!r:.40}")
+            out.append(JournalBatch(seq, parts, relevant, keys, coalesce, docs, steps))
     except JournalError:
         raise
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError,

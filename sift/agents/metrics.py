@@ -58,6 +58,14 @@ COUNTERS = (
      "Whole profile state records written to the table's changelog."),
     ("journal_appends", "sift_worker_journal_appends_total",
      "Judgment batches appended to a profile's journal."),
+    ("bad_state", "sift_worker_bad_state_total",
+     "Profile records in the table that could not be decoded: the profile skipped (logged "
+     "once each; its spec sent again rebuilds it)."),
+    ("bad_journal", "sift_worker_bad_journal_total",
+     "Judgment journals that could not be used: the profile's record used alone (logged)."),
+    ("bad_table_keys", "sift_worker_bad_table_keys_total",
+     "Keys of the profile or journal table that are not UTF-8 (no worker writes one): "
+     "skipped, logged once each."),
     ("state_write_failed", "sift_worker_state_write_failures_total",
      "Table writes that did not reach the changelog (the next save rewrites the record)."),
     ("tail_seeks", "sift_worker_tail_seeks_total",

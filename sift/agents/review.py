@@ -51,6 +51,7 @@ import orjson
 from sift.agents.service import (
     MAX_RECORD_BYTES,
     MAX_STATE_BYTES,
+    UNUSABLE,
     Forward,
     InputMessage,
     dead_letter,
@@ -472,7 +473,8 @@ class ReviewService:
         except ScreeningError as exc:
             self._bad[name] = raw
             self.stats["review_bad_state"] += 1
-            log.warning("review %r: unusable state record, review skipped: %s", name, str(exc))
+            log.warning("review %r: unusable state record, review skipped (send its spec "
+                        "again to rebuild it): %s", name, str(exc))
             return None
         self._bad.pop(name, None)
         self._cache[name] = (raw, entry)
@@ -684,7 +686,9 @@ class ReviewService:
             entry = self.entry(batch.review, table)
             if entry is None:
                 self._dead(out, msg, RecordError(
-                    "unknown_review", f"{len(batch.ids)} document(s) for unknown review "
+                    "unknown_review", f"{len(batch.ids)} document(s) for review "
+                    f"{batch.review!r}, {UNUSABLE}" if batch.review in ReviewNames(table)
+                    else f"{len(batch.ids)} document(s) for unknown review "
                     f"{batch.review!r}: create the review first"))
                 continue
             known = entry.review.index_
@@ -776,7 +780,9 @@ class ReviewService:
             entry = self.entry(j.profile, table)
             if entry is None:
                 self._dead(out, msg, RecordError(
-                    "unknown_review", f"judgment for unknown review {j.profile!r}"))
+                    "unknown_review", f"judgment for review {j.profile!r}, {UNUSABLE}"
+                    if j.profile in ReviewNames(table)
+                    else f"judgment for unknown review {j.profile!r}"))
                 continue
             if j.key in entry.judged:
                 self.stats["review_judgments_duplicate"] += 1

@@ -57,7 +57,7 @@ from aiokafka.partitioner import murmur2
 from numpy.typing import NDArray
 
 from sift.agents.journal import (
-    JournalError,
+    MAX_SEQ,
     after,
     append,
     decode_journal,
@@ -70,7 +70,8 @@ from sift.errors import SiftError
 from sift.filters.bagging import BaggedProfile, load_profile
 from sift.filters.bank import AnyProfile, ProfileBank
 from sift.filters.errors import FilterError
-from sift.filters.profile import Profile
+from sift.filters.examples import first_bad_value
+from sift.filters.profile import MAX_VALUE, Profile
 from sift.filters.sparse import stack_row_refs
 from sift.filters.state import decode_csr
 from sift.filters.vectorize import Vectorizer
@@ -108,6 +109,11 @@ MAX_STATE_BYTES = 16 * 1024 * 1024
 MAX_RECORD_BYTES = MAX_STATE_BYTES - 64 * 1024
 #: Room left in a message under its topic's limit for the record's key and framing.
 RECORD_FRAMING_BYTES = 4096
+#: The most a compressed profile record may inflate to (8 times what the changelog takes;
+#: the worker writes records uncompressed, but reads compressed ones): a damaged or
+#: foreign value of 16 MiB of zeros compressed inflated to 16 GB at every recovery of
+#: its partition, out of memory (forty-ninth session)
+MAX_RECORD_JSON_BYTES = 8 * MAX_STATE_BYTES
 #: The largest dead letter sent until the worker has read its topic's limit (a stock
 #: broker's default less framing); larger ones carry their input clipped
 #: (:meth:`~sift.topics.deadletter.DeadLetter.encode`).
@@ -121,6 +127,11 @@ CHUNK_BYTES = 400_000
 #: Largest internal vector-batch payload sent: one estimated under CHUNK_BYTES and
 #: encoded larger (long document ids) is cut in two (under the broker's 1 MiB).
 MAX_COPY_BYTES = 800_000
+
+
+#: What a dead letter says of a profile or review whose table record does not decode.
+UNUSABLE = ("whose state record is unusable (the worker's log says why); send its spec "
+            "again to rebuild it")
 
 
 class ServiceError(SiftError):
@@ -393,17 +404,24 @@ def read_vector_batch(data: bytes, vectorizer: Vectorizer | None = None
 
     A payload of counts is weighed by ``vectorizer``, which must have the fingerprint
     the payload names (the router's): otherwise the vectors would not be the ones the
-    router scored its own shards with, and the payload is refused."""
-    if data[:1] == b"{":  # format 0: orjson with base64 arrays (payloads from before v1)
-        obj = orjson.loads(data)
-        ids = obj["ids"]
-        X = decode_csr(obj["X"], name="vector batch")
-        if not isinstance(ids, list) or len(ids) != X.shape[0]:
-            raise RecordError("bad_vector_batch", "vector batch ids and rows disagree")
-        return [str(i) for i in ids], X, None
-
+    router scored its own shards with, and the payload is refused. A payload of weights
+    (formats 0 to 2) must have the ``vectorizer``'s width and values a profile can learn
+    (finite, at most ``MAX_VALUE``): it carries no fingerprint to check."""
     def bad(why: str) -> RecordError:
         return RecordError("bad_vector_batch", f"vector batch: {why}")
+
+    if data[:1] == b"{":  # format 0: orjson with base64 arrays (payloads from before v1)
+        try:
+            obj = orjson.loads(data)
+            ids = obj["ids"]
+            X = decode_csr(obj["X"], name="vector batch")
+        except (ValueError, KeyError, TypeError, SiftError) as exc:  # JSONDecodeError too
+            # a bad payload, not a bug: its reason, not internal_error (forty-ninth session)
+            raise bad(f"bad JSON payload ({type(exc).__name__}: {clip(str(exc))})") from None
+        if not isinstance(ids, list) or len(ids) != X.shape[0]:
+            raise bad("ids and rows disagree")
+        _check_weights(X.shape[1], X.data, vectorizer)
+        return [str(i) for i in ids], X, None
 
     head, body = _vector_batch_head(data)
     try:
@@ -428,9 +446,24 @@ def read_vector_batch(data: bytes, vectorizer: Vectorizer | None = None
         raise bad("bad indptr")
     if nnz and (int(indices.min()) < 0 or int(indices.max()) >= m):
         raise bad("column index out of range")
-    if not np.all(np.isfinite(values)):
-        raise bad("NaN or infinite values")
+    _check_weights(m, values, vectorizer)
     return ids, sp.csr_matrix((values, indices, indptr), shape=(n, m), copy=False), shards
+
+
+def _check_weights(m: int, values: np.ndarray, vectorizer: Vectorizer | None) -> None:
+    """A payload of weights as its receiver's profiles can take it: ``m`` columns, the
+    ``vectorizer``'s (when given), and values finite and at most ``MAX_VALUE`` in
+    magnitude (what a profile learns; a worker's vectors are L2-normalized, at most 1).
+    Before the forty-ninth session another width was stored and then failed in scoring
+    (``internal_error``), and every later judgment of its documents too; 1e300 was
+    scored, up to an infinite score (``null`` on the decisions topic)."""
+    if vectorizer is not None and m != vectorizer.n_features:
+        raise RecordError("bad_vector_batch", f"vector batch: {m} columns for a vectorizer "
+                                              f"of {vectorizer.n_features}")
+    worst = first_bad_value(values)
+    if worst is not None:
+        raise RecordError("bad_vector_batch", f"vector batch: a value not finite or beyond "
+                                              f"{MAX_VALUE:g} in magnitude ({worst!r})")
 
 
 def _read_counts(data: bytes, head: dict[str, Any], body: int, n: int, m: int, nnz: int,
@@ -683,7 +716,7 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
     on a record of another profile than ``name`` (the table key), or on one of another
     width than ``n_features`` (the vectorizer's; implied by ``feature_weights``)."""
     try:
-        obj = orjson.loads(data if data[:1] == b"{" else zlib.decompress(data))
+        obj = orjson.loads(data if data[:1] == b"{" else _inflate(data))
         if obj.get("format") != RECORD_FORMAT:
             raise ServiceError(f"profile record format {obj.get('format')!r} is not "
                                f"{RECORD_FORMAT}")
@@ -697,8 +730,8 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
         journal = obj.get("journal", {"epoch": "", "seq": 0})  # none before the 21st session
         epoch, seq = journal["epoch"], journal["seq"]
         if (not isinstance(epoch, str) or isinstance(seq, bool) or not isinstance(seq, int)
-                or seq < 0):
-            raise ServiceError(f"bad journal position in the record: {journal!r}")
+                or not 0 <= seq < MAX_SEQ):
+            raise ServiceError(f"bad journal position in the record: {clip(repr(journal))}")
         replaces = obj.get("replaces", False)
         if not isinstance(replaces, bool):
             raise ServiceError(f"bad 'replaces' in the record: {replaces!r}")
@@ -712,6 +745,17 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
         raise ServiceError(f"bad profile record: {type(exc).__name__}: {exc}") from None
     return ProfileEntry(spec, profile, judged, epoch=epoch, seq=seq, record_bytes=len(data),
                         replaces=replaces, labels=labels)
+
+
+def _inflate(data: bytes) -> bytes:
+    """A zlib-compressed record inflated, at most :data:`MAX_RECORD_JSON_BYTES` of it."""
+    inflate = zlib.decompressobj()
+    raw = inflate.decompress(data, MAX_RECORD_JSON_BYTES)
+    if inflate.unconsumed_tail:
+        raise ServiceError(f"profile record is over {MAX_RECORD_JSON_BYTES} bytes decompressed")
+    if not inflate.eof:
+        raise ServiceError("profile record is truncated (incomplete zlib stream)")
+    return raw
 
 
 def _decode_labels(pairs: Any) -> dict[str, bool]:
@@ -1402,31 +1446,60 @@ class Service:
 
     def _decode(self, name: str, raw: bytes, jraw: bytes | None = None) -> ProfileEntry | None:
         """Decode a table value and learn its journal's batches after it; a bad record is
-        logged and counted once (per value), a bad journal too (the record alone is used)."""
+        logged and counted once (per value), a bad journal too (the record alone is used).
+
+        A value that does not decode also drops the profile decoded from the name's
+        previous value, if one is held: a record going bad live (a newer worker's,
+        recovered after a rebalance) is then what it is at start-up, a profile skipped,
+        not the old model scored while its judgments are refused (forty-ninth session)."""
         if self._bad.get(name) is raw:
             return None
         try:
-            entry = decode_profile_record(raw, self.weights, name,
-                                          n_features=self.vectorizer.n_features)
-        except ServiceError as exc:
+            entry = self._decode_record(name, raw)
+        except MemoryError:
+            raise  # the worker's, not the value's: not a reason to skip the profile for good
+        except Exception as exc:
+            # ServiceError, or what no check foresaw (a bug, or a value no test made):
+            # either way this value's fault, so it costs this profile, not every scoring
+            # of the shards it is synced with (forty-ninth session: an IndexError there
+            # failed every document batch of the worker while the value stayed)
             self._bad[name] = raw
             self.stats["bad_state"] += 1
-            log.warning("profile %r: unusable state record, profile skipped: %s", name, str(exc))
+            why = str(exc) if isinstance(exc, ServiceError) else f"{type(exc).__name__}: {exc}"
+            log.warning("profile %r: unusable state record, profile skipped (send its spec "
+                        "again to rebuild it): %s", name, clip(why))
+            self._drop_held(name)
             return None
         self._bad.pop(name, None)
-        if jraw is not None and entry.epoch:
-            self._replay(name, entry, jraw)
+        if jraw is not None and entry.epoch and not self._replay(name, entry, jraw):
+            # the replay may have stopped part way, the profile holding some of the
+            # journal's batches but not their keys nor its position: the record alone
+            # again, as logged (the bytes decoded once already: no error this time)
+            entry = self._decode_record(name, raw)
         return entry
 
-    def _replay(self, name: str, entry: ProfileEntry, jraw: bytes) -> None:
-        """Learn the journal's batches that follow the state record, as they were learned."""
+    def _decode_record(self, name: str, raw: bytes) -> ProfileEntry:
+        return decode_profile_record(raw, self.weights, name,
+                                     n_features=self.vectorizer.n_features)
+
+    def _drop_held(self, name: str) -> None:
+        """Stop holding the profile ``name`` (its table value is not usable)."""
+        self._forget(name)
+        bank = self._banks.get(self.shard(name))
+        if bank is not None and name in bank:
+            bank.remove(name)
+
+    def _replay(self, name: str, entry: ProfileEntry, jraw: bytes) -> bool:
+        """Learn the journal's batches that follow the state record, as they were learned;
+        False when the journal cannot be used (logged, counted; ``entry`` may then hold
+        part of it)."""
         try:
             epoch, batches = decode_journal(jraw, name, self.vectorizer.n_features)
             if epoch != entry.epoch:
-                return  # the journal of an earlier profile of this name: nothing of ours
+                return True  # the journal of an earlier profile of this name: not ours
             todo = after(batches, entry.seq)
             if not todo:
-                return
+                return True
             # the batches' learn_many calls in one step (Profile.relearn_rows): the state
             # they leave, with one re-threshold instead of one a batch, and the rows of
             # all the batches stacked into one matrix; a correction (step -1) ends the
@@ -1465,11 +1538,18 @@ class Service:
             entry.journal_batches = len(todo)
             entry.journal_bytes = len(jraw)  # appends go on from this value
             self.stats["journal_replayed"] += len(todo)
-        except (JournalError, FilterError, ValueError) as exc:
-            # judgments after the record are lost for this profile (logged, counted)
+        except MemoryError:
+            raise  # (as in _decode)
+        except Exception as exc:
+            # JournalError, FilterError (a batch the profile refuses) or what no check
+            # foresaw: the journal's fault, never every scoring of the shard (see _decode).
+            # The judgments after the record are lost for this profile (logged, counted)
             self.stats["bad_journal"] += 1
+            why = str(exc) if isinstance(exc, SiftError) else f"{type(exc).__name__}: {exc}"
             log.warning("profile %r: unusable judgment journal, the state record (batch %d) "
-                        "used alone: %s", name, entry.seq, str(exc))
+                        "used alone: %s", name, entry.seq, clip(why))
+            return False
+        return True
 
     def _put(self, name: str, raw: bytes, entry: ProfileEntry, jraw: bytes | None) -> None:
         self._raw[name] = raw
@@ -1745,8 +1825,12 @@ class Service:
                 continue
             entry = self.entry(j.profile, table)
             if entry is None:
+                # a record there that does not decode is not a missing profile: say so,
+                # and what rebuilds it (its record is never overwritten unasked: it may
+                # be a newer version's, which a newer worker still reads)
                 self._dead(out.dead_letters, msg, RecordError(
-                    "unknown_profile", f"judgment for unknown profile {j.profile!r}"))
+                    "unknown_profile", f"judgment for profile {j.profile!r}, {UNUSABLE}"
+                    if j.profile in table else f"judgment for unknown profile {j.profile!r}"))
                 continue
             label = given.get((j.profile, j.doc_id), entry.labels.get(j.doc_id))
             correct = label is not None and label != j.relevant
