@@ -255,7 +255,8 @@ def list_profiles(settings: Settings) -> list[dict[str, Any]]:
                         "when it starts)?")
 
     def last_values(topic: str) -> dict[str, bytes | None]:
-        return {(key or b"").decode(): value
+        # a key that is not UTF-8 (no worker writes one) is shown escaped, not a crash
+        return {(key or b"").decode("utf-8", "backslashreplace"): value
                 for key, value, _, _ in read_all(settings, topic, idle=1.0)}
 
     latest = last_values(changelog_topic(settings))

@@ -1,8 +1,10 @@
-"""A broker address that refuses connections is reported in seconds (forty-ninth session).
+"""The forty-ninth session's operational fixes: the clients and the command line.
 
-kafka-python retried a refused bootstrap connection until its 15 s bootstrap time-out, so
-``sift profiles list`` with no broker running took about 17 s to say
-``ECONNREFUSED (nothing listens there ...)``.
+A broker address that refuses connections is reported in seconds: kafka-python retried a
+refused bootstrap connection until its 15 s bootstrap time-out, so ``sift profiles list``
+with no broker running took about 17 s to say ``ECONNREFUSED (nothing listens there
+...)``. Also the replication factor checked when every topic exists, and a table key that
+is not UTF-8 in ``sift profiles list``.
 """
 
 from __future__ import annotations
@@ -109,3 +111,17 @@ def test_a_replication_factor_above_the_brokers_is_refused_when_every_topic_exis
                                   ["sift.documents"])
     kafkaclient.ensure_topics(Settings(broker="kafka://a:1", replication_factor=1),
                               ["sift.documents"])
+
+
+def test_profiles_list_names_a_key_that_is_not_utf8_instead_of_failing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One table key that is not UTF-8 (no worker writes one; a foreign or damaged
+    value) ended ``sift profiles list`` in a UnicodeDecodeError (forty-ninth session)."""
+    from sift.commands import profiles
+
+    table = profiles.changelog_topic(Settings())
+    monkeypatch.setattr(kafkaclient, "partition_counts", lambda settings, names: {table: 4})
+    monkeypatch.setattr(kafkaclient, "read_all", lambda settings, topic, **kw: (
+        [(b"\xffbad", b"{not a record", 0, 0)] if topic == table else []))
+    rows = profiles.list_profiles(Settings())
+    assert rows == [{"profile": "\\xffbad", "error": "unreadable state"}]
