@@ -110,8 +110,9 @@ class Counter(_Metric):
             self.values[()] = 0.0
 
     def inc(self, amount: float = 1.0, labels: dict[str, str] | None = None) -> None:
-        if amount < 0:
-            raise ValueError("a counter cannot decrease")
+        # NaN passed ``amount < 0`` and made the series NaN for the life of the process
+        if not 0 <= amount < math.inf:
+            raise ValueError(f"a counter goes up by a finite amount, not {amount!r}")
         key = self._key(labels)
         self.values[key] = self.values.get(key, 0.0) + amount
 
@@ -270,10 +271,61 @@ class RateMeter:
 
 # ----------------------------------------------------------------------------- logging
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+#: the keys every JSON line may have; an ``extra`` of one of these names is written as
+#: ``extra_<name>``, so that no call (ours or a library's) can rewrite a record's level
+_FIXED = frozenset({"ts", "level", "logger", "message", "exc", "stack", "log_error"})
+#: line separators JSON may leave raw (valid JSON) but ``str.splitlines`` and other line
+#: splitters cut at: written as escapes, a record stays one line for every reader
+_SEPARATORS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+_JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
+def _text(value: object) -> str:
+    r"""``str(value)``, writable as UTF-8 whatever it holds (a lone surrogate, as a path
+    decoded with ``surrogateescape`` has, is escaped) and whatever ``__str__`` does.
+
+    >>> _text("bad \udcff"), _text(3)
+    ('bad \\udcff', '3')
+    """
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except Exception as exc:  # a broken __str__ must not lose the record
+        text = f"<unprintable {type(value).__name__}: {type(exc).__name__}>"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _encodable(value: object) -> object:
+    """``value`` if orjson writes it, else its :func:`_text` (an int past 64 bits, a
+    string with a lone surrogate, a dict with a tuple key: orjson refuses those without
+    asking ``default``)."""
+    try:
+        orjson.dumps(value, default=_text, option=_JSON_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError
+        return _text(value)
+    return value
+
+
+def one_line(text: str) -> str:
+    r"""``text`` with its non-printable characters escaped as ``repr`` writes them (line
+    feeds, carriage returns, U+2028, terminal escapes): user text in a log message (a
+    document id, a profile name) cannot start a line that looks like a record of its own.
+
+    >>> one_line("d1\n[2025] ERROR forged"), one_line("ünï 日本")
+    ('d1\\n[2025] ERROR forged', 'ünï 日本')
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ``ts``, ``level``, ``logger``, ``message``, extras, ``exc``.
+    """One JSON object per line: ``ts``, ``level``, ``logger``, ``message``, extras, ``exc``
+    (the traceback), ``stack`` (``stack_info``).
+
+    It never raises: a record that cannot be written as it is (bad ``%`` arguments, a
+    value orjson refuses) is written with the offending parts as text and ``log_error``,
+    instead of logging's multi-line ``--- Logging error ---`` on standard error and no
+    record at all.
 
     >>> rec = logging.makeLogRecord({"name": "sift.web", "levelname": "INFO",
     ...                              "msg": "hello %s", "args": ("you",), "created": 0.0,
@@ -283,26 +335,78 @@ class JsonFormatter(logging.Formatter):
     """
 
     def format(self, record: logging.LogRecord) -> str:
+        error = None
+        try:
+            message = record.getMessage()
+        except Exception as exc:  # bad %-arguments, a msg whose __str__ raises
+            message = _text(record.msg)
+            error = (f"cannot format the message with its arguments {_text(record.args)}: "
+                     f"{type(exc).__name__}: {_text(exc)}")
         out: dict[str, Any] = {"ts": record.created, "level": record.levelname,
-                               "logger": record.name, "message": record.getMessage()}
+                               "logger": record.name, "message": message}
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
-                out[key] = value
+                out[f"extra_{key}" if key in _FIXED else key] = value
         if record.exc_info:
             out["exc"] = "".join(traceback.format_exception(*record.exc_info)).rstrip()
-        return orjson.dumps(out, default=str).decode()
+        if record.stack_info:
+            out["stack"] = self.formatStack(record.stack_info)
+        if error is not None:
+            out["log_error"] = error
+        try:
+            data = orjson.dumps(out, default=_text, option=_JSON_OPTIONS)
+        except TypeError:  # orjson.JSONEncodeError: write what can be, the rest as text
+            data = orjson.dumps({_text(k): _encodable(v) for k, v in out.items()},
+                                default=_text, option=_JSON_OPTIONS)
+        return data.decode().translate(_SEPARATORS)
+
+
+class PlainFormatter(logging.Formatter):
+    r"""Plain text, a record's first line its only line that starts at column 0.
+
+    The message's non-printable characters are escaped (:func:`one_line`): ``sift web``
+    logs the profile and ``doc_id`` of each judgment posted, and a ``doc_id`` with a line
+    feed wrote a second "record" of its choosing. A traceback or a stack follows, each of
+    its lines indented by two spaces (an exception's message can hold line feeds too).
+
+    >>> rec = logging.makeLogRecord({"name": "sift.web", "levelname": "INFO",
+    ...                              "msg": "judgment %s", "args": ("d1\nERROR forged",)})
+    >>> PlainFormatter("%(levelname)s %(name)s: %(message)s").format(rec)
+    'INFO sift.web: judgment d1\\nERROR forged'
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        try:
+            record.message = record.getMessage()
+        except Exception as exc:  # as JsonFormatter: the record, not "--- Logging error ---"
+            record.message = (f"{_text(record.msg)} (cannot format the message with its "
+                              f"arguments: {type(exc).__name__})")
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
+        out = one_line(self.formatMessage(record))
+        more = []
+        if record.exc_info:
+            more.append(self.formatException(record.exc_info))
+        if record.stack_info:
+            more.append(self.formatStack(record.stack_info))
+        for text in more:  # splitlines: CR, U+2028 and the like end a line there too
+            out += "".join(f"\n  {one_line(line)}" for line in text.splitlines())
+        return out
+
+
+#: the plain-text line of ``sift web`` (and of any process set up here without JSON)
+PLAIN_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
 
 
 def configure_logging(level: str = "INFO", json_lines: bool = False) -> None:
-    """Root logging to standard error: JSON lines (``SIFT_LOG_JSON``) or plain text."""
+    """Root logging to standard error: JSON lines (``SIFT_LOG_JSON``) or plain text, one
+    record a line either way (warnings included: ``warnings`` wrote its own two plain
+    lines, among the JSON ones too)."""
     handler = logging.StreamHandler(sys.stderr)
-    if json_lines:
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: "
-                                               "%(message)s"))
+    handler.setFormatter(JsonFormatter() if json_lines else PlainFormatter(PLAIN_FORMAT))
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    logging.captureWarnings(True)

@@ -18,6 +18,7 @@ and ``/metrics`` never disagree; the batch histograms are observed by the agents
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -93,9 +94,20 @@ COUNTERS = (
 )
 
 
+#: the parts of the main thread's CPU time the service counts (its ``cpu_timed`` keys,
+#: ``cpu_<part>_us``): their series exist at 0 from the start, so that ``increase()``
+#: sees the first CPU time of each (a series born at a value hides that first step)
+CPU_PARTS = ("route", "score_here", "copies", "score_copies")
+
+
 def _mirror(counter: Counter, value: float, labels: dict[str, str] | None = None) -> None:
-    """Bring a counter up to a count kept elsewhere (never down)."""
-    delta = float(value) - counter.get(labels)
+    """Bring a counter up to a count kept elsewhere (never down). A value that is not
+    finite is skipped: +Inf once would have stuck the counter there for good (every later
+    count is below it), NaN was skipped already."""
+    value = float(value)
+    if not math.isfinite(value):
+        return
+    delta = value - counter.get(labels)
     if delta > 0:
         counter.inc(delta, labels)
 
@@ -114,6 +126,8 @@ class WorkerMetrics:
                                "route (decode and vectorize), score_here, copies (encode "
                                "other shards' copies), score_copies (decode, store and score "
                                "copies received).", ["part"])
+        for part in CPU_PARTS:
+            self.cpu.inc(0.0, {"part": part})
         self.document_latency = reg.histogram(
             "sift_worker_document_latency_seconds",
             "Seconds from a document message's Kafka timestamp until this worker has delivered "

@@ -48,6 +48,13 @@ DELETED_CAPACITY = 10_000
 REJECTED_CAPACITY = 10_000
 #: A review's specs remembered, for a dead letter read after them (see ReviewQueue.specs).
 REVIEW_SPECS_KEPT = 8
+#: Dead-letter reasons counted under their own name (``sift_dead_letters_total{reason}``
+#: and ``dead_letters_by_reason``): a reason code as the workers write them (some 55 of
+#: them), the first this many read. Other text, and codes past these, count as
+#: ``other``: any producer of the dead-letters topic made a series (for the life of the
+#: process) of every distinct string (forty-ninth session).
+DEAD_REASONS_KEPT = 128
+REASON_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _SPACE = re.compile(r"\s+")
 
 
@@ -256,6 +263,8 @@ class WebState:
                                        "Deliveries (distinct document, profile) read.")
         self.c_judgments = reg.counter("sift_judgments_total",
                                        "Judgments read from the judgments topic.", ["relevant"])
+        for relevant in ("true", "false"):  # at 0 from the start: increase() sees the first
+            self.c_judgments.inc(0.0, {"relevant": relevant})
         self.c_dead = reg.counter("sift_dead_letters_total", "Dead letters, by reason.",
                                   ["reason"])
         self.g_rate = reg.gauge("sift_events_per_second",
@@ -623,7 +632,7 @@ class WebState:
         try:
             obj = loads(value or b"")
             if isinstance(obj, dict) and isinstance(obj.get("reason"), str):
-                reason = obj["reason"][:64]
+                reason = self._reason(obj["reason"])
         except RecordError:
             pass
         if topics and isinstance(obj, dict) and topics.get(str(obj.get("topic"))) == "profiles":
@@ -631,6 +640,15 @@ class WebState:
         self.dead_by_reason[reason] += 1
         self.c_dead.inc(labels={"reason": reason})
         self.rates["dead_letters"].add(ts)
+
+    def _reason(self, reason: str) -> str:
+        """The name a dead letter's reason is counted under: the reason if it is a code
+        counted already or one of the first :data:`DEAD_REASONS_KEPT`, else ``other``."""
+        if reason in self.dead_by_reason:
+            return reason
+        if not REASON_CODE.fullmatch(reason) or len(self.dead_by_reason) >= DEAD_REASONS_KEPT:
+            return "other"
+        return reason
 
     def on_review_status(self, value: bytes | None, ts: float) -> None:
         """A review status (:class:`sift.topics.review.ReviewStatus`): ``{"review", "screened",
