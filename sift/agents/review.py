@@ -62,7 +62,7 @@ from sift.filters.screening.errors import ScreeningError
 from sift.topics.codecs import decode_judgment, loads
 from sift.topics.deadletter import DeadLetter
 from sift.topics.errors import RecordError
-from sift.topics.records import Document
+from sift.topics.records import Document, clip
 from sift.topics.review import (
     REQUESTS_TOPIC,
     STATUS_TOPIC,
@@ -345,6 +345,14 @@ def decode_review_record(data: bytes, name: str | None = None,
             state = {**state, "texts": texts, "batches": batches}
             layout = (epoch, starts, open_bytes)
         review = Review.from_state(state)
+        # one spec, one review: a record is written from a spec and the review built from
+        # it (its query the topic, each param the spec sets as given), so a state run with
+        # other params is damage, not this spec's review (compared as stored: from_state
+        # reads an older record's hh_window 0 as 1; forty-ninth session, R6)
+        stored = state["params"]
+        if stored.get("topic") != spec.query or any(
+                k not in stored or stored[k] != v for k, v in spec.params.items()):
+            raise ScreeningError("bad review record: its state's params are not its spec's")
         judged = dict.fromkeys(str(k) for k in obj.get("judged", ()))
     except ScreeningError:
         raise
@@ -416,16 +424,21 @@ def status_of(name: str, review: Review) -> ReviewStatus:
     est = review.estimate()
     n = review.n_documents
     complete = bool(n and review.screened == n)
-    if complete:  # nothing left unseen: the recall is known, whatever was sampled
+    if complete:
+        # nothing left unseen: R is what was found and the recall 1, whatever was sampled
+        # (the estimator's R-hat, 23.6 for 20 found, stood beside a recall of 1.000;
+        # forty-ninth session, R4)
         recall: float | None = 1.0
         lower = 1.0
+        r_hat, var = float(est.found), 0.0
     else:
         recall = float(est.recall()) if est.sampled else None
         lower = float(est.recall_lower(review.confidence))
+        r_hat, var = float(est.r_hat), float(est.var)
     return ReviewStatus(
         review=name, documents=n, screened=review.screened, found=est.found,
-        pending=len(review.pending_), batches=len(review.batches_), r_hat=float(est.r_hat),
-        r_hat_var=float(est.var), recall_estimate=recall, recall_lower=lower,
+        pending=len(review.pending_), batches=len(review.batches_), r_hat=r_hat,
+        r_hat_var=var, recall_estimate=recall, recall_lower=lower,
         estimator=review.estimator, target_recall=float(review.target_recall),
         stop=bool(n and review.should_stop()), complete=complete, ts=time.time())
 
@@ -470,11 +483,19 @@ class ReviewService:
             return None
         try:
             entry = decode_review_record(raw, name, table)
-        except ScreeningError as exc:
+        except MemoryError:
+            raise  # the worker's, not the value's: not a reason to skip the review for good
+        except Exception as exc:
+            # ScreeningError, or what no check foresaw (a bug, or a value no test made):
+            # this value's fault either way, so it costs this review, not every batch that
+            # names it (before, the batch failed, each message was retried alone and
+            # dead-lettered internal_error, and neither a deletion nor the spec sent again
+            # got past it; forty-ninth session, R1)
             self._bad[name] = raw
             self.stats["review_bad_state"] += 1
+            why = str(exc) if isinstance(exc, ScreeningError) else f"{type(exc).__name__}: {exc}"
             log.warning("review %r: unusable state record, review skipped (send its spec "
-                        "again to rebuild it): %s", name, str(exc))
+                        "again to rebuild it): %s", name, clip(why))
             return None
         self._bad.pop(name, None)
         self._cache[name] = (raw, entry)
@@ -579,8 +600,7 @@ class ReviewService:
                 out.forwards.append(Forward(msg.topic, shard_of(name, self.n_shards),
                                             name.encode(), msg.value or b""))
                 continue
-            current = self.entry(name, table)
-            if spec.delete:
+            if spec.delete:  # (whatever its record holds: deleting never decodes it)
                 if name not in table:
                     self._dead(out, msg, RecordError(
                         "unknown_review", f"cannot delete review {name!r}: no such review"))
@@ -594,13 +614,21 @@ class ReviewService:
                 self._cache.pop(name, None)
                 self.stats["reviews_deleted"] += 1
                 continue
+            current = self.entry(name, table)
             if current is not None:
                 if current.spec != spec:
                     self._dead(out, msg, RecordError(
                         "review_exists", f"review {name!r} exists with another query or "
                         "params; delete it first"))
                     continue
+                batches = len(current.review.batches_)
                 self._advance(name, current, out, resend=True)
+                if len(current.review.batches_) != batches:
+                    # a batch asked for now (after one that could not be computed) is
+                    # written before its requests go out, as after any other change: it
+                    # lived only in memory, and a restart, a rebalance or a retry from the
+                    # table took its answers as unrequested (forty-ninth session, R5)
+                    self._write(name, current, table)
                 continue
             if standing is not None and name in standing:
                 self._dead(out, msg, RecordError(
@@ -760,12 +788,23 @@ class ReviewService:
 
     # -- judgments ------------------------------------------------------------------------
     def claims(self, msg: InputMessage, table: MutableMapping[str, bytes]) -> bool:
-        """Whether a judgments-topic message is for a review held in ``table``."""
+        """Whether a judgments-topic message is for a review held in ``table``, on the
+        review's own partition.
+
+        One on another partition is left to the standing agent, which forwards it to the
+        review's shard (as it does its profiles' judgments, and as review specs are
+        forwarded), where the worker owning the review applies it. Applied here, from
+        whatever copy of the review this worker's table holds (Faust's memory store keeps
+        the keys a worker wrote itself after their partition is revoked), it would write
+        that copy to the owner's changelog partition over the owner's newer record
+        (forty-ninth session, R2).
+        """
         try:
             j = decode_judgment(msg.value or b"")
         except RecordError:
             return False
-        return j.profile in ReviewNames(table)
+        return (shard_of(j.profile, self.n_shards) == msg.partition
+                and j.profile in ReviewNames(table))
 
     def apply_judgments(self, messages: Iterable[InputMessage],
                         table: MutableMapping[str, bytes]) -> ReviewResult:

@@ -1133,7 +1133,19 @@ class Review:
         _check_judged_before(review.batches_, order, review.index_, n)
         review.ever_certain_ = arrays["ever_certain"]
         review.sampled_ = arrays["sampled"]
-        review.epoch_start_ = _int(state["epoch_start"], "epoch_start", 0, len(batches))
+        # documents joined at epoch_start (add_documents sets it to the batches made so
+        # far): the batches before it ranked fewer documents than the review holds, those
+        # from it on all of them; another value mixes batches of the old collection into
+        # the estimate and the stopping rule's count (forty-ninth session, R3)
+        epoch = _int(state["epoch_start"], "epoch_start", 0, len(batches))
+        joined = [t for t, b in enumerate(review.batches_) if len(b["ranks"]) < n]
+        if joined != list(range(len(joined))):
+            raise _bad("batches", joined[-1], f"has a batch ranking fewer than the {n} "
+                       "documents after one that ranked them all")
+        if epoch != len(joined):
+            raise _bad("epoch_start", epoch, f"must be {len(joined)}, the batches made before "
+                       f"the last documents joined (ranking fewer than {n})")
+        review.epoch_start_ = epoch
         # the generator
         rng = state["rng"]
         want = review.rng_.bit_generator.state["bit_generator"]
