@@ -47,8 +47,22 @@ from sift.errors import SiftError
 
 KAFKA_VERSION = "3.9.1"
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CACHE = REPO_ROOT / ".cache" / "kafka"
 DEFAULT_POM = REPO_ROOT / "kafka" / "pom.xml"
+
+
+def default_cache(root: Path = REPO_ROOT) -> Path:
+    """Where the jars and the default data dirs live: ``<root>/.cache/kafka`` in a source
+    checkout (``root`` holds ``kafka/pom.xml``), else ``.cache/kafka`` in the working
+    directory, as the worker's ``.cache/sift-worker``. ``root`` of an installed package
+    is site-packages: the folder was made there (forty-ninth session's packaging audit).
+
+    >>> default_cache(Path("/nowhere"))
+    PosixPath('.cache/kafka')
+    """
+    return root / ".cache" / "kafka" if (root / "kafka" / "pom.xml").is_file() else Path(".cache") / "kafka"
+
+
+DEFAULT_CACHE = default_cache()
 HOST = "127.0.0.1"
 
 _LOG4J = """\
@@ -294,8 +308,7 @@ class DevBroker:
     # ----------------------------------------------------------------------- fetch
     def fetch(self, *, force: bool = False) -> Path:
         """Download the broker's jars into ``libs_dir`` unless the cached ones match the pom."""
-        if not self.pom.is_file():
-            raise BrokerError(f"{self.pom}: no such file (the Kafka pom ships with the sift repo)")
+        self._check_pom()
         digest = hashlib.sha256(self.pom.read_bytes()).hexdigest()
         stamp = self.libs_dir / ".pom-sha256"
         with _locked(self.cache_dir / "fetch.lock"):
@@ -445,8 +458,20 @@ class DevBroker:
         print(f"starting a broker on {broker.bootstrap}", flush=True)
         return broker.start(timeout=timeout)
 
+    def _check_pom(self) -> None:
+        """A one-line error unless the pom exists: an installed package has none (it
+        said only that the pom "ships with the sift repo", and ``start`` had made its
+        data dir by then)."""
+        if not self.pom.is_file():
+            raise BrokerError(f"{self.pom}: no such file: the local broker needs a source checkout "
+                              "of sift (its kafka/pom.xml names the broker's jars); with the "
+                              "installed package, set SIFT_BROKER=kafka://HOST:PORT to a running "
+                              "broker")
+
     def start(self, *, timeout: float = 90.0) -> DevBroker:
         """Fetch (if needed), configure, format (once) and start; wait until it answers."""
+        if not self.is_running():
+            self._check_pom()  # before anything is made on disk
         with _locked(self.data / ".lock"):
             if self.is_running():
                 self.wait_ready(timeout=timeout)

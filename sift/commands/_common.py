@@ -61,6 +61,11 @@ class Progress:
             self.stream.flush()
 
 
+#: why a default path into ``data/`` is missing: an installed package has no data (the
+#: errors said "run from the repository root", or named a file inside site-packages)
+NO_BUNDLED_DATA = "the bundled data/ is in a source checkout of sift only, not in the installed package"
+
+
 def int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type: an integer >= ``low``."""
     what = "a positive integer" if low == 1 else f"an integer >= {low}"

@@ -38,13 +38,15 @@ from typing import Any
 
 import orjson
 
-from sift.commands._common import Progress, positive_int, write_json
+from sift.commands._common import NO_BUNDLED_DATA, Progress, positive_int, write_json
 from sift.errors import SiftError
 from sift.settings import Settings
 from sift.topics.records import MAX_BAGS
 
 ROOT = Path(__file__).resolve().parents[2]
 REUTERS = ROOT / "data" / "reuters21578"
+DEFAULT_TRAIN = REUTERS / "train.jsonl.gz"
+DEFAULT_TEST = REUTERS / "test.jsonl.gz"
 #: Seconds between two looks at the worker's counters in the closed loop (its stats
 #: file is written every 2.5 times that): two waits a chunk, so they set the pace.
 POLL = 0.02
@@ -66,9 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("demo", help="the streaming job on Reuters-21578: broker, worker, judge",
                        description="Run the whole streaming job end to end and evaluate it.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--train", type=Path, default=REUTERS / "train.jsonl.gz",
+    p.add_argument("--train", type=Path, default=DEFAULT_TRAIN,
                    help="training JSONL: the corpus weights and the profiles (default: the bundled Reuters-21578)")
-    p.add_argument("--test", type=Path, default=REUTERS / "test.jsonl.gz",
+    p.add_argument("--test", type=Path, default=DEFAULT_TEST,
                    help="stream JSONL, produced in file order (default: the bundled Reuters-21578)")
     p.add_argument("--limit", type=positive_int, default=None, help="stream only the first N test documents")
     p.add_argument("--chunk", type=int, default=20,
@@ -377,6 +379,9 @@ def _run(args: argparse.Namespace) -> int:
         raise SiftError("--chunk must be >= 1")
     if not 1 <= args.bags <= MAX_BAGS:
         raise SiftError(f"--bags must be in [1, {MAX_BAGS}], got {args.bags}")
+    for path, default in ((args.train, DEFAULT_TRAIN), (args.test, DEFAULT_TEST)):
+        if path == default and not default.is_file():
+            raise SiftError(f"{default}: no such file ({NO_BUNDLED_DATA}): pass --train and --test")
     corpus = load_corpus(args.train, args.test)
     if args.limit is not None:
         corpus.test = corpus.test[: args.limit]
@@ -427,7 +432,12 @@ def run_review(args: argparse.Namespace) -> int:
     from sift.commands.review import start as start_review
 
     path = SCREENING / f"{args.review}.jsonl.gz"
-    titles = orjson.loads((SCREENING / "reviews.json").read_bytes())
+    listing = SCREENING / "reviews.json"
+    if not listing.is_file():  # (it said "[Errno 2] No such file or directory: ...")
+        raise SiftError(f"--review runs a screening set of a source checkout of sift: {listing}: no such "
+                        f"file ({NO_BUNDLED_DATA}); 'sift screen --data FILE' screens a labelled "
+                        "file of your own")
+    titles = orjson.loads(listing.read_bytes())
     if args.review not in titles or not path.is_file():
         raise SiftError(f"--review must be one of {', '.join(sorted(titles))}, got {args.review!r}")
     if not 0 < args.target_recall <= 1:

@@ -11,7 +11,15 @@ from typing import Any
 
 import orjson
 
-from sift.commands._common import Progress, check_out_dir, nonnegative_int, positive_int, printable, write_json
+from sift.commands._common import (
+    NO_BUNDLED_DATA,
+    Progress,
+    check_out_dir,
+    nonnegative_int,
+    positive_int,
+    printable,
+    write_json,
+)
 from sift.devbroker import REPO_ROOT
 from sift.errors import ConfigError
 from sift.filters.bagging import RULES as BAG_RULES
@@ -213,8 +221,10 @@ def run(args: argparse.Namespace) -> int:
         if path == default and not Path(path).exists() and (REPO_ROOT / default).exists():
             path = str(REPO_ROOT / default)  # run from elsewhere: the checkout's bundled data
             setattr(args, attr, path)
+        if not Path(path).exists() and path == default:
+            raise ConfigError(f"{path}: no such file ({NO_BUNDLED_DATA}): pass --train and --test")
         if not Path(path).exists():
-            raise ConfigError(f"{path}: no such file (run from the repository root or pass --train/--test)")
+            raise ConfigError(f"--{attr} {path}: no such file")
     out = Path(args.out)
     check_out_dir(out)  # before the run, not after it (minutes with --full-training)
     corpus = load_corpus(args.train, args.test, skip_bad=args.skip_bad)
