@@ -20,6 +20,7 @@ stop signal, and the recall at the stop against the target.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import functools
 import os
 import re
@@ -300,6 +301,21 @@ _RUN: list[tuple[Settings, bool]] = []
 #: with it by their parent-death signal, its topics stay)
 TERMINATE_GRACE = (10.0, 60.0)
 
+#: seconds a terminated demo gives its worker to stop before killing it: the run's topics
+#: go next, so nothing the worker would commit is wanted, and a Faust stop that hangs
+#: (the worker's own watchdog ends it after SIFT_STOP_TIMEOUT, 30 s) plus the topics and
+#: the broker under load outlasted TERMINATE_GRACE[1] (forty-ninth session, one CI run)
+TERMINATED_WORKER_STOP = 10.0
+
+
+def _stop_worker(worker: Any) -> None:
+    """Stop the run's worker: gracefully, or within TERMINATED_WORKER_STOP once the
+    demo was told to end."""
+    if _TERMINATED.is_set():
+        worker.stop(TERMINATED_WORKER_STOP)
+    else:
+        worker.stop()
+
 
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
@@ -330,7 +346,9 @@ def terminate_as_interrupt() -> Iterator[None]:
             while not done.is_set() and (phase == 1 or not _CLEANING.is_set()):
                 if time.monotonic() > deadline:
                     print(f"demo: {why}", file=sys.stderr, flush=True)
-                    if phase == 0 and _RUN:  # its topics from here (a client of its own)
+                    if os.environ.get("PYTHONFAULTHANDLER"):  # where it was stuck
+                        faulthandler.dump_traceback(all_threads=True)
+                    if _RUN:  # its topics from here (a client of its own), if not yet done
                         with suppress(Exception):
                             _end_topics(*_RUN[-1], None)
                     os._exit(143)
@@ -472,7 +490,7 @@ def run_review(args: argparse.Namespace) -> int:
             raise SiftError(str(exc)) from None
         finally:
             _CLEANING.set()  # (a terminated demo's watchdog waits for what follows)
-            worker.stop()
+            _stop_worker(worker)
     relevant = sum(gold.values())
     result = {"review": args.review, "documents": len(docs),
               "relevant": relevant, "answered": answered, "screened": final.screened,
@@ -585,7 +603,7 @@ def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[s
     finally:
         _CLEANING.set()  # (a terminated demo's watchdog waits for what follows)
         decisions_consumer.close()
-        worker.stop()
+        _stop_worker(worker)
     names = [s.profile for s in specs]
     metrics = evaluate(hits, corpus.test, names, n_initial={s.profile: len(s.positives)
                                                             for s in specs})

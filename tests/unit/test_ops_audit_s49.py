@@ -125,3 +125,28 @@ def test_profiles_list_names_a_key_that_is_not_utf8_instead_of_failing(
         [(b"\xffbad", b"{not a record", 0, 0)] if topic == table else []))
     rows = profiles.list_profiles(Settings())
     assert rows == [{"profile": "\\xffbad", "error": "unreadable state"}]
+
+
+def test_a_terminated_demo_gives_its_worker_ten_seconds_not_thirty() -> None:
+    """A Faust stop that hung (30 s to the worker's own watchdog) plus the topics and the
+    broker under load outlasted the terminated demo's 60 s of clean-up in one CI run: it
+    then ended without deleting its topics."""
+    from sift.commands import demo
+
+    class Worker:
+        def __init__(self) -> None:
+            self.timeouts: list[float | None] = []
+
+        def stop(self, timeout: float | None = None) -> None:
+            self.timeouts.append(timeout)
+
+    w = Worker()
+    demo._TERMINATED.clear()
+    demo._stop_worker(w)
+    demo._TERMINATED.set()
+    try:
+        demo._stop_worker(w)
+    finally:
+        demo._TERMINATED.clear()
+    assert w.timeouts == [None, demo.TERMINATED_WORKER_STOP]
+    assert demo.TERMINATE_GRACE[1] > demo.TERMINATED_WORKER_STOP + 30  # room for the rest
