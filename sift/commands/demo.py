@@ -346,7 +346,7 @@ def terminate_as_interrupt() -> Iterator[None]:
             while not done.is_set() and (phase == 1 or not _CLEANING.is_set()):
                 if time.monotonic() > deadline:
                     print(f"demo: {why}", file=sys.stderr, flush=True)
-                    if os.environ.get("PYTHONFAULTHANDLER"):  # where it was stuck
+                    if faulthandler.is_enabled():  # where it was stuck (PYTHONFAULTHANDLER, -X)
                         faulthandler.dump_traceback(all_threads=True)
                     if _RUN:  # its topics from here (a client of its own), if not yet done
                         with suppress(Exception):
