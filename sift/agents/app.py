@@ -1382,12 +1382,14 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
 
         @app.page("/sift/stats")
         async def stats_page(web: Any, request: Any) -> Any:
-            return refused(web, request) or web.json(worker.stats())
+            deny = refused(web, request)  # (a response is a mapping: not tested for truth)
+            return deny if deny is not None else web.json(worker.stats())
 
         @app.page("/metrics")
         async def metrics_page(web: Any, request: Any) -> Any:
+            deny = refused(web, request)
             # aiohttp takes no charset in content_type: the whole header goes in headers
-            return refused(web, request) or web.bytes(worker.metrics_text().encode(),
-                                                      headers={"Content-Type": CONTENT_TYPE})
+            return deny if deny is not None else web.bytes(
+                worker.metrics_text().encode(), headers={"Content-Type": CONTENT_TYPE})
 
     return worker
