@@ -64,6 +64,9 @@ def lag(settings: Settings) -> int:
 
 
 def profile_specs(train: list[Document], n: int) -> list[dict[str, Any]]:
+    """``n`` profile specs: the categories of ``train`` by decreasing size, each with its
+    first three positives as ids, Rocchio first then kNN. ``train`` must be the worker's
+    training corpus: a positive id it does not hold is refused (``unknown_positive``)."""
     by_cat: dict[str, list[str]] = {}
     for d in train:
         for t in d.topics:
@@ -203,7 +206,7 @@ def caps(documents: int, n_profiles: int, idf_docs: int, out: Path) -> dict[str,
     write_jsonl(idf, train[:idf_docs])
     svc = Service(TrainingSet.load(idf), n_shards=4, recent_documents=20_000)
     table: dict[str, bytes] = {}
-    every = profile_specs(train, 100)
+    every = profile_specs(train[:idf_docs], 100)
     specs = ([s for s in every if s["profile"].endswith("-rocchio")][: n_profiles // 2]
              + [s for s in every if s["profile"].endswith("-knn")][: n_profiles - n_profiles // 2])
     for i, spec in enumerate(specs):
@@ -298,12 +301,17 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {}
     try:
         worker.wait_ready(timeout=300)
-        specs = profile_specs(train, args.profiles)
+        specs = profile_specs(train[: args.idf_docs], args.profiles)
         from sift.agents.harness import send_all
 
         send_all(settings, settings.topic("profiles"),
                  [(str(s["profile"]).encode(), orjson.dumps(s)) for s in specs])
-        wait_for(lambda: total([worker], "profiles_created") == len(specs), 600, "profiles")
+        # a refused spec is a dead letter: fail at once rather than wait for it
+        wait_for(lambda: total([worker], "profiles_created") + total([worker], "dead_letters")
+                 >= len(specs), 600, "profiles")
+        if total([worker], "dead_letters"):
+            raise SystemExit(f"soak: {total([worker], 'dead_letters')} profile specs refused "
+                             f"(see {settings.data_dir}/w1.log)")
         assert worker.proc is not None
         pid = worker.proc.pid
         prod = Producer(settings, worker, test + train[args.idf_docs:], args.documents, specs,
