@@ -394,6 +394,36 @@ class PlainFormatter(logging.Formatter):
         return out
 
 
+class OneLineFilter(logging.Filter):
+    r"""A handler filter that escapes each record's message (:func:`one_line`) before any
+    formatter sees it: ``sift worker`` logs plain text through Faust's own formatter,
+    which writes a message as it is, so user text in it (a document id, a profile name
+    that some message quotes without ``repr``) could start a forged record on a line of
+    its own. A message that cannot be formatted with its arguments is kept as its
+    template with a note, as :class:`PlainFormatter` keeps it.
+
+    >>> rec = logging.makeLogRecord({"msg": "document %s", "args": ("d1\nERROR forged",)})
+    >>> OneLineFilter().filter(rec), rec.getMessage()
+    (True, 'document d1\\nERROR forged')
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception as exc:
+            message = (f"{_text(record.msg)} (cannot format the message with its "
+                       f"arguments: {type(exc).__name__})")
+        record.msg, record.args = one_line(message), None
+        return True
+
+
+def one_line_handlers(logger: logging.Logger) -> None:
+    """Add :class:`OneLineFilter` to each of ``logger``'s handlers (once)."""
+    for handler in logger.handlers:
+        if not any(isinstance(f, OneLineFilter) for f in handler.filters):
+            handler.addFilter(OneLineFilter())
+
+
 #: the plain-text line of ``sift web`` (and of any process set up here without JSON)
 PLAIN_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
 

@@ -254,9 +254,35 @@ def run(args: argparse.Namespace) -> int:
         held.release()
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
+def worker_class(watchdog: StopWatchdog) -> type:
+    """Faust's worker, with the stop watchdog armed by a signal or a crash and each
+    plain-text log message escaped to one line (:func:`sift.observability.one_line_handlers`:
+    Faust's own formatter writes a message as it is; JSON lines escape it anyway)."""
     from faust import Worker as FaustWorker
 
+    class Worker(FaustWorker):
+        def _schedule_shutdown(self, signal: Any) -> None:  # SIGTERM, SIGINT
+            watchdog.arm()
+            super()._schedule_shutdown(signal)
+
+        def stop_and_shutdown(self) -> None:  # also the way out after a crash
+            watchdog.arm()
+            super().stop_and_shutdown()
+
+        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+            super().on_setup_root_logger(logger, level)
+            from sift.observability import one_line_handlers
+
+            one_line_handlers(logger)
+
+        async def on_startup_finished(self) -> None:
+            await super().on_startup_finished()
+            log.info("froze %d objects out of the garbage collector's passes", freeze_heap())
+
+    return Worker
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
     from sift.agents.app import create_app, prepare_topics
 
     check_data_dir(settings.data_dir, "--data-dir" if args.data_dir else "SIFT_DATA_DIR")
@@ -286,19 +312,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     gcwatch.install()  # the collector's pauses, in the stats (``gc``)
 
-    class Worker(FaustWorker):
-        def _schedule_shutdown(self, signal: Any) -> None:  # SIGTERM, SIGINT
-            watchdog.arm()
-            super()._schedule_shutdown(signal)
-
-        def stop_and_shutdown(self) -> None:  # also the way out after a crash
-            watchdog.arm()
-            super().stop_and_shutdown()
-
-        async def on_startup_finished(self) -> None:
-            await super().on_startup_finished()
-            log.info("froze %d objects out of the garbage collector's passes", freeze_heap())
-
+    Worker = worker_class(watchdog)
     fw = Worker(worker.app, loglevel=level, quiet=True, redirect_stdouts=False,
                 override_logging=not settings.log_json)
     if settings.log_json:
