@@ -657,8 +657,20 @@ class ShardedTable(faust.Table):  # type: ignore[type-arg]
             raise RuntimeError(f"table {self.name!r} was made without a partition count")
         return shard_of(name, int(n))
 
-    def send_changelog(self, *args: Any, **kwargs: Any) -> Any:
-        fut = super().send_changelog(*args, **kwargs)
+    def send_changelog(self, partition: int | None, key: Any, value: Any,
+                       *args: Any, **kwargs: Any) -> Any:
+        fut = super().send_changelog(partition, key, value, *args, **kwargs)
+        # Faust's memory store drops the keys of a partition that leaves this worker only
+        # if it knows their partition, which it learns from recovery alone: the keys
+        # written here stayed, and a profile the next owner deleted (its tombstone
+        # compacted away by the time the partition came back) was scored here again
+        # (fiftieth session, docs/reliability.md item 80). Placed as recovery places them.
+        placed = getattr(self.data, "_key_partition", None)
+        if isinstance(placed, MutableMapping) and partition is not None:
+            if value is None:
+                placed.pop(key, None)
+            else:
+                placed[key] = partition
         pending = self.__dict__.setdefault("_sift_unsettled", [])
         pending.append(fut)
         if len(pending) > 10_000:  # a writer that never settles must not grow this forever

@@ -1661,6 +1661,7 @@ class Service:
         if self.journal is not None and name in self.journal:
             del self.journal[name]
         self._forget(name)
+        self.scored.pop(name, None)
         bank = self._banks.get(self.shard(name))
         if bank is not None:
             bank.remove(name)
@@ -1713,11 +1714,17 @@ class Service:
         new profile never learned them, so a later judgment of such a document is new to
         it (not a repeat, nor a correction taking out of its sums what they never held).
         The held judgments are the newest (``labels`` is in their order), one label each.
-        Nothing is carried with ``reset``, or for a new name."""
+        Nothing is carried with ``reset``, or for a new name.
+
+        Nor when either profile is under ``update="never"`` (fiftieth session): a new one
+        would ignore the judgments, and an old one learned none of those it saw, so their
+        keys and labels are not carried either; until then they were, and the judgments,
+        held by no profile, were skipped as duplicates when sent again under a later spec
+        that learns (the feedback lost for good)."""
         if spec.reset or spec.profile not in table:
             return {}, {}
         old = self.entry(spec.profile, table)
-        if old is None:
+        if old is None or "never" in (profile.update, old.profile.update):
             return {}, {}
         # the old record was decoded at this vectorizer's width (decode_profile_record
         # refuses another), so its rows fit the new profile
@@ -1773,6 +1780,10 @@ class Service:
                                                               f"{spec.profile!r}: {exc}"))
                 continue
             judged, labels = self._carry_judgments(spec, profile, table)
+            previous = self.entry(spec.profile, table) if spec.profile in table else None
+            if previous is not None:
+                # decisions' model_version goes on from the replaced profile's, never back
+                profile.continue_versions(previous.profile.version_)
             # a new epoch: a journal left by an earlier profile of this name is not ours
             entry = ProfileEntry(spec, profile, judged=judged, epoch=uuid.uuid4().hex,
                                  replaces=spec.profile in table, labels=labels)

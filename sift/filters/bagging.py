@@ -58,7 +58,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from sift.filters.base import init_params
 from sift.filters.errors import FilterError, ParameterError, StateError
-from sift.filters.profile import Profile, check_documents
+from sift.filters.profile import Profile, _after_version, check_documents
 from sift.filters.rocchio import Rocchio
 from sift.filters.sparse import restrict
 from sift.filters.state import STATE_VERSION, check_version
@@ -293,6 +293,13 @@ class BaggedProfile:
     @property
     def version_(self) -> int:
         return sum(map(_VERSION, self.members))
+
+    def continue_versions(self, previous: int) -> None:
+        """:meth:`Profile.continue_versions` of the bag: its ``version_`` (the sum of
+        the members') becomes ``previous`` plus its own, the first member's taking the
+        difference."""
+        first = self.members[0]
+        first.version_ = _after_version(previous, self.version_) - (self.version_ - first.version_)
 
     @property
     def n_judged_(self) -> int:

@@ -50,7 +50,14 @@ from sift.filters.measures import get_measure
 from sift.filters.pseudolabel import Pseudolabeler
 from sift.filters.rocchio import Rocchio
 from sift.filters.sparse import rows_equal, stack_rows
-from sift.filters.state import STATE_VERSION, check_version, decode_count, decode_csr, encode_csr
+from sift.filters.state import (
+    MAX_COUNT,
+    STATE_VERSION,
+    check_version,
+    decode_count,
+    decode_csr,
+    encode_csr,
+)
 from sift.filters.threshold import stable_argsort, trot, zero_utility_threshold
 
 MODEL_CLASSES: dict[str, type[ScoringModel]] = {"rocchio": Rocchio, "kantor": Kantor, "knn": KNN}
@@ -191,6 +198,15 @@ def check_rows(X: sp.csr_matrix) -> sp.csr_matrix:
     at most ``MAX_VALUE`` in magnitude, each column once; :class:`FilterError` if not):
     for a caller that checks a batch for several profiles before any learns from it."""
     return _check_values(X, "document vectors")
+
+
+def _after_version(previous: Any, own: int) -> int:
+    """``previous + own``, ``previous`` checked: a version (a non-negative int)."""
+    if isinstance(previous, bool) or not isinstance(previous, int | np.integer) \
+            or not 0 <= int(previous) <= MAX_COUNT - own:
+        raise ParameterError(f"previous must be a model version (an integer in [0, "
+                             f"2**62]), got {previous!r:.60}")
+    return int(previous) + own
 
 
 def check_documents(X: Any, n_features: int) -> sp.csr_matrix:
@@ -1075,6 +1091,22 @@ class Profile:
         return (stack_rows([x for x, _, _ in parts]),
                 np.concatenate([r for _, r, _ in parts]).astype(bool),
                 np.concatenate([w for _, _, w in parts]).astype(np.float64))
+
+    def continue_versions(self, previous: int) -> None:
+        """Number this profile's model versions on from ``previous``, the ``version_`` of
+        the profile it replaces: ``version_`` becomes ``previous`` plus the versions this
+        one has made itself (its fit, the judgments it learned), so a profile rebuilt from
+        a changed spec never shows a model version the replaced one had already shown
+        (the streaming service's decisions carry it as ``model_version``).
+
+        >>> import numpy as np, scipy.sparse as sp
+        >>> X = sp.csr_matrix(np.eye(3) * 0.9 + 0.1)
+        >>> p = Profile("p"); p.fit(X[:1], X, positives=[0]); p.version_
+        1
+        >>> p.continue_versions(7); p.version_
+        8
+        """
+        self.version_ = _after_version(previous, self.version_)
 
     def flush(self) -> None:
         """Apply buffered judgments now and re-threshold."""
