@@ -486,6 +486,25 @@ def count_dead(stats: Counter[str] | None, letters: Sequence[DeadLetter]) -> Non
 R = TypeVar("R", RouteResult, UpdateResult)
 
 
+def runs_of_kind(messages: Sequence[InputMessage],
+                 kind: Callable[[InputMessage], bool]) -> list[list[InputMessage]]:
+    """``messages`` cut into runs of consecutive messages of one ``kind``, in order.
+
+    >>> [[m.offset for m in r] for r in runs_of_kind(
+    ...     [InputMessage(b"", "t", 0, o) for o in range(5)], lambda m: m.offset in (2, 3))]
+    [[0, 1], [2, 3], [4]]
+    """
+    runs: list[list[InputMessage]] = []
+    last: bool | None = None
+    for m in messages:
+        k = kind(m)
+        if k is not last or not runs:
+            runs.append([])
+            last = k
+        runs[-1].append(m)
+    return runs
+
+
 class OneAtATime:
     """A blocking call run in the default executor by a periodic task, never twice at once.
 
@@ -1302,14 +1321,16 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     async def apply_specs(stream: faust.StreamT[Any]) -> None:
         recovered: list[tuple[str, int, int]] = []
         async for events in take_events(stream, 8, within=settings.batch_timeout):
-            # review specs (any spec with a "mode") first: a review and a standing spec
-            # of one name in one batch leave the review, the standing one refused
-            # (review_exists, Service.reviews)
-            msgs = await reviews.take_specs(await complete([to_message(e) for e in events],
-                                                           recovered))
-            result = guarded(service.apply_specs, msgs, table, stats=service.stats)
-            await settle()
-            await emit_forwards(result)
+            # review specs (any spec with a "mode") and standing ones in partition order,
+            # a run of one kind at a time: "delete profile x, start review x" in one batch
+            # was refused when the review specs went first (fiftieth session, item 80)
+            msgs = await complete([to_message(e) for e in events], recovered)
+            for run in runs_of_kind(msgs, reviews.service.is_review_spec):
+                standing = await reviews.take_specs(run)
+                if standing:
+                    result = guarded(service.apply_specs, standing, table, stats=service.stats)
+                    await settle()
+                    await emit_forwards(result)
             ack_recovered(recovered)
             mark_processed(events)
 

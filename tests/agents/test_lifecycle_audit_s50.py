@@ -16,7 +16,7 @@ import pytest
 from faust.types import TP
 
 from sift.agents.service import InputMessage, Service, TrainingSet, shard_of
-from tests.agents.offline import TRAIN, offline_worker, training_set
+from tests.agents.offline import TRAIN, agent, offline_worker, training_set
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +89,38 @@ def test_l1_keys_a_worker_wrote_leave_with_their_partition(tmp_path: Any,
     worker.table[names[1]] = b"b"
     asyncio.run(keep(1))
     assert list(worker.table) == [names[1]]
+
+
+# ------------------------------------------------------------------------------ L2
+def test_l2_a_batch_of_specs_is_applied_in_partition_order_across_the_two_kinds(
+        tmp_path: Any) -> None:
+    """Review specs of a consumed batch were applied before the standing ones: "delete
+    profile x" then "start review x" in one batch refused the review (``profile_exists``,
+    x was still a profile) and then deleted x; in two batches it worked."""
+    worker = offline_worker(str(tmp_path))
+    name = "wilson"
+    part = shard_of(name, 2)
+    review = orjson.dumps({"profile": name, "mode": "review", "query": "wilson disease"})
+
+    async def run() -> None:
+        async with agent(worker, "apply_specs").test_context() as a:
+            await a.put(orjson.dumps({"profile": name, "query": "wilson"}),
+                        key=name.encode(), partition=part)
+            await asyncio.sleep(0.2)
+            assert name in worker.table
+            # one batch: both before the agent takes any
+            await a.put(orjson.dumps({"profile": name, "delete": True}), key=name.encode(),
+                        partition=part, wait=False)
+            await a.put(review, key=name.encode(), partition=part, wait=False)
+            await asyncio.sleep(0.3)
+
+    asyncio.run(run())
+    dead = [orjson.loads(c.kwargs["value"]) for c in
+            worker.topics["dead-letters"].send.await_args_list]
+    assert dead == []
+    assert name not in worker.table
+    assert worker.reviews.service.stats["reviews_created"] == 1
+    assert worker.service.stats["profiles_deleted"] == 1
 
 
 # ------------------------------------------------------------------------------ L3

@@ -113,18 +113,23 @@ def test_the_review_names_are_the_review_tables_names_not_its_chunks() -> None:
 
 def test_the_worker_refuses_a_standing_profile_named_as_a_running_review(worker: Any) -> None:
     """Through the specs agent: the review first, then a standing spec of its name (a
-    later batch; and in one batch, the standing spec first): one dead letter each, no
-    standing profile, the worker goes on (a spec of another name after them is applied),
-    and a judgment of the name still goes to the review."""
+    later batch): one dead letter, no standing profile, the worker goes on (a spec of
+    another name after them is applied), and a judgment of the name still goes to the
+    review. In one batch, the standing spec first: the batch is applied in partition
+    order (since the fiftieth session, docs/reliability.md item 80; the review specs of a
+    batch went first before, so the outcome depended on how the messages were batched),
+    so the standing profile is made and the review refused, as in two batches."""
     put_specs(worker, [review_spec()], [{"profile": REVIEW, "query": "emicizumab hemophilia"}],
               [{"profile": "don3", "query": "emicizumab"}, review_spec("don3"),
                {"profile": "oil", "query": "crude oil", "positives": ["t2"]}])
-    assert worker.reviews.service.stats["reviews_created"] == 2
+    assert worker.reviews.service.stats["reviews_created"] == 1
     assert dead(worker) == [("review_exists", TAKEN),
-                            ("review_exists", TAKEN.replace("don1", "don3"))]
-    assert worker.service.stats["profiles_created"] == 1  # oil only
-    assert REVIEW not in worker.table and "don3" not in worker.table and "oil" in worker.table
-    assert worker.stats()["stats"]["dead_letters.review_exists"] == 2
+                            ("profile_exists",
+                             "'don3' is a standing profile; a review needs another name")]
+    assert worker.service.stats["profiles_created"] == 2  # don3 and oil
+    assert REVIEW not in worker.table and "don3" in worker.table and "oil" in worker.table
+    assert worker.stats()["stats"]["dead_letters.review_exists"] == 1
+    assert worker.stats()["stats"]["dead_letters.profile_exists"] == 1
     judgment = msg({"doc_id": "x", "profile": REVIEW, "relevant": True}, REVIEW, "judgments")
     assert worker.reviews.service.claims(judgment, worker.reviews.table)
 
