@@ -65,7 +65,7 @@ from sift.agents.service import (
     same_payloads,
     shard_of,
 )
-from sift.agents.tails import PartitionView, TailWatch
+from sift.agents.tails import BusyTopics, PartitionView, TailWatch
 from sift.hosts import host_refused, refusal
 from sift.kafkaclient import read_offsets, start_offsets
 from sift.observability import CONTENT_TYPE
@@ -639,12 +639,23 @@ def byte_steps(messages: Sequence[InputMessage], max_bytes: int) -> Iterator[sli
         yield slice(start, len(messages))
 
 
-def take_events(stream: faust.StreamT[Any], n: int, *, within: float) -> AsyncIterator[list[EventT[Any]]]:
+async def take_events(stream: faust.StreamT[Any], n: int, *, within: float,
+                      busy: BusyTopics | None = None) -> AsyncIterator[list[EventT[Any]]]:
     """``stream.take_events``: batches of up to ``n`` events, each with its message (the
     events are needed to acknowledge what was processed; faust's ``StreamT`` protocol
-    does not declare the method)."""
+    does not declare the method). With ``busy``, the batch's topics are in it from the
+    batch's delivery until the agent asks for the next one (or stops): the tail watch
+    does not take a partition waiting behind a long batch for a lost tail."""
     batches: AsyncIterator[list[EventT[Any]]] = stream.take_events(n, within=within)  # type: ignore[attr-defined]
-    return batches
+    async for batch in batches:
+        topics = {e.message.topic for e in batch} if busy is not None else set()
+        if busy is not None:
+            busy.enter(topics)
+        try:
+            yield batch
+        finally:
+            if busy is not None:
+                busy.leave(topics)
 
 
 def to_message(event: EventT[Any]) -> InputMessage:
@@ -1093,6 +1104,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     inputs = {settings.topic(t) for t in ("documents", "judgments", "profiles", SHARD_TOPIC)}
     gaps_left_to_the_agents(inputs)
     tails = TailWatch(stall_s=TAIL_STALL_S)
+    busy = BusyTopics()  # the input topics whose agent is inside a batch
 
     def keep_going_here(name: str) -> Callable[[Callable[[], Awaitable[None]]],
                                                Callable[[], Awaitable[None]]]:
@@ -1114,7 +1126,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             views = [PartitionView(tp.topic, tp.partition, consumer.highwater(tp),
                                    service.last_offset(tp.topic, tp.partition),
                                    committed.get(tp), min(acked.get(tp) or (), default=None),
-                                   known_start(tp.topic, tp.partition))
+                                   known_start(tp.topic, tp.partition), tp.topic in busy)
                      for tp in consumer.assignment() if tp.topic in inputs]
         except Exception as exc:  # the consumer not started or being replaced
             log.debug("tail check skipped: %s", exc)
@@ -1131,7 +1143,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         recovered: list[tuple[str, int, int]] = []
         stats = service.stats
         done: float | None = None
-        async for batch in take_events(stream, settings.batch_size, within=settings.batch_timeout):
+        async for batch in take_events(stream, settings.batch_size, within=settings.batch_timeout,
+                                           busy=busy):
             # where the agent's time goes: waiting for a batch (Faust's reading and
             # per-message machinery, or no input) against processing it; the wait for
             # the first batch (start-up, recovery) is left out
@@ -1285,7 +1298,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         # taken in batches: a worker holding several shards gets each routed batch once
         # per shard, and the copies are scored as one (Service.score_copies)
         recovered: list[tuple[str, int, int]] = []
-        async for batch in take_events(stream, settings.batch_size, within=settings.batch_timeout):
+        async for batch in take_events(stream, settings.batch_size, within=settings.batch_timeout,
+                                           busy=busy):
             start = time.monotonic()
             # the decisions of each payload are sent without waiting for the broker, so
             # the next payload is scored during the round trip (as the router does); the
@@ -1320,7 +1334,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     @app.agent(profiles_topic)
     async def apply_specs(stream: faust.StreamT[Any]) -> None:
         recovered: list[tuple[str, int, int]] = []
-        async for events in take_events(stream, 8, within=settings.batch_timeout):
+        async for events in take_events(stream, 8, within=settings.batch_timeout, busy=busy):
             # review specs (any spec with a "mode") and standing ones in partition order,
             # a run of one kind at a time: "delete profile x, start review x" in one batch
             # was refused when the review specs went first (fiftieth session, item 80)
@@ -1339,7 +1353,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         recovered: list[tuple[str, int, int]] = []  # read back, to acknowledge when done
         # larger batches: more judgments of one profile share a re-threshold and a write
         async for events in take_events(stream, settings.judgment_batch_size,
-                                               within=settings.judgment_batch_timeout):
+                                        within=settings.judgment_batch_timeout, busy=busy):
             start = time.monotonic()
             msgs = await reviews.take_judgments(await complete([to_message(e) for e in events],
                                                                recovered))

@@ -94,3 +94,88 @@ def test_a_hole_below_the_acknowledged_offsets_is_reported_at_the_committed_offs
     ok = PartitionView("judgments", 1, highwater=1200, last_seen=1199, committed=600,
                        acked_min=600)
     assert w.check([ok], now=0.0) == [] and w.check([ok], now=60.0) == []
+
+
+# -- a partition waiting behind its agent's long batch (fiftieth session) -------------
+
+
+def busy_view(last: int, hw: int, busy: bool) -> PartitionView:
+    return PartitionView("judgments", 0, hw, last, None, busy=busy)
+
+
+def test_a_partition_behind_a_long_batch_is_not_reported() -> None:
+    """The soak's judgments: a batch of a busy worker took more than the stall, and the
+    watch sought the partition back to the batch's end (37 times in 13 minutes). Behind
+    a batch in progress the partition is not stalled."""
+    w = TailWatch(stall_s=10)
+    for t in range(0, 60, 2):
+        assert w.check([busy_view(500, 900, busy=True)], now=float(t)) == []
+    # the batch ended and nothing came after it: a lost tail, 10 s after the last busy look
+    assert w.check([busy_view(500, 900, busy=False)], now=60.0) == []
+    assert w.check([busy_view(500, 900, busy=False)], now=67.9) == []
+    assert w.check([busy_view(500, 900, busy=False)], now=68.0) == [("judgments", 0, 501)]
+
+
+def test_a_hole_below_the_acknowledged_offsets_waits_for_the_batch_too() -> None:
+    w = TailWatch(stall_s=5)
+    v = PartitionView("judgments", 0, 700, 650, 400, acked_min=450, busy=True)
+    assert [w.check([v], now=float(t)) for t in range(0, 20, 5)] == [[], [], [], []]
+    idle = PartitionView("judgments", 0, 700, 650, 400, acked_min=450)
+    assert w.check([idle], now=19.9) == []  # the last busy look was at 15
+    assert w.check([idle], now=20.0) == [("judgments", 0, 400)]
+
+
+class _Event:
+    def __init__(self, topic: str) -> None:
+        self.message = type("M", (), {"topic": topic})()
+
+
+class _Stream:
+    """What ``take_events`` reads of a Faust stream: ``take_events(n, within)``."""
+
+    def __init__(self, batches: list[list[_Event]]) -> None:
+        self.batches = batches
+
+    async def take_events(self, n: int, within: float):  # type: ignore[no-untyped-def]
+        for b in self.batches:
+            yield b
+
+
+def test_take_events_marks_the_topics_of_the_batch_in_progress() -> None:
+    import asyncio
+
+    from sift.agents.app import take_events
+    from sift.agents.tails import BusyTopics
+
+    busy = BusyTopics()
+    seen: list[tuple[bool, bool]] = []
+
+    async def agent() -> None:
+        stream = _Stream([[_Event("judgments")], [_Event("judgments"), _Event("documents")]])
+        async for _batch in take_events(stream, 10, within=0.1, busy=busy):  # type: ignore[arg-type]
+            seen.append(("judgments" in busy, "documents" in busy))
+            await asyncio.sleep(0)
+        seen.append(("judgments" in busy, "documents" in busy))
+
+    asyncio.run(agent())
+    assert seen == [(True, False), (True, True), (False, False)]
+
+
+def test_take_events_leaves_the_topics_when_the_agent_stops_in_a_batch() -> None:
+    import asyncio
+
+    from sift.agents.app import take_events
+    from sift.agents.tails import BusyTopics
+
+    busy = BusyTopics()
+
+    async def agent() -> None:
+        batches = take_events(_Stream([[_Event("documents")]] * 3), 10, within=0.1,  # type: ignore[arg-type]
+                              busy=busy)
+        async for _batch in batches:
+            assert "documents" in busy
+            break
+        await batches.aclose()  # type: ignore[attr-defined]
+
+    asyncio.run(agent())
+    assert "documents" not in busy
