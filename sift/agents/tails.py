@@ -95,7 +95,7 @@ class TailWatch:
         batch of a busy worker took more than 10 s (writing its records included), and
         such a partition was taken for a lost tail and delivered again from the
         batch's end (fiftieth session: the 1,000,000-document soak with a judgment every
-        5 documents sought its judgments partitions back 37 times in 13 minutes, and
+        5 documents sought its judgments partitions back 43 times in 15 minutes, and
         the duplicates fed the backlog).
 
     Examples

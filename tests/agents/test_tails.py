@@ -105,7 +105,7 @@ def busy_view(last: int, hw: int, busy: bool) -> PartitionView:
 
 def test_a_partition_behind_a_long_batch_is_not_reported() -> None:
     """The soak's judgments: a batch of a busy worker took more than the stall, and the
-    watch sought the partition back to the batch's end (37 times in 13 minutes). Behind
+    watch sought the partition back to the batch's end (43 times in 15 minutes). Behind
     a batch in progress the partition is not stalled."""
     w = TailWatch(stall_s=10)
     for t in range(0, 60, 2):
