@@ -133,6 +133,37 @@ def _threshold(value: Any, name: str) -> float:
     return float(value)
 
 
+def _legacy_params(params: dict[str, Any], state: dict[str, Any]) -> None:
+    """Give ``params`` (a stored profile state's, changed in place) the behaviour the
+    profile was fitted with where the state predates a parameter whose default is not
+    that behaviour (fiftieth session, docs/reliability.md item 82). The profile then
+    writes the values out, so its next record no longer depends on these markers.
+
+    - No ``trot_pseudo_positives``, ``explore`` (e53ad73, 1 December 01:10): TROT counted
+      the pseudo-positives and nothing explored. No ``silent_explore`` (b92c9d2, 04:02): a
+      profile TROT silenced did not explore.
+    - No ``silenced_at_fit`` in the state (329eefc, 14:22, an hour before Kantor's
+      ``query_weight`` came with 1.5, 0e6ef01): Kantor's formula was the design's,
+      ``query_weight`` 1, for a Kantor profile and a fusion profile's Kantor component
+      alike, unless the spec set it. The two commits between the marker and the new
+      default wrote states read with 1.5 (one hour of the development history).
+    """
+    params.setdefault("trot_pseudo_positives", True)
+    params.setdefault("explore", 0.0)
+    params.setdefault("silent_explore", False)
+    if "silenced_at_fit" in state:
+        return
+    mp = params.get("model_params")
+    if not isinstance(mp, dict):
+        return  # refused by the constructor, with its reason
+    if params.get("model") == "kantor":
+        params["model_params"] = {"query_weight": 1.0, **mp}
+    elif params.get("model") == "fusion":
+        sub = mp.get("kantor")
+        if sub is None or isinstance(sub, dict):
+            params["model_params"] = {**mp, "kantor": {"query_weight": 1.0, **(sub or {})}}
+
+
 def ranking_size(scores: NDArray[np.float64], cut: float) -> NDArray[np.bool_]:
     """Which documents of a training ranking look like the top of it: those whose score
     above the median is at least ``cut`` of the top score's (none when the top score is
@@ -1373,6 +1404,7 @@ class Profile:
             params.setdefault("reopen_share", None)
             # states written before size_cut existed count K as they were fitted to
             params.setdefault("size_cut", None)
+            _legacy_params(params, s)
             p = cls(params.pop("name"), **params)
             width = s["n_features"]
             if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= 2**31 - 1:
