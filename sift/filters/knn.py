@@ -632,6 +632,19 @@ class KNNStack(Stack):
         if cols:
             cap = 2 * float(np.median(list(need.values())))
             cols = [j for j in cols if need[j] <= cap]
+        # a pool whose documents other pools rarely hold (the profile's own judged
+        # documents, once they have pushed out the shared pseudo-negatives, evicted
+        # first: any long-running kNN profile) has few default members, and the search
+        # below would widen to the whole union and rank its pairs one by one: such a
+        # model is scored on its own pool. 50 Reuters profiles with 2,000-document pools
+        # (`benchmarks/knn_own_pools.py`, documents/s, union against pool by pool): 1,500
+        # documents of their own 694 against 430, 1,800 228 against 397, 2,000 47 against
+        # 429 (`benchmarks/results/knn_own_pools.json`); a fiftieth-session soak slowed
+        # from about 2,000 to 300 documents/s once the pools were full. Gathering a
+        # model's similarities from the union's product instead was slower than its own
+        # pool's product (307 against 430 at 2,000, a throw-away patch).
+        mostly_own = set(self._mostly_own(cols))
+        cols = [j for j in cols if j not in mostly_own]
         self.cols = np.asarray(cols, dtype=np.int64)
         P = len(cols)
         self.kk = np.array([min(models[j].k, len(sets[j])) for j in cols], dtype=np.int64)
@@ -666,6 +679,21 @@ class KNNStack(Stack):
         self.alone = sorted(set(range(len(models))) - set(cols))  # scored pool by pool
         self._padded: tuple[NDArray[np.int64], NDArray[np.float64]] | None = None
         self._built = True
+
+    def _mostly_own(self, cols: list[int]) -> list[int]:
+        """The models of ``cols`` fewer than an eighth of whose pool documents are held
+        by more than half of the pools of ``cols``: their documents are rarely a union
+        row's default (the code most pools give it). The eighth is where the union's
+        search and the pool's own product cost about the same in the benchmark above
+        (21 % shared: the union 1.6 times faster; 6 %: twice as slow)."""
+        if len(cols) < 2:
+            return []
+        rows = [self.union.rows[j] for j in cols]
+        held = np.bincount(np.concatenate([r for r in rows if r is not None]),
+                           minlength=self.union.n)
+        shared = held > len(cols) / 2
+        return [j for j, r in zip(cols, rows, strict=True)
+                if r is not None and r.size and np.count_nonzero(shared[r]) * 8 < r.size]
 
     def score(self, X: sp.csr_matrix) -> NDArray[np.float64]:
         """Scores of every row of ``X`` against every model. A few documents, before the
