@@ -14,15 +14,7 @@ import scipy.sparse as sp
 
 from sift.filters.examples import ExampleSet
 from sift.filters.knn import KNN, KNNStack
-
-
-@pytest.fixture(autouse=True)
-def _every_pool_in_the_union(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These pools are random subsets of one matrix, most rows held by a minority of the
-    pools: since the fiftieth session such models are scored pool by pool
-    (``KNNStack._mostly_own``), which ``test_knn_own_pools_s50.py`` tests. Here they stay
-    in the union, whose exception handling is what is tested."""
-    monkeypatch.setattr(KNNStack, "_mostly_own", lambda self, cols: [])
+from tests.unit.test_knn_pool import _every_pool_in_the_union  # noqa: F401  (autouse: the union tested)
 
 
 def _loop_score(X: sp.csr_matrix, ex: ExampleSet, model: KNN) -> np.ndarray:
