@@ -1126,7 +1126,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             views = [PartitionView(tp.topic, tp.partition, consumer.highwater(tp),
                                    service.last_offset(tp.topic, tp.partition),
                                    committed.get(tp), min(acked.get(tp) or (), default=None),
-                                   known_start(tp.topic, tp.partition), tp.topic in busy)
+                                   known_start(tp.topic, tp.partition), tp.topic in busy,
+                                   busy.finished(tp.topic))
                      for tp in consumer.assignment() if tp.topic in inputs]
         except Exception as exc:  # the consumer not started or being replaced
             log.debug("tail check skipped: %s", exc)

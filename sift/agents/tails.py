@@ -50,21 +50,28 @@ class PartitionView:
     #: the topic's agent is processing a batch: the partition's next messages wait behind
     #: that work (in Faust's buffer, or not fetched while the buffer is full), not lost
     busy: bool = False
+    #: batches of the topic the agent has finished so far (:meth:`BusyTopics.finished`)
+    batches: int = 0
 
 
 class BusyTopics:
-    """The topics whose agent is inside a batch, for :class:`PartitionView.busy`.
+    """The topics whose agent is inside a batch, and how many batches of each it has
+    finished, for :class:`PartitionView`'s ``busy`` and ``batches``.
 
     >>> busy = BusyTopics()
     >>> busy.enter(["judgments"]); busy.enter(["judgments"]); busy.leave(["judgments"])
-    >>> "judgments" in busy, "documents" in busy
-    (True, False)
-    >>> busy.leave(["judgments"]); "judgments" in busy
-    False
+    >>> "judgments" in busy, "documents" in busy, busy.finished("judgments")
+    (True, False, 1)
+    >>> busy.leave(["judgments"]); "judgments" in busy, busy.finished("judgments")
+    (False, 2)
     """
 
     def __init__(self) -> None:
         self._n: dict[str, int] = {}
+        self._done: dict[str, int] = {}
+
+    def finished(self, topic: str) -> int:
+        return self._done.get(topic, 0)
 
     def enter(self, topics: Iterable[str]) -> None:
         for t in topics:
@@ -72,6 +79,7 @@ class BusyTopics:
 
     def leave(self, topics: Iterable[str]) -> None:
         for t in topics:
+            self._done[t] = self._done.get(t, 0) + 1
             n = self._n.get(t, 0) - 1
             if n > 0:
                 self._n[t] = n
@@ -90,13 +98,16 @@ class TailWatch:
     ----------
     stall_s
         Seconds a partition must stay behind, with its last processed offset
-        unchanged and its agent idle, before it is reported. While the agent is inside
-        a batch the partition is not stalled, whatever the batch takes: a judgments
-        batch of a busy worker took more than 10 s (writing its records included), and
-        such a partition was taken for a lost tail and delivered again from the
-        batch's end (fiftieth session: the 1,000,000-document soak with a judgment every
-        5 documents sought its judgments partitions back 43 times in 15 minutes, and
-        the duplicates fed the backlog).
+        unchanged, before it is reported, not counting the time its topic's agent spends
+        inside one batch: a partition is not stalled behind a batch in progress, whatever
+        the batch takes (a judgments batch of a busy worker took more than 10 s, its
+        records written included, and such a partition was taken for a lost tail and
+        delivered again from the batch's end; fiftieth session: the 1,000,000-document
+        soak with a judgment every 5 documents sought its judgments partitions back 43
+        times in 15 minutes, and the duplicates fed the backlog). Once the agent has
+        finished a batch since the partition last moved, the time counts again, busy or
+        not: an agent serving the topic's other partitions batch after batch does not
+        hide a partition whose last messages never came.
 
     Examples
     --------
@@ -114,13 +125,14 @@ class TailWatch:
     ...                      busy=True)
     >>> w.check([view], now=12.0), w.check([busy], now=30.0), w.check([view], now=39.0)
     ([], [], [])
-    >>> w.check([view], now=40.0)  # 10 s after the agent was last seen busy
+    >>> w.check([view], now=40.0)  # 10 s after the agent was last seen in that batch
     [('judgments', 1, 351)]
     """
 
     stall_s: float = 10.0
-    #: partition -> (its progress marker: last seen and committed offsets, since when)
-    _behind: dict[tuple[str, int], tuple[tuple[int | None, int | None], float]] = field(
+    #: partition -> (its progress marker: last seen and committed offsets, since when,
+    #: its topic's finished batches then)
+    _behind: dict[tuple[str, int], tuple[tuple[int | None, int | None], float, int]] = field(
         default_factory=dict)
 
     def reset(self) -> None:
@@ -142,8 +154,11 @@ class TailWatch:
                 continue
             progress = (v.last_seen, v.committed)
             seen = self._behind.get(tp)
-            if seen is None or seen[0] != progress or v.busy:
-                self._behind[tp] = (progress, now)
+            if seen is None or seen[0] != progress:
+                self._behind[tp] = (progress, now, v.batches)
+            elif v.busy and v.batches == seen[2]:
+                # still inside the batch of the stall's start: the clock starts again
+                self._behind[tp] = (progress, now, v.batches)
             elif now - seen[1] >= self.stall_s:
                 due.append((v.topic, v.partition, missing))
                 del self._behind[tp]

@@ -116,6 +116,18 @@ def test_a_partition_behind_a_long_batch_is_not_reported() -> None:
     assert w.check([busy_view(500, 900, busy=False)], now=68.0) == [("judgments", 0, 501)]
 
 
+def test_an_agent_busy_with_other_partitions_does_not_hide_a_lost_tail() -> None:
+    """The agent serves the topic's other partitions batch after batch (busy at every
+    look): once it has finished a batch since the partition last moved, the stall's
+    time counts, and the partition whose last messages never came is reported."""
+    w = TailWatch(stall_s=10)
+    for t in range(0, 10, 2):
+        v = PartitionView("documents", 3, 900, 500, None, busy=True, batches=40 + t)
+        assert w.check([v], now=float(t)) == []
+    v = PartitionView("documents", 3, 900, 500, None, busy=True, batches=60)
+    assert w.check([v], now=10.0) == [("documents", 3, 501)]
+
+
 def test_a_hole_below_the_acknowledged_offsets_waits_for_the_batch_too() -> None:
     w = TailWatch(stall_s=5)
     v = PartitionView("judgments", 0, 700, 650, 400, acked_min=450, busy=True)
@@ -159,6 +171,7 @@ def test_take_events_marks_the_topics_of_the_batch_in_progress() -> None:
 
     asyncio.run(agent())
     assert seen == [(True, False), (True, True), (False, False)]
+    assert (busy.finished("judgments"), busy.finished("documents")) == (2, 1)
 
 
 def test_take_events_leaves_the_topics_when_the_agent_stops_in_a_batch() -> None:
