@@ -361,6 +361,17 @@ class JsonFormatter(logging.Formatter):
         return data.decode().translate(_SEPARATORS)
 
 
+def _message(record: logging.LogRecord) -> str:
+    """The record's message; one that cannot be formatted with its arguments is its
+    template with a note (as :class:`JsonFormatter` keeps the record, not logging's
+    "--- Logging error ---")."""
+    try:
+        return record.getMessage()
+    except Exception as exc:
+        return (f"{_text(record.msg)} (cannot format the message with its "
+                f"arguments: {type(exc).__name__})")
+
+
 class PlainFormatter(logging.Formatter):
     r"""Plain text, a record's first line its only line that starts at column 0.
 
@@ -376,11 +387,7 @@ class PlainFormatter(logging.Formatter):
     """
 
     def format(self, record: logging.LogRecord) -> str:
-        try:
-            record.message = record.getMessage()
-        except Exception as exc:  # as JsonFormatter: the record, not "--- Logging error ---"
-            record.message = (f"{_text(record.msg)} (cannot format the message with its "
-                              f"arguments: {type(exc).__name__})")
+        record.message = _message(record)
         if self.usesTime():
             record.asctime = self.formatTime(record, self.datefmt)
         out = one_line(self.formatMessage(record))
@@ -408,12 +415,7 @@ class OneLineFilter(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception as exc:
-            message = (f"{_text(record.msg)} (cannot format the message with its "
-                       f"arguments: {type(exc).__name__})")
-        record.msg, record.args = one_line(message), None
+        record.msg, record.args = one_line(_message(record)), None
         return True
 
 

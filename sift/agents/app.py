@@ -648,14 +648,15 @@ async def take_events(stream: faust.StreamT[Any], n: int, *, within: float,
     does not take a partition waiting behind a long batch for a lost tail."""
     batches: AsyncIterator[list[EventT[Any]]] = stream.take_events(n, within=within)  # type: ignore[attr-defined]
     async for batch in batches:
-        topics = {e.message.topic for e in batch} if busy is not None else set()
-        if busy is not None:
-            busy.enter(topics)
+        if busy is None:
+            yield batch
+            continue
+        topics = {e.message.topic for e in batch}
+        busy.enter(topics)
         try:
             yield batch
         finally:
-            if busy is not None:
-                busy.leave(topics)
+            busy.leave(topics)
 
 
 def to_message(event: EventT[Any]) -> InputMessage:

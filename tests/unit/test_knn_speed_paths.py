@@ -14,7 +14,6 @@ import scipy.sparse as sp
 
 from sift.filters.examples import ExampleSet
 from sift.filters.knn import KNN, KNNStack
-from tests.unit.test_knn_pool import _every_pool_in_the_union  # noqa: F401  (autouse: the union tested)
 
 
 def _loop_score(X: sp.csr_matrix, ex: ExampleSet, model: KNN) -> np.ndarray:
