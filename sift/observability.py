@@ -415,7 +415,10 @@ class OneLineFilter(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = one_line(_message(record)), None
+        # no arguments is (), as logging makes it: mode's ExtensionFormatter (Faust's on
+        # a stream, the worker's default) turns None into (None,), and every record
+        # failed to format (fifty-first session)
+        record.msg, record.args = one_line(_message(record)), ()
         return True
 
 

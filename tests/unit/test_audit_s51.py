@@ -1,0 +1,60 @@
+"""The fifty-first session's audit of the fiftieth session's code: each test failed
+before its fix."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from sift.commands.worker import StopWatchdog, worker_class
+
+FORGED = "d1\n[2026-01-01 00:00:00,000] [1] [ERROR] forged"
+
+
+@pytest.fixture
+def root_handlers() -> Iterator[None]:
+    root = logging.getLogger()
+    saved, level = list(root.handlers), root.level
+    yield
+    for h in list(root.handlers):
+        root.removeHandler(h)
+        if h not in saved:
+            h.close()
+    for h in saved:
+        root.addHandler(h)
+    root.setLevel(level)
+
+
+def worker_logging() -> None:
+    """Faust's set-up as ``sift worker`` gets it (no log file: a stream handler, which
+    writes to standard error, through mode's colour formatter ``ExtensionFormatter``),
+    then the worker's hook."""
+    from mode.utils.logging import setup_logging
+
+    cls = worker_class(StopWatchdog(1.0))
+    worker = cls.__new__(cls)  # the hook needs no running app
+    worker.spinner = None
+    level = setup_logging(loglevel="INFO", logfile=io.StringIO())
+    worker.on_setup_root_logger(logging.getLogger(), level)
+
+
+def test_a1_the_worker_writes_its_records_through_the_stream_formatter(
+        root_handlers: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """``OneLineFilter`` left ``args`` None; mode's ``ExtensionFormatter`` (the worker's
+    formatter on its default stream) makes that ``(None,)``, so every record failed to
+    format: "--- Logging error ---" on standard error and the record lost."""
+    worker_logging()
+    log = logging.getLogger("sift.worker")
+    log.warning("dead letter from %s", FORGED)
+    log.warning("plain message, %d %% sure", 100)
+    log.info("no arguments at all")
+    err = capsys.readouterr().err
+    assert "Logging error" not in err
+    lines = err.splitlines()
+    assert len(lines) == 3, lines
+    assert "dead letter from d1\\n[2026-01-01 00:00:00,000] [1] [ERROR] forged" in lines[0]
+    assert "plain message, 100 % sure" in lines[1]
+    assert "no arguments at all" in lines[2]
