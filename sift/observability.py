@@ -318,6 +318,17 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def indented(text: str) -> str:
+    r"""Each line of ``text`` (a traceback, a stack) indented by two spaces and escaped
+    (:func:`one_line`), so that no line of it starts at column 0 as a record does.
+
+    >>> indented("Traceback:\nValueError: d1\r[2025] ERROR forged")
+    '  Traceback:\n  ValueError: d1\n  [2025] ERROR forged'
+    """
+    # splitlines: CR, U+2028 and the like end a line there too
+    return "\n".join(f"  {one_line(line)}" for line in text.splitlines())
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``ts``, ``level``, ``logger``, ``message``, extras, ``exc``
     (the traceback), ``stack`` (``stack_info``).
@@ -407,7 +418,8 @@ class OneLineFilter(logging.Filter):
     which writes a message as it is, so user text in it (a document id, a profile name
     that some message quotes without ``repr``) could start a forged record on a line of
     its own. A message that cannot be formatted with its arguments is kept as its
-    template with a note, as :class:`PlainFormatter` keeps it.
+    template with a note, and a traceback is indented and escaped line by line
+    (:func:`indented`), as :class:`PlainFormatter` writes them.
 
     >>> rec = logging.makeLogRecord({"msg": "document %s", "args": ("d1\nERROR forged",)})
     >>> OneLineFilter().filter(rec), rec.getMessage()
@@ -419,6 +431,10 @@ class OneLineFilter(logging.Filter):
         # a stream, the worker's default) turns None into (None,), and every record
         # failed to format (fifty-first session)
         record.msg, record.args = one_line(_message(record)), ()
+        if record.exc_info and not record.exc_text:
+            # as PlainFormatter writes it: a formatter writes exc_text when it is set, and
+            # an exception's message can quote user text too
+            record.exc_text = indented(logging.Formatter().formatException(record.exc_info))
         return True
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -15,7 +16,12 @@ FORGED = "d1\n[2026-01-01 00:00:00,000] [1] [ERROR] forged"
 
 
 @pytest.fixture
-def root_handlers() -> Iterator[None]:
+def root_handlers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    from mode.utils import logging as mode_logging
+
+    # mode's colour formatter asks the standard output it found at its import whether it
+    # is a terminal: pytest's capture of an earlier test, closed since
+    monkeypatch.setitem(mode_logging.DEFAULT_FORMATTERS["colored"], "stream", sys.stdout)
     root = logging.getLogger()
     saved, level = list(root.handlers), root.level
     yield
@@ -58,3 +64,22 @@ def test_a1_the_worker_writes_its_records_through_the_stream_formatter(
     assert "dead letter from d1\\n[2026-01-01 00:00:00,000] [1] [ERROR] forged" in lines[0]
     assert "plain message, 100 % sure" in lines[1]
     assert "no arguments at all" in lines[2]
+
+
+def test_a2_an_exception_message_starts_no_record_of_its_own(
+        root_handlers: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """Faust's formatter writes a traceback as it is: an exception that quotes user text
+    (a profile name, a ``doc_id`` with a line feed) wrote a line that reads as a record.
+    As ``sift web``'s :class:`~sift.observability.PlainFormatter` writes it: each line of
+    the traceback indented, escaped."""
+    worker_logging()
+    try:
+        raise ValueError(f"unknown document {FORGED}")
+    except ValueError:
+        logging.getLogger("sift.worker").exception("batch failed")
+    lines = capsys.readouterr().err.splitlines()
+    assert "batch failed" in lines[0], lines
+    assert len(lines) > 2, lines  # the traceback is kept
+    assert all(line.startswith("  ") for line in lines[1:]), lines
+    assert lines[-2:] == ["  ValueError: unknown document d1",
+                          "  [2026-01-01 00:00:00,000] [1] [ERROR] forged"], lines
