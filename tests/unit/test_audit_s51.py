@@ -83,3 +83,22 @@ def test_a2_an_exception_message_starts_no_record_of_its_own(
     assert all(line.startswith("  ") for line in lines[1:]), lines
     assert lines[-2:] == ["  ValueError: unknown document d1",
                           "  [2026-01-01 00:00:00,000] [1] [ERROR] forged"], lines
+
+
+def test_a3_the_soaks_profiles_are_half_rocchio_half_knn() -> None:
+    """docs/reliability.md (Soak): "100 profiles, 50 Reuters categories × Rocchio and
+    kNN". ``profile_specs`` took Rocchio over every category before any kNN: the 2,000
+    training documents of the fiftieth session's runs hold 90 categories, so the soak
+    ran 90 Rocchio profiles and 10 kNN ones (before, over the whole training set's 115
+    categories, 100 Rocchio and none); ``--caps`` found at most 10 kNN specs."""
+    from sift.topics.records import Document
+    from tests.scripts import load_benchmark
+
+    soak = load_benchmark("soak")
+    train = [Document(f"t{i}", "text", topics=(f"c{i % 7}",)) for i in range(70)]
+    specs = soak.profile_specs(train, 6)
+    assert [s["model"] for s in specs] == ["rocchio"] * 3 + ["knn"] * 3
+    assert [s["profile"] for s in specs[3:]] == [s["profile"].replace("rocchio", "knn")
+                                                 for s in specs[:3]]
+    assert all(len(s["positives"]) == 3 for s in specs)
+    assert len(soak.profile_specs(train, 100)) == 14  # every category, each model once
