@@ -9,6 +9,8 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sift.commands.worker import StopWatchdog, worker_class
 
@@ -102,3 +104,49 @@ def test_a3_the_soaks_profiles_are_half_rocchio_half_knn() -> None:
                                                  for s in specs[:3]]
     assert all(len(s["positives"]) == 3 for s in specs)
     assert len(soak.profile_specs(train, 100)) == 14  # every category, each model once
+
+
+# -- checked and right: kNN's stack against each model's own scores ----------------------
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_checked_knn_stack_scores_are_each_models_own(data: st.DataObject) -> None:
+    """Pools sharing a base, pools of their own (``KNNStack._mostly_own``), pools mixing
+    both, empty pools, k above the pool size, ties (0/1 and 0/2 entries): the stack's
+    scores are each model's own :meth:`KNN.score`, bit for bit, whichever path."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from sift.filters.examples import ExampleSet
+    from sift.filters.knn import KNN, KNNStack
+
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    nf, nd = data.draw(st.integers(3, 12)), data.draw(st.integers(4, 60))
+    D = sp.csr_matrix((rng.random((nd, nf)) < 0.3) * rng.choice([1.0, 2.0], (nd, nf)))
+    base = rng.permutation(nd)[: data.draw(st.integers(0, nd))]
+    models = []
+    for _ in range(data.draw(st.integers(2, 7))):
+        kind = data.draw(st.sampled_from(["base", "own", "mix", "empty"]))
+        if kind == "empty":
+            rows = np.zeros(0, dtype=np.int64)
+        elif kind == "base":
+            rows = np.concatenate([base, rng.permutation(nd)[: rng.integers(0, 4)]])
+        elif kind == "own":
+            rows = rng.permutation(nd)[: rng.integers(1, nd + 1)]
+        else:
+            rows = np.concatenate([base[: rng.integers(0, base.size + 1)],
+                                   rng.permutation(nd)[: rng.integers(0, nd)]])
+        rows = rng.permutation(np.unique(rows))
+        m = KNN(k=data.draw(st.integers(1, 12)), normalize=data.draw(st.booleans()),
+                vote=data.draw(st.sampled_from(["positive", "signed"])))
+        ex = ExampleSet(None, nf)
+        m.bind(nf, None, ex)
+        if rows.size:
+            ex.add(D[rows], np.where(rng.random(rows.size) < 0.4, 1, -1),
+                   rng.choice([1.0, 0.5], rows.size), np.ones(rows.size, bool))
+        models.append(m)
+    X = sp.csr_matrix((rng.random((data.draw(st.integers(1, 80)), nf)) < 0.4).astype(float))
+    stack = KNNStack(models)
+    stack._build()  # the union's paths, whatever the number of documents
+    got = stack.score(X)
+    for j, m in enumerate(models):
+        assert np.array_equal(got[:, j], m.score(X)), (j, stack.cols, stack.alone)
