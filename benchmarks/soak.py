@@ -375,6 +375,11 @@ def main(argv: list[str] | None = None) -> int:
             "judgments_sent": prod.sent_judgments,
             "judgments_applied": total([worker], "judgments"),
             "judgments_duplicate": total([worker], "judgments_duplicate"),
+            # the tail watch's seeks back (sift/agents/tails.py) and the messages they
+            # delivered again, which the worker then skipped: 0 when no long batch was
+            # taken for a lost tail (docs/reliability.md, items 81 and 83)
+            "tail_seeks": total([worker], "tail_seeks"),
+            "redelivered_skipped": total([worker], "redelivered_skipped"),
             "recent_documents": args.recent, "idf_documents": args.idf_docs,
             "seconds": round(elapsed, 1),
             "documents_per_second": round(args.documents / elapsed, 1),
