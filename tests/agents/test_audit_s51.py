@@ -6,29 +6,12 @@ for good (which would hide a lost tail for good). Checked and right."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
 from sift.agents.app import take_events
 from sift.agents.tails import BusyTopics, PartitionView, TailWatch
-
-
-class _Event:
-    def __init__(self, topic: str) -> None:
-        self.message = type("M", (), {"topic": topic})()
-
-
-class _Stream:
-    """What ``take_events`` reads of a Faust stream; after its batches, no more input."""
-
-    def __init__(self, batches: list[list[_Event]]) -> None:
-        self.batches = batches
-
-    async def take_events(self, n: int, within: float) -> Any:
-        for b in self.batches:
-            yield b
-        await asyncio.Event().wait()
+from tests.agents.test_tails import _Event, _Stream
 
 
 def _stall_is_reported(busy: BusyTopics) -> bool:
@@ -48,7 +31,7 @@ def test_checked_an_agent_leaving_a_batch_leaves_its_topic(how: str) -> None:
     busy = BusyTopics()
 
     async def agent() -> None:
-        async for _batch in take_events(_Stream([[_Event("judgments")]] * 2), 10,  # type: ignore[arg-type]
+        async for _batch in take_events(_Stream([[_Event("judgments")]] * 2, then_wait=True), 10,  # type: ignore[arg-type]
                                         within=0.1, busy=busy):
             assert "judgments" in busy
             if how == "raises":

@@ -3,6 +3,8 @@ arrived (no broker: the decision only)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from sift.agents.tails import PartitionView, TailWatch
 
 
@@ -143,14 +145,18 @@ class _Event:
 
 
 class _Stream:
-    """What ``take_events`` reads of a Faust stream: ``take_events(n, within)``."""
+    """What ``take_events`` reads of a Faust stream: ``take_events(n, within)``; after its
+    batches, the end of the stream, or with ``then_wait`` no more input (as a live one)."""
 
-    def __init__(self, batches: list[list[_Event]]) -> None:
+    def __init__(self, batches: list[list[_Event]], *, then_wait: bool = False) -> None:
         self.batches = batches
+        self.then_wait = then_wait
 
     async def take_events(self, n: int, within: float):  # type: ignore[no-untyped-def]
         for b in self.batches:
             yield b
+        if self.then_wait:
+            await asyncio.Event().wait()
 
 
 def test_take_events_marks_the_topics_of_the_batch_in_progress() -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import io
 import logging
-import sys
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -15,25 +13,6 @@ from hypothesis import strategies as st
 from sift.commands.worker import StopWatchdog, worker_class
 
 FORGED = "d1\n[2026-01-01 00:00:00,000] [1] [ERROR] forged"
-
-
-@pytest.fixture
-def root_handlers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    from mode.utils import logging as mode_logging
-
-    # mode's colour formatter asks the standard output it found at its import whether it
-    # is a terminal: pytest's capture of an earlier test, closed since
-    monkeypatch.setitem(mode_logging.DEFAULT_FORMATTERS["colored"], "stream", sys.stdout)
-    root = logging.getLogger()
-    saved, level = list(root.handlers), root.level
-    yield
-    for h in list(root.handlers):
-        root.removeHandler(h)
-        if h not in saved:
-            h.close()
-    for h in saved:
-        root.addHandler(h)
-    root.setLevel(level)
 
 
 def worker_logging() -> None:

@@ -9,29 +9,12 @@ the root logger (the worker class's ``on_setup_root_logger``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from sift.commands.worker import StopWatchdog, worker_class
 from sift.observability import OneLineFilter, one_line_handlers
 
 FORGED = "d1\n[2026-01-01 00:00:00,000] [1] [ERROR] forged"
-
-
-@pytest.fixture
-def root_handlers() -> Iterator[None]:
-    root = logging.getLogger()
-    saved, level = list(root.handlers), root.level
-    yield
-    for h in list(root.handlers):
-        root.removeHandler(h)
-        if h not in saved:
-            h.close()
-    for h in saved:
-        root.addHandler(h)
-    root.setLevel(level)
 
 
 def test_filter_escapes_the_formatted_message() -> None:
