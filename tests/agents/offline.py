@@ -38,11 +38,12 @@ def reuters_stream(start: int, stop: int) -> list[dict[str, str]]:
     return [{"id": d.id, "text": d.text} for d in docs]
 
 
-def offline_worker(data_dir: str, partitions: int = 2) -> Any:
-    """The worker ``create_app`` makes, trained on :data:`TRAIN`, offline (see the module)."""
+def offline_worker(data_dir: str, partitions: int = 2, **settings_given: Any) -> Any:
+    """The worker ``create_app`` makes, trained on :data:`TRAIN`, offline (see the module);
+    ``settings_given``: more of its :class:`Settings`."""
     training = training_set()
     settings = Settings(broker="kafka://127.0.0.1:1", app_id="sift-test", partitions=partitions,
-                        data_dir=data_dir, batch_timeout=0.01)
+                        data_dir=data_dir, batch_timeout=0.01, **settings_given)
     w = create_app(settings, training=training)
     w.app.finalize()
     w.app.conf.store = "memory://"
