@@ -548,6 +548,7 @@ def throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int, batch
         pairs = measure(workers, "scored", n_profiles, (n + 1) * n_profiles)
         out = per_document(pairs, n_profiles)
         out["document_batches"] = batch_split(workers)
+        out["incidents"] = incidents(workers)
         capped(out, workers)
     finally:
         for w in workers:
@@ -557,6 +558,25 @@ def throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int, batch
     out["documents_per_message"] = batch
     out["workers"] = n_workers
     out["load"] = load()
+    return out
+
+
+def incidents(workers: list[WorkerProcess]) -> dict[str, Any]:
+    """What can slow a phase besides its work, over the workers' lives: the tail watch's
+    seeks back and the messages they delivered again (skipped), the gaps found, and each
+    worker's garbage collections (``gc``: counts and pauses by generation)."""
+    keys = ("tail_seeks", "redelivered_skipped", "offset_gaps", "offsets_recovered")
+    out: dict[str, Any] = {k: total(workers, k) for k in keys}
+    out["gc"] = [w.stats().get("gc") for w in workers]
+    # the first of the consumer's skips read back (app.complete), as the worker logged it
+    skips = []
+    for w in workers:
+        with contextlib.suppress(OSError):
+            skips += [line for line in w.log_path.read_text(errors="replace").splitlines()
+                      if "consumer skipped" in line][:1]
+    out["first_skip"] = skips
+    # every counter of the workers, for a phase that went otherwise than the others
+    out["worker_stats"] = [w.stats().get("stats", {}) for w in workers]
     return out
 
 
@@ -606,6 +626,7 @@ def steady_throughput(settings: Settings, corpus: Corpus, n_workers: int, n: int
         pairs = measure(workers, "scored", total(workers, "scored"), base + n * n_profiles)
         out = per_document(pairs, n_profiles)
         out["document_batches"] = batch_split(workers)
+        out["incidents"] = incidents(workers)
         capped(out, workers)
     finally:
         for w in workers:
@@ -797,12 +818,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             # warm up: the worker decodes its profiles lazily, on its first scoring batch;
             # latency is measured on a worker that has done that
             r["live_warm_up_redelivered_documents"] = warm_up(settings, corpus, workers, n_prof)
-            for per in (1, 10):
+            for per in (1, 10) if args.latency_s > 0 else ():  # 0: no latency phases
                 key = f"latency_1000_per_s_{per}_per_message"
                 r[key] = latency(settings, corpus, workers, 1000.0, args.latency_s, per)
                 print(f"  latency ({per} per message): {r[key]}", flush=True)
-            r["judgments"] = judgments(settings, corpus, workers, args.judgments, n_prof, since)
-            print(f"  judgments: {r['judgments']}", flush=True)
+            if args.judgments > 0:  # 0: no judgments phase (it waited for none, in vain)
+                r["judgments"] = judgments(settings, corpus, workers, args.judgments, n_prof,
+                                           since)
+                print(f"  judgments: {r['judgments']}", flush=True)
         finally:
             for w in workers:
                 w.stop()
