@@ -92,6 +92,9 @@ TRIM_INTERVAL = 30.0
 #: long one must stay behind its high-water mark, without progress, to be sought back.
 TAIL_CHECK_INTERVAL = 2.0
 TAIL_STALL_S = 10.0
+#: ... and how long when the partition's agent has taken nothing at all meanwhile
+#: (TailWatch.idle_stall_s)
+TAIL_IDLE_STALL_S = 3.0
 #: Seconds between loads of the held shards' profiles from the table (load_profiles_held).
 LOAD_INTERVAL = 5.0
 TABLE = "profile_to_state"
@@ -1104,7 +1107,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
 
     inputs = {settings.topic(t) for t in ("documents", "judgments", "profiles", SHARD_TOPIC)}
     gaps_left_to_the_agents(inputs)
-    tails = TailWatch(stall_s=TAIL_STALL_S)
+    tails = TailWatch(stall_s=TAIL_STALL_S, idle_stall_s=TAIL_IDLE_STALL_S)
     busy = BusyTopics()  # the input topics whose agent is inside a batch
 
     def keep_going_here(name: str) -> Callable[[Callable[[], Awaitable[None]]],
@@ -1118,8 +1121,11 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         """Seek back a partition whose last messages never reached its agent (see
         :mod:`sift.agents.tails`): they are fetched and delivered again."""
         consumer = app.consumer
-        if not (app.flow_control.is_active() and getattr(consumer, "flow_active", True)):
-            tails.reset()  # a rebalance or a stop: offsets are being reset anyway
+        if not (app.flow_control.is_active() and getattr(consumer, "flow_active", True)) \
+                or app.in_recovery:
+            # a rebalance or a stop: offsets are being reset anyway; the tables' recovery:
+            # Faust holds the input partitions until it ends, which is no lost tail
+            tails.reset()
             return
         committed = getattr(consumer, "_committed_offset", {})
         acked = getattr(consumer, "_acked", {})

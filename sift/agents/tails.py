@@ -127,9 +127,18 @@ class TailWatch:
     ([], [], [])
     >>> w.check([view], now=40.0)  # 10 s after the agent was last seen in that batch
     [('judgments', 1, 351)]
+    >>> idle = TailWatch(stall_s=10, idle_stall_s=3)  # the agent takes nothing meanwhile
+    >>> idle.check([view], now=0.0), idle.check([view], now=2.0), idle.check([view], now=4.0)
+    ([], [], [('judgments', 1, 351)])
     """
 
     stall_s: float = 10.0
+    #: seconds after which a partition behind is reported when its topic's agent has taken
+    #: no batch at all since the partition stopped moving: the agent waits for input that
+    #: is on the broker, and no batch in progress explains the wait (a worker starting on a
+    #: backlog had a partition's last messages lost by Faust and waited the whole
+    #: ``stall_s`` with nothing to do; fifty-first session). None: ``stall_s`` always.
+    idle_stall_s: float | None = None
     #: partition -> (its progress marker: last seen and committed offsets, since when,
     #: its topic's finished batches then)
     _behind: dict[tuple[str, int], tuple[tuple[int | None, int | None], float, int]] = field(
@@ -159,12 +168,20 @@ class TailWatch:
             elif v.busy and v.batches == seen[2]:
                 # still inside the batch of the stall's start: the clock starts again
                 self._behind[tp] = (progress, now, v.batches)
-            elif now - seen[1] >= self.stall_s:
+            elif now - seen[1] >= self.stall_s or self._idle(v, seen, now):
                 due.append((v.topic, v.partition, missing))
                 del self._behind[tp]
         for tp in set(self._behind) - live:
             del self._behind[tp]
         return due
+
+    def _idle(self, v: PartitionView, seen: tuple[tuple[int | None, int | None], float, int],
+              now: float) -> bool:
+        """Whether the topic's agent has been idle for ``idle_stall_s`` while the partition
+        stood behind: not inside a batch now and none finished since the clock started (a
+        batch delivered since would be in progress or finished)."""
+        return (self.idle_stall_s is not None and not v.busy and v.batches == seen[2]
+                and now - seen[1] >= self.idle_stall_s)
 
     @staticmethod
     def _first_missing(v: PartitionView) -> int | None:

@@ -198,3 +198,40 @@ def test_take_events_leaves_the_topics_when_the_agent_stops_in_a_batch() -> None
 
     asyncio.run(agent())
     assert "documents" not in busy
+
+
+def test_an_idle_agent_has_a_partition_behind_sought_back_sooner() -> None:
+    """An agent that takes no batch at all while a partition stands behind its high-water
+    mark waits for input that is on the broker: reported after ``idle_stall_s``, not
+    ``stall_s`` (fifty-first session: a worker starting on a backlog waited 10 s with
+    nothing to do for a partition's last messages, which Faust had lost)."""
+    w = TailWatch(stall_s=10, idle_stall_s=3)
+    idle = PartitionView("documents", 1, 900, 500, None)
+    assert [w.check([idle], now=float(t)) for t in (0, 2)] == [[], []]
+    assert w.check([idle], now=3.0) == [("documents", 1, 501)]
+
+
+def test_an_agent_taking_batches_is_not_idle() -> None:
+    """Batches of the topic's other partitions (finished, or one in progress) are not
+    idleness: the partition waits the whole ``stall_s``, as before."""
+    w = TailWatch(stall_s=10, idle_stall_s=3)
+    for t, busy, batches in ((0, False, 0), (2, True, 0), (4, True, 1), (6, False, 2),
+                             (8, False, 2)):
+        v = PartitionView("documents", 1, 900, 500, None, busy=busy, batches=batches)
+        assert w.check([v], now=float(t)) == []
+    # the clock started at 2 (the batch in progress when the partition stopped moving
+    # held it until then); 10 s later it is reported
+    late = PartitionView("documents", 1, 900, 500, None, batches=2)
+    assert w.check([late], now=11.9) == []
+    assert w.check([late], now=12.0) == [("documents", 1, 501)]
+
+
+def test_an_idle_stall_needs_the_whole_idle_time_after_a_batch() -> None:
+    """A batch finished since the clock started ends the idleness: the idle time counts
+    from where the clock stands, and the rule of ``stall_s`` applies."""
+    w = TailWatch(stall_s=10, idle_stall_s=3)
+    assert w.check([PartitionView("judgments", 0, 50, 20, None, batches=4)], now=0.0) == []
+    after = PartitionView("judgments", 0, 50, 20, None, batches=5)
+    assert w.check([after], now=5.0) == []
+    assert w.check([after], now=9.9) == []
+    assert w.check([after], now=10.0) == [("judgments", 0, 21)]
