@@ -92,7 +92,7 @@ TRIM_INTERVAL = 30.0
 #: long one must stay behind its high-water mark, without progress, to be sought back.
 TAIL_CHECK_INTERVAL = 2.0
 TAIL_STALL_S = 10.0
-#: ... and how long when the partition's agent has taken nothing at all meanwhile
+#: ... and how long when the worker's agents have taken nothing at all meanwhile
 #: (TailWatch.idle_stall_s)
 TAIL_IDLE_STALL_S = 3.0
 #: Seconds between loads of the held shards' profiles from the table (load_profiles_held).
@@ -1134,7 +1134,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                                    service.last_offset(tp.topic, tp.partition),
                                    committed.get(tp), min(acked.get(tp) or (), default=None),
                                    known_start(tp.topic, tp.partition), tp.topic in busy,
-                                   busy.finished(tp.topic))
+                                   busy.finished(tp.topic), bool(busy), busy.finished_all())
                      for tp in consumer.assignment() if tp.topic in inputs]
         except Exception as exc:  # the consumer not started or being replaced
             log.debug("tail check skipped: %s", exc)

@@ -52,6 +52,11 @@ class PartitionView:
     busy: bool = False
     #: batches of the topic the agent has finished so far (:meth:`BusyTopics.finished`)
     batches: int = 0
+    #: some input topic's agent is inside a batch (``bool(BusyTopics)``), and the batches
+    #: all of them have finished so far (:meth:`BusyTopics.finished_all`): the worker is
+    #: idle when neither moves
+    worker_busy: bool = False
+    worker_batches: int = 0
 
 
 class BusyTopics:
@@ -73,6 +78,10 @@ class BusyTopics:
     def finished(self, topic: str) -> int:
         return self._done.get(topic, 0)
 
+    def finished_all(self) -> int:
+        """Batches finished so far by the agents of every topic."""
+        return sum(self._done.values())
+
     def enter(self, topics: Iterable[str]) -> None:
         for t in topics:
             self._n[t] = self._n.get(t, 0) + 1
@@ -88,6 +97,10 @@ class BusyTopics:
 
     def __contains__(self, topic: object) -> bool:
         return topic in self._n
+
+    def __bool__(self) -> bool:
+        """Whether the agent of some topic is inside a batch."""
+        return bool(self._n)
 
 
 @dataclass
@@ -133,15 +146,18 @@ class TailWatch:
     """
 
     stall_s: float = 10.0
-    #: seconds after which a partition behind is reported when its topic's agent has taken
-    #: no batch at all since the partition stopped moving: the agent waits for input that
-    #: is on the broker, and no batch in progress explains the wait (a worker starting on a
-    #: backlog had a partition's last messages lost by Faust and waited the whole
-    #: ``stall_s`` with nothing to do; fifty-first session). None: ``stall_s`` always.
+    #: seconds after which a partition behind is reported when the worker has been idle
+    #: since it stopped moving: no agent inside a batch, none finished (the agent waits
+    #: for input that is on the broker, and no work of the worker explains the wait: a
+    #: batch of judgments holding the event loop can hold documents back too, finding 24;
+    #: a worker starting on a backlog had a partition's last messages lost by Faust and
+    #: waited the whole ``stall_s`` with nothing to do; fifty-first session). None:
+    #: ``stall_s`` always.
     idle_stall_s: float | None = None
     #: partition -> (its progress marker: last seen and committed offsets, since when,
-    #: its topic's finished batches then)
-    _behind: dict[tuple[str, int], tuple[tuple[int | None, int | None], float, int]] = field(
+    #: its topic's finished batches then, the worker's finished batches then)
+    _behind: dict[tuple[str, int],
+                  tuple[tuple[int | None, int | None], float, int, int]] = field(
         default_factory=dict)
 
     def reset(self) -> None:
@@ -164,10 +180,10 @@ class TailWatch:
             progress = (v.last_seen, v.committed)
             seen = self._behind.get(tp)
             if seen is None or seen[0] != progress:
-                self._behind[tp] = (progress, now, v.batches)
+                self._behind[tp] = (progress, now, v.batches, v.worker_batches)
             elif v.busy and v.batches == seen[2]:
                 # still inside the batch of the stall's start: the clock starts again
-                self._behind[tp] = (progress, now, v.batches)
+                self._behind[tp] = (progress, now, v.batches, v.worker_batches)
             elif now - seen[1] >= self.stall_s or self._idle(v, seen, now):
                 due.append((v.topic, v.partition, missing))
                 del self._behind[tp]
@@ -175,13 +191,13 @@ class TailWatch:
             del self._behind[tp]
         return due
 
-    def _idle(self, v: PartitionView, seen: tuple[tuple[int | None, int | None], float, int],
-              now: float) -> bool:
-        """Whether the topic's agent has been idle for ``idle_stall_s`` while the partition
-        stood behind: not inside a batch now and none finished since the clock started (a
+    def _idle(self, v: PartitionView,
+              seen: tuple[tuple[int | None, int | None], float, int, int], now: float) -> bool:
+        """Whether the worker has been idle for ``idle_stall_s`` while the partition stood
+        behind: no agent inside a batch now and none finished since the clock started (a
         batch delivered since would be in progress or finished)."""
-        return (self.idle_stall_s is not None and not v.busy and v.batches == seen[2]
-                and now - seen[1] >= self.idle_stall_s)
+        return (self.idle_stall_s is not None and not v.busy and not v.worker_busy
+                and v.worker_batches == seen[3] and now - seen[1] >= self.idle_stall_s)
 
     @staticmethod
     def _first_missing(v: PartitionView) -> int | None:

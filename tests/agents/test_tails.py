@@ -201,14 +201,44 @@ def test_take_events_leaves_the_topics_when_the_agent_stops_in_a_batch() -> None
 
 
 def test_an_idle_agent_has_a_partition_behind_sought_back_sooner() -> None:
-    """An agent that takes no batch at all while a partition stands behind its high-water
-    mark waits for input that is on the broker: reported after ``idle_stall_s``, not
-    ``stall_s`` (fifty-first session: a worker starting on a backlog waited 10 s with
-    nothing to do for a partition's last messages, which Faust had lost)."""
+    """A worker whose agents take no batch at all while a partition stands behind its
+    high-water mark waits for input that is on the broker: reported after
+    ``idle_stall_s``, not ``stall_s`` (fifty-first session: a worker starting on a backlog
+    waited 10 s with nothing to do for a partition's last messages, which Faust had
+    lost)."""
     w = TailWatch(stall_s=10, idle_stall_s=3)
     idle = PartitionView("documents", 1, 900, 500, None)
     assert [w.check([idle], now=float(t)) for t in (0, 2)] == [[], []]
     assert w.check([idle], now=3.0) == [("documents", 1, 501)]
+
+
+def test_another_agent_at_work_is_no_idleness() -> None:
+    """A batch of another topic's agent (in progress, or finished since the clock started)
+    can hold this topic's input back (a batch of judgments holds the event loop and, with
+    it, Faust's delivery of documents: finding 24): ``stall_s`` applies."""
+    w = TailWatch(stall_s=10, idle_stall_s=3)
+    judging = PartitionView("documents", 1, 900, 500, None, worker_busy=True)
+    assert [w.check([judging], now=float(t)) for t in (0, 2, 4, 6, 8)] == [[]] * 5
+    assert w.check([judging], now=10.0) == [("documents", 1, 501)]
+    w = TailWatch(stall_s=10, idle_stall_s=3)
+    assert w.check([PartitionView("documents", 1, 900, 500, None, worker_batches=7)],
+                   now=0.0) == []
+    done = PartitionView("documents", 1, 900, 500, None, worker_batches=8)
+    assert [w.check([done], now=float(t)) for t in (2, 4, 9.9)] == [[], [], []]
+    assert w.check([done], now=10.0) == [("documents", 1, 501)]
+
+
+def test_busy_topics_say_whether_any_agent_works() -> None:
+    from sift.agents.tails import BusyTopics
+
+    busy = BusyTopics()
+    assert not busy and busy.finished_all() == 0
+    busy.enter(["judgments"])
+    assert busy
+    busy.leave(["judgments"])
+    busy.enter(["documents"])
+    busy.leave(["documents"])
+    assert not busy and busy.finished_all() == 2
 
 
 def test_an_agent_taking_batches_is_not_idle() -> None:
@@ -217,11 +247,12 @@ def test_an_agent_taking_batches_is_not_idle() -> None:
     w = TailWatch(stall_s=10, idle_stall_s=3)
     for t, busy, batches in ((0, False, 0), (2, True, 0), (4, True, 1), (6, False, 2),
                              (8, False, 2)):
-        v = PartitionView("documents", 1, 900, 500, None, busy=busy, batches=batches)
+        v = PartitionView("documents", 1, 900, 500, None, busy=busy, batches=batches,
+                          worker_busy=busy, worker_batches=batches)
         assert w.check([v], now=float(t)) == []
     # the clock started at 2 (the batch in progress when the partition stopped moving
     # held it until then); 10 s later it is reported
-    late = PartitionView("documents", 1, 900, 500, None, batches=2)
+    late = PartitionView("documents", 1, 900, 500, None, batches=2, worker_batches=2)
     assert w.check([late], now=11.9) == []
     assert w.check([late], now=12.0) == [("documents", 1, 501)]
 
@@ -230,8 +261,9 @@ def test_an_idle_stall_needs_the_whole_idle_time_after_a_batch() -> None:
     """A batch finished since the clock started ends the idleness: the idle time counts
     from where the clock stands, and the rule of ``stall_s`` applies."""
     w = TailWatch(stall_s=10, idle_stall_s=3)
-    assert w.check([PartitionView("judgments", 0, 50, 20, None, batches=4)], now=0.0) == []
-    after = PartitionView("judgments", 0, 50, 20, None, batches=5)
+    assert w.check([PartitionView("judgments", 0, 50, 20, None, batches=4,
+                                  worker_batches=4)], now=0.0) == []
+    after = PartitionView("judgments", 0, 50, 20, None, batches=5, worker_batches=5)
     assert w.check([after], now=5.0) == []
     assert w.check([after], now=9.9) == []
     assert w.check([after], now=10.0) == [("judgments", 0, 21)]
