@@ -63,6 +63,16 @@ def lag(settings: Settings) -> int:
     return group_lag(settings, ("documents", "judgments", "shard-documents"))
 
 
+def seek_lines(worker: WorkerProcess, most: int = 20) -> list[str]:
+    """The first ``most`` of the worker's log lines about a tail seek (which partition,
+    from which offset, at what time)."""
+    try:
+        lines = worker.log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [line for line in lines if "seeking back" in line][:most]
+
+
 def profile_specs(train: list[Document], n: int) -> list[dict[str, Any]]:
     """``n`` profile specs: the ``n / 2`` largest categories of ``train`` (rounded up),
     each with its first three positives as ids, Rocchio first then kNN. ``train`` must be
@@ -380,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             # taken for a lost tail (docs/reliability.md, items 81 and 83)
             "tail_seeks": total([worker], "tail_seeks"),
             "redelivered_skipped": total([worker], "redelivered_skipped"),
+            "tail_seek_lines": seek_lines(worker),
             "recent_documents": args.recent, "idf_documents": args.idf_docs,
             "seconds": round(elapsed, 1),
             "documents_per_second": round(args.documents / elapsed, 1),
