@@ -795,6 +795,8 @@ class Worker:
     table: Any
     reviews: Any = None  # sift.agents.review.ReviewHooks
     metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
+    #: the topics whose agent is inside a batch, for the tail watch
+    busy: BusyTopics = field(default_factory=BusyTopics)
 
     def stats(self) -> dict[str, Any]:
         out = self.service.counters()
@@ -954,8 +956,9 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         count_dead(service.stats, letters)  # the service counts its own; the reviews' here
         await emit_dead(letters)
 
+    busy = worker.busy  # the topics whose agent is inside a batch (the tail watch's)
     reviews = review_mode.attach(app, settings, topic, documents_topic, profiles_topic, table,
-                                 emit_review_dead)
+                                 emit_review_dead, busy)
     worker.reviews = reviews
     # a standing profile may not take a running review's name (nor a review a profile's):
     # both tables are co-partitioned by name, so a spec's shard holds both here
@@ -1108,7 +1111,6 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     inputs = {settings.topic(t) for t in ("documents", "judgments", "profiles", SHARD_TOPIC)}
     gaps_left_to_the_agents(inputs)
     tails = TailWatch(stall_s=TAIL_STALL_S, idle_stall_s=TAIL_IDLE_STALL_S)
-    busy = BusyTopics()  # the input topics whose agent is inside a batch
 
     def keep_going_here(name: str) -> Callable[[Callable[[], Awaitable[None]]],
                                                Callable[[], Awaitable[None]]]:

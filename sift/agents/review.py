@@ -57,6 +57,7 @@ from sift.agents.service import (
     dead_letter,
     shard_of,
 )
+from sift.agents.tails import BusyTopics
 from sift.filters.screening import Review
 from sift.filters.screening.errors import ScreeningError
 from sift.topics.codecs import decode_judgment, loads
@@ -1031,17 +1032,21 @@ def guarded(fn: Any, messages: list[InputMessage], table: Any) -> ReviewResult:
 
 
 def attach(app: Any, settings: Any, topic: Any, documents_topic: Any, profiles_topic: Any,
-           standing: MutableMapping[str, bytes], emit_dead: Any) -> ReviewHooks:
+           standing: MutableMapping[str, bytes], emit_dead: Any,
+           busy: BusyTopics | None = None) -> ReviewHooks:
     """Add the review table, topics and agents to a worker's Faust app.
 
     ``topic(name, **kw)`` declares a raw-bytes topic with the worker's prefix and
-    partitions; ``emit_dead(letters)`` sends dead letters.
+    partitions; ``emit_dead(letters)`` sends dead letters; ``busy`` (the worker's
+    :class:`~sift.agents.tails.BusyTopics`) learns when the review agent is inside a
+    batch, so that the tail watch does not take the worker for idle meanwhile.
     """
     from sift.agents.app import (
         CHANGELOG_SEGMENT_BYTES,
         SHARD_RETENTION_MS,
         ShardedTable,
         TableView,
+        take_events,
     )
     from sift.agents.service import InputMessage as Msg
 
@@ -1072,7 +1077,7 @@ def attach(app: Any, settings: Any, topic: Any, documents_topic: Any, profiles_t
     @app.agent(topics[REVIEW_DOCUMENTS_TOPIC],  # type: ignore[untyped-decorator]
                name="apply_review_documents")
     async def apply_review_documents(stream: Any) -> None:
-        async for events in stream.take_events(64, within=settings.batch_timeout):
+        async for events in take_events(stream, 64, within=settings.batch_timeout, busy=busy):
             await hooks.emit(await hooks.run(service.add_documents, [to_msg(e) for e in events],
                                              "documents"))
 

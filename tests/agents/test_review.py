@@ -217,6 +217,8 @@ def test_hooks_take_review_specs_and_judgments_and_leave_the_rest(worker: Any) -
         requests = [decode_request(c.kwargs["value"])
                     for c in hooks.topics["requests"].send.await_args_list]
         assert requests and all(r.review == NAME for r in requests)
+        # its batches count as the worker's work for the tail watch (idle otherwise)
+        assert worker.busy.finished(hooks.topics[REVIEW_DOCUMENTS_TOPIC].get_topic_name()) >= 1
         async with agent(worker, "apply_judgments").test_context() as a:
             for r in requests:
                 await a.put(orjson.dumps(gold_reviewer(gold)(r)), key=NAME.encode(),
