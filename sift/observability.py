@@ -407,8 +407,10 @@ class PlainFormatter(logging.Formatter):
             more.append(self.formatException(record.exc_info))
         if record.stack_info:
             more.append(self.formatStack(record.stack_info))
-        for text in more:  # splitlines: CR, U+2028 and the like end a line there too
-            out += "".join(f"\n  {one_line(line)}" for line in text.splitlines())
+        for text in more:
+            lines = indented(text)
+            if lines:
+                out += "\n" + lines
         return out
 
 

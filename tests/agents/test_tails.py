@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from sift.agents.tails import PartitionView, TailWatch
+from sift.agents.tails import BusyTopics, PartitionView, TailWatch
 
 
 def view(last: int | None, hw: int | None, committed: int | None = None,
@@ -229,8 +229,6 @@ def test_another_agent_at_work_is_no_idleness() -> None:
 
 
 def test_busy_topics_say_whether_any_agent_works() -> None:
-    from sift.agents.tails import BusyTopics
-
     busy = BusyTopics()
     assert not busy and busy.finished_all() == 0
     busy.enter(["judgments"])
