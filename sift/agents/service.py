@@ -80,6 +80,7 @@ from sift.topics.codecs import decode_judgment, decode_profile_spec, loads
 from sift.topics.deadletter import DeadLetter
 from sift.topics.errors import RecordError
 from sift.topics.records import (
+    MAX_EPOCH_CHARS,
     Decision,
     Document,
     Judgment,
@@ -87,6 +88,7 @@ from sift.topics.records import (
     clip,
     document_bytes,
     is_positive_text,
+    new_profile_epoch,
     show,
     unknown_positive,
 )
@@ -669,6 +671,13 @@ class ProfileEntry:
     #: this profile's spec replaced a profile of the same name (what `sift profiles add
     #: --wait` says), rather than creating a new one
     replaces: bool = False
+    #: the id of this profile's life: given when it is created, kept by its replacements
+    #: (not by one with ``reset``), so a profile deleted and created again has another.
+    #: Its decisions carry it, and a judgment carrying another is refused
+    #: (``stale_profile``). A record from before the fifty-second session has none: its
+    #: journal's epoch stands for it, or with no journal yet (before the twenty-first
+    #: session) nothing, and nothing is checked until its first judgment gives it one
+    profile_epoch: str = ""
 
     #: the label each recently judged document has for this profile now (the last
     #: judgment of it, a correction included), so that a judgment of a document judged
@@ -703,6 +712,8 @@ def encode_profile_record(entry: ProfileEntry, *, compress: bool = False) -> byt
     obj = {"format": RECORD_FORMAT, "spec": entry.spec.to_obj(), "state": entry.profile.to_state(),
            "judged": list(entry.judged), "labels": [[d, r] for d, r in entry.labels.items()],
            "journal": {"epoch": entry.epoch, "seq": entry.seq}}
+    if entry.profile_epoch:
+        obj["profile_epoch"] = entry.profile_epoch
     if entry.replaces:
         obj["replaces"] = True
     raw = orjson.dumps(obj)
@@ -735,6 +746,12 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
         replaces = obj.get("replaces", False)
         if not isinstance(replaces, bool):
             raise ServiceError(f"bad 'replaces' in the record: {replaces!r}")
+        # none before the fifty-second session: the journal's epoch then stands for it,
+        # the id every worker reads from this record (it changes only at a replacement,
+        # which writes the profile epoch)
+        life = obj.get("profile_epoch", epoch)
+        if not isinstance(life, str) or len(life) > MAX_EPOCH_CHARS:
+            raise ServiceError(f"bad 'profile_epoch' in the record: {clip(repr(life))}")
     except ServiceError:
         raise
     except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, AttributeError,
@@ -744,7 +761,7 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
         # fault, so only this profile is skipped.
         raise ServiceError(f"bad profile record: {type(exc).__name__}: {exc}") from None
     return ProfileEntry(spec, profile, judged, epoch=epoch, seq=seq, record_bytes=len(data),
-                        replaces=replaces, labels=labels)
+                        replaces=replaces, labels=labels, profile_epoch=life)
 
 
 def _inflate(data: bytes) -> bytes:
@@ -1426,7 +1443,9 @@ class Service:
             self.scored[name] += len(ids)
         self.stats["scored"] += len(ids) * len(bank)
         self.stats["decisions"] += len(hits)
-        return [Decision(ids[h.row], h.profile, h.score, h.threshold, h.model_version, now)
+        entries = self._entries
+        return [Decision(ids[h.row], h.profile, h.score, h.threshold, h.model_version, now,
+                         entries[h.profile].profile_epoch if h.profile in entries else "")
                 for h in hits]
 
     # -- 3. profiles ---------------------------------------------------------------------------
@@ -1622,6 +1641,8 @@ class Service:
                 or name in self._rewrite or X is None:
             if journal is not None and not entry.epoch:
                 entry.epoch = uuid.uuid4().hex  # a record from before journals: start one
+                # (the record is written now, with it)
+                entry.profile_epoch = entry.profile_epoch or new_profile_epoch()
             self._rewrite.discard(name)
             self._write(name, entry, table)
             return
@@ -1784,9 +1805,13 @@ class Service:
             if previous is not None:
                 # decisions' model_version goes on from the replaced profile's, never back
                 profile.continue_versions(previous.profile.version_)
-            # a new epoch: a journal left by an earlier profile of this name is not ours
+            # a new epoch: a journal left by an earlier profile of this name is not ours;
+            # the profile's life goes on through a replacement, not through a reset
+            life = (previous.profile_epoch if previous is not None and not spec.reset
+                    and previous.profile_epoch else new_profile_epoch())
             entry = ProfileEntry(spec, profile, judged=judged, epoch=uuid.uuid4().hex,
-                                 replaces=spec.profile in table, labels=labels)
+                                 replaces=spec.profile in table, labels=labels,
+                                 profile_epoch=life)
             raw = self._fit_record(spec.profile, entry)  # carried keys give way first
             limit = self.max_record_bytes
             if limit is not None and len(raw) > limit:
@@ -1842,6 +1867,13 @@ class Service:
                 self._dead(out.dead_letters, msg, RecordError(
                     "unknown_profile", f"judgment for profile {j.profile!r}, {UNUSABLE}"
                     if j.profile in table else f"judgment for unknown profile {j.profile!r}"))
+                continue
+            if j.profile_epoch is not None and entry.profile_epoch \
+                    and j.profile_epoch != entry.profile_epoch:
+                self._dead(out.dead_letters, msg, RecordError(
+                    "stale_profile", f"judgment of document {j.doc_id!r} for profile "
+                    f"{j.profile!r} of epoch {clip(j.profile_epoch, 80)!r}: that profile was "
+                    f"deleted or reset; the profile now is epoch {entry.profile_epoch!r}"))
                 continue
             label = given.get((j.profile, j.doc_id), entry.labels.get(j.doc_id))
             correct = label is not None and label != j.relevant

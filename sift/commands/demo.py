@@ -586,6 +586,8 @@ def stream(settings: Settings, corpus: Any, chunk: int, bags: int = 1) -> dict[s
                 j = {"id": f"{d['profile']}|{d['doc_id']}", "doc_id": d["doc_id"],
                      "profile": d["profile"], "relevant": d["profile"] in gold[d["doc_id"]],
                      "judge": "gold"}
+                if d.get("profile_epoch"):
+                    j["profile_epoch"] = d["profile_epoch"]  # meant for the life that delivered
                 sends.send(judg_topic, d["profile"].encode(), orjson.dumps(j),
                            f"the judgment of {d['doc_id']!r} for {d['profile']!r}")
                 n_judgments += 1

@@ -9,7 +9,10 @@ input (forward compatibility) but never emitted.
 from __future__ import annotations
 
 import math
+import re
 import reprlib
+import secrets
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -265,12 +268,44 @@ def document_bytes(doc: Document) -> int:
     return sum(len(part.encode("utf-8")) for part in counted_text(doc))
 
 
+#: The longest profile epoch a record may carry (the service's have 33 characters).
+MAX_EPOCH_CHARS = 64
+_EPOCH = re.compile(r"[0-9a-f]{16}-[0-9a-f]{16}")
+
+
+def new_profile_epoch() -> str:
+    """A new profile epoch: the creation time in nanoseconds and 64 random bits, in hex
+    (``"18ef0b2f6b1eea63-3e2e905c2ace2029"``), so that the epochs of one profile name sort
+    in the order of its lives (across workers, as far as their clocks agree).
+
+    >>> a, b = new_profile_epoch(), new_profile_epoch()
+    >>> len(a), a != b, epoch_before(a, b), epoch_before(b, a)
+    (33, True, True, False)
+    """
+    return f"{time.time_ns():016x}-{secrets.token_hex(8)}"
+
+
+def epoch_before(a: str, b: str) -> bool:
+    """Whether epoch ``a`` was given before ``b``: both of :func:`new_profile_epoch`'s
+    form and ``a`` sorts first. False for any other pair: the profile epoch of a record
+    from before the fifty-second session is its journal's (32 random hex digits), which
+    says nothing of order.
+
+    >>> epoch_before("0" * 32, new_profile_epoch())
+    False
+    """
+    return a < b and _EPOCH.fullmatch(a) is not None and _EPOCH.fullmatch(b) is not None
+
+
 @dataclass(frozen=True)
 class Judgment:
-    """Relevance feedback: ``{"id"?, "doc_id", "profile", "relevant", "judge"?, "ts"?, "text"?}``.
+    """Relevance feedback: ``{"id"?, "doc_id", "profile", "relevant", "judge"?, "ts"?, "text"?,
+    "profile_epoch"?}``.
 
     ``text`` lets a judgment about a document the service never saw (or no
-    longer keeps) still be learned from.
+    longer keeps) still be learned from. ``profile_epoch`` (the one of the decision
+    judged) names the life of the profile it is meant for: a profile deleted and
+    created again under the same name has another, and refuses it.
     """
 
     doc_id: str
@@ -280,6 +315,7 @@ class Judgment:
     judge: str | None = None
     ts: float | None = None
     text: str | None = None
+    profile_epoch: str | None = None
 
     @property
     def key(self) -> str:
@@ -301,12 +337,13 @@ class Judgment:
         judge = _str(o, "judge", required=False, what="judgment", max_len=MAX_ID_CHARS)
         ts = _float(o, "ts", "judgment", required=False)
         text = _str(o, "text", required=False, what="judgment")
+        epoch = _epoch(o, "judgment")
         assert doc_id is not None and profile is not None
-        return cls(doc_id, profile, bool(rel), jid, judge, ts, text)
+        return cls(doc_id, profile, bool(rel), jid, judge, ts, text, epoch)
 
     def to_obj(self) -> dict[str, Any]:
         out: dict[str, Any] = {"doc_id": self.doc_id, "profile": self.profile, "relevant": self.relevant}
-        for key in ("id", "judge", "ts", "text"):
+        for key in ("id", "judge", "ts", "text", "profile_epoch"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -440,9 +477,29 @@ class ProfileSpec:
         return out
 
 
+def _epoch(o: dict[str, Any], what: str) -> str | None:
+    """The record's ``profile_epoch``: absent (or null) is None; else a non-blank string
+    of at most :data:`MAX_EPOCH_CHARS` characters (``bad_profile_epoch``)."""
+    value = o.get("profile_epoch")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_EPOCH_CHARS:
+        raise RecordError("bad_profile_epoch", f"{what} field 'profile_epoch' must be a "
+                          f"non-blank string of at most {MAX_EPOCH_CHARS} characters, got "
+                          f"{show(value)}")
+    return value
+
+
 @dataclass(frozen=True)
 class Decision:
-    """A delivered document: ``{"doc_id", "profile", "score", "threshold", "model_version", "ts"}``."""
+    """A delivered document: ``{"doc_id", "profile", "score", "threshold", "model_version",
+    "ts", "profile_epoch"}``.
+
+    ``profile_epoch`` names the profile's life (given at its creation, kept by its
+    replacements, new when it is deleted and created again, or replaced with ``reset``);
+    a judgment that carries it back is refused by another life of the profile. Empty
+    (and not written) for a profile whose record predates epochs.
+    """
 
     doc_id: str
     profile: str
@@ -450,6 +507,7 @@ class Decision:
     threshold: float
     model_version: int = 0
     ts: float = 0.0
+    profile_epoch: str = ""
 
     @property
     def key(self) -> str:
@@ -467,9 +525,13 @@ class Decision:
         if isinstance(version, bool) or not isinstance(version, int):
             raise RecordError("bad_model_version", "decision field 'model_version' must be an integer")
         ts = _float(o, "ts", "decision", required=False) or 0.0
+        epoch = _epoch(o, "decision") or ""
         assert doc_id is not None and profile is not None and score is not None and threshold is not None
-        return cls(doc_id, profile, score, threshold, version, ts)
+        return cls(doc_id, profile, score, threshold, version, ts, epoch)
 
     def to_obj(self) -> dict[str, Any]:
-        return {"doc_id": self.doc_id, "profile": self.profile, "score": self.score,
-                "threshold": self.threshold, "model_version": self.model_version, "ts": self.ts}
+        out = {"doc_id": self.doc_id, "profile": self.profile, "score": self.score,
+               "threshold": self.threshold, "model_version": self.model_version, "ts": self.ts}
+        if self.profile_epoch:
+            out["profile_epoch"] = self.profile_epoch
+        return out

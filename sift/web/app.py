@@ -275,7 +275,8 @@ async def post_judgment(request: web.Request) -> web.Response:
     correct = obj.get("correct", False)
     if not isinstance(correct, bool):
         return error(400, f"judgment: 'correct' must be a boolean, got {clip(repr(correct))}")
-    obj = {k: obj[k] for k in ("doc_id", "profile", "relevant", "judge", "id") if k in obj}
+    obj = {k: obj[k] for k in ("doc_id", "profile", "relevant", "judge", "id", "profile_epoch")
+           if k in obj}
     for key, default in (("judge", "web"), ("id", f"web-{uuid.uuid4().hex}")):
         value = obj.get(key)
         if value is None or (isinstance(value, str) and not value.strip()):  # null or blank
@@ -288,6 +289,12 @@ async def post_judgment(request: web.Request) -> web.Response:
     state = request.app[STATE]
     if not (state.known(j.profile) or state.is_review(j.profile)):
         return absent(state, f"no profile or review {j.profile!r}")
+    if j.profile_epoch is None:
+        # meant for the life of the profile whose decision put the document in the queue:
+        # a worker refuses it if the profile was deleted and created again since
+        epoch = state.pending_epoch(j.profile, j.doc_id)
+        if epoch is not None:
+            j = dataclasses.replace(j, profile_epoch=epoch)
     refused = state.claim(j, correct)  # held across the publish: a second POST of it waits out
     if refused is not None:
         # the verdict that counts, when the document is judged: the page must not call a
@@ -300,7 +307,7 @@ async def post_judgment(request: web.Request) -> web.Response:
     try:
         text = state.document_text(j.doc_id)
         if text is not None:
-            j = Judgment(j.doc_id, j.profile, j.relevant, j.id, j.judge, j.ts, text)
+            j = dataclasses.replace(j, text=text)
         await publish(request, "judgments", j.profile.encode(), dumps(j.to_obj()))
         state.apply_judgment(j, j.ts or time.time())
     finally:

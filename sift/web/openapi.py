@@ -40,6 +40,13 @@ def openapi() -> dict[str, Any]:
                                      "`web`)."},
                            "id": {"type": "string", "description": "Idempotency key (default: "
                                   "a new one)."},
+                           "profile_epoch": {"type": "string", "description": "The life "
+                                             "of the profile the judgment is meant for (a "
+                                             "decision's `profile_epoch`; default: that of "
+                                             "the decision that queued the document). A "
+                                             "worker refuses the judgment (dead letter "
+                                             "`stale_profile`) once the profile was deleted "
+                                             "and created again, or reset."},
                            "correct": {"type": "boolean", "description": "Give a judged "
                                        "document of a standing profile the other label: the "
                                        "worker corrects the earlier judgment (default false: "
@@ -49,7 +56,7 @@ def openapi() -> dict[str, Any]:
             "properties": {"id": {"type": "string"}, "doc_id": {"type": "string"},
                            "profile": {"type": "string"}, "relevant": {"type": "boolean"},
                            "judge": {"type": "string"}, "ts": {"type": "number"},
-                           "text": {"type": "string"}}},
+                           "text": {"type": "string"}, "profile_epoch": {"type": "string"}}},
         "ProfileSpec": {
             "type": "object", "required": ["profile"],
             "properties": {"profile": {"type": "string"}, "query": {"type": "string"},
@@ -96,7 +103,11 @@ def openapi() -> dict[str, Any]:
                            "precision": _NUM, "pending": {"type": "integer"},
                            "threshold": _NUM, "model_version": _INT,
                            "learned_judgments": _INT, "waiting_judgments": _INT,
-                           "last_update": _NUM}},
+                           "last_update": _NUM,
+                           "profile_epoch": {"type": ["string", "null"], "description":
+                                             "The id of the profile's life: kept by a "
+                                             "replacement, new when it is deleted and "
+                                             "created again or reset."}}},
         "PendingItem": {
             "type": "object",
             "description": "A document awaiting judgment: a profile's delivery (score, "
@@ -107,6 +118,8 @@ def openapi() -> dict[str, Any]:
                            "title": {"type": "string"}, "snippet": {"type": "string"},
                            "score": {"type": "number"}, "threshold": {"type": "number"},
                            "model_version": {"type": "integer"}, "ts": {"type": "number"},
+                           "profile_epoch": {"type": "string", "description": "The life of "
+                                             "the profile that delivered it."},
                            "review": {"type": "boolean"}, "batch": {"type": "integer"},
                            "rank": {"type": "integer"}}},
         "Review": {

@@ -30,7 +30,7 @@ from sift.agents.journal import latest_after, pending_in_state
 from sift.observability import RateMeter, Registry
 from sift.topics.codecs import decode_document_batch, loads
 from sift.topics.errors import RecordError
-from sift.topics.records import Decision, Judgment, ProfileSpec, scored_text
+from sift.topics.records import Decision, Judgment, ProfileSpec, epoch_before, scored_text
 from sift.topics.review import JudgmentRequest, ReviewSpec, is_review_obj
 
 SNIPPET_CHARS = 320
@@ -91,6 +91,8 @@ class PendingItem:
     model_version: int
     ts: float
     doc: DocInfo | None = None
+    #: the decision's: a judgment of it carries it back (``""``: the decision had none)
+    profile_epoch: str = ""
 
 
 @dataclass
@@ -186,7 +188,10 @@ def summarize_state(raw: bytes) -> dict[str, Any]:
             "model_version": _count(st.get("model_version", 0)),
             "n_judged": _count(st.get("n_judged", 0)),
             "n_pending": _count(pending_in_state(st)),
-            "epoch": str((rec.get("journal") or {}).get("epoch", ""))}
+            "epoch": str((rec.get("journal") or {}).get("epoch", "")),
+            # as the workers read it (none before the 52nd session: the journal's epoch)
+            "profile_epoch": str(rec.get("profile_epoch",
+                                         (rec.get("journal") or {}).get("epoch", "")))}
 
 
 def overlay_journal(summary: dict[str, Any], raw: bytes) -> dict[str, Any]:
@@ -442,8 +447,11 @@ class WebState:
         if doc is not None and d.ts:
             self.h_latency.observe(max(d.ts - doc.ts, 0.0))
         if mark[1] is None:
+            current = view.state.get("profile_epoch")
+            if current and epoch_before(d.profile_epoch, current):
+                return d  # an earlier life's delivery: not for the queue (_drop_stale)
             view.pending[d.doc_id] = PendingItem(d.doc_id, d.profile, d.score, d.threshold,
-                                                 d.model_version, d.ts, doc)
+                                                 d.model_version, d.ts, doc, d.profile_epoch)
             while len(view.pending) > self.pending_capacity:
                 view.pending.popitem(last=False)
         else:
@@ -731,24 +739,29 @@ class WebState:
         """Decode changed changelog records (each at most once per ``STATE_REFRESH``)."""
         now = time.time() if now is None else now
         for view in self.profiles.values():
-            if not view.raw_dirty or view.raw_state is None:
-                continue
-            if now - view.raw_decoded_at < STATE_REFRESH:
-                continue
-            try:
-                view.state = summarize_state(view.raw_state)
-            except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, ValueError,
-                    AttributeError):
-                self._skip("profile-state")
-                view.state = {"error": "unreadable state"}
-            else:
-                if view.raw_journal:
-                    try:
-                        view.state = overlay_journal(view.state, view.raw_journal)
-                    except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
-                        self._skip("profile-journal")
-            view.raw_dirty = False
-            view.raw_decoded_at = now
+            self._refresh_view(view, now)
+
+    def _refresh_view(self, view: ProfileView, now: float) -> None:
+        """Decode ``view``'s changed changelog record (at most once per ``STATE_REFRESH``)."""
+        if not view.raw_dirty or view.raw_state is None or now - view.raw_decoded_at < STATE_REFRESH:
+            return
+        epoch = view.state.get("profile_epoch")
+        try:
+            view.state = summarize_state(view.raw_state)
+        except (zlib.error, orjson.JSONDecodeError, KeyError, TypeError, ValueError,
+                AttributeError):
+            self._skip("profile-state")
+            view.state = {"error": "unreadable state"}
+        else:
+            if view.raw_journal:
+                try:
+                    view.state = overlay_journal(view.state, view.raw_journal)
+                except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
+                    self._skip("profile-journal")
+        view.raw_dirty = False
+        view.raw_decoded_at = now
+        if view.state.get("profile_epoch") != epoch:
+            self._drop_stale(view)
 
     def profile_summary(self, view: ProfileView) -> dict[str, Any]:
         st = view.state
@@ -765,7 +778,8 @@ class WebState:
                 "judgments": view.judgments, "precision": view.precision,
                 "pending": len(view.pending), "threshold": threshold,
                 "model_version": version, "learned_judgments": st.get("n_judged"),
-                "waiting_judgments": st.get("n_pending"), "last_update": last}
+                "waiting_judgments": st.get("n_pending"), "last_update": last,
+                "profile_epoch": st.get("profile_epoch") or None}
 
     def snapshot(self, now: float | None = None) -> dict[str, Any]:
         """Everything the dashboard shows, JSON-safe."""
@@ -813,6 +827,7 @@ class WebState:
         view = self.profiles.get(profile)
         if view is None:
             return []
+        self._refresh_view(view, time.time())
         out: list[dict[str, Any]] = []
         for item in view.pending.values():
             if len(out) >= limit:
@@ -824,8 +839,30 @@ class WebState:
                         "title": doc.title if doc else "",
                         "snippet": snippet(doc.text) if doc else "",
                         "score": item.score, "threshold": item.threshold,
-                        "model_version": item.model_version, "ts": item.ts})
+                        "model_version": item.model_version, "ts": item.ts,
+                        **({"profile_epoch": item.profile_epoch} if item.profile_epoch else {})})
         return out
+
+    @staticmethod
+    def _drop_stale(view: ProfileView) -> None:
+        """Drop the queued deliveries of an earlier life of the profile (deleted and
+        created again, or reset): the workers would refuse their judgments. The topics
+        have no order between them (and a restarted page reads them all again), so a
+        decision may be read after its profile's next record, or before its own: only
+        those whose epoch is older than the record's are dropped (:func:`epoch_before`).
+        Called when the record's epoch changes; :meth:`on_decision` keeps them out after."""
+        current = view.state.get("profile_epoch")
+        if current:
+            stale = [d for d, it in view.pending.items() if epoch_before(it.profile_epoch, current)]
+            for doc_id in stale:
+                del view.pending[doc_id]
+
+    def pending_epoch(self, profile: str, doc_id: str) -> str | None:
+        """The profile epoch of the decision that put ``doc_id`` in ``profile``'s queue,
+        if it is there and had one: what a judgment of it from the page is meant for."""
+        view = self.profiles.get(profile)
+        item = view.pending.get(doc_id) if view is not None else None
+        return item.profile_epoch or None if item is not None else None
 
     def document_text(self, doc_id: str) -> str | None:
         """The full text of a kept document as the workers scored it, its title included

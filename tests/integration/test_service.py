@@ -222,6 +222,30 @@ def test_worker_end_to_end_bad_input_judgments_and_replacement(
         # nothing consumed twice after the restart (offsets committed and honoured)
         assert total(workers, "documents") == 200
         assert len(got) == len(set(got))
+
+        # each profile's decisions carry one epoch, through the replacement worker; a
+        # profile deleted and created again refuses a judgment carrying its old one
+        rows = [orjson.loads(v) for _, v, _, _ in
+                read_all(settings, settings.topic("decisions"), idle=1.5)]
+        lives: dict[str, set[str]] = {}
+        for r in rows:
+            lives.setdefault(str(r["profile"]), set()).add(str(r["profile_epoch"]))
+        assert all(len(v) == 1 for v in lives.values()) and len(set.union(*lives.values())) \
+            == len(lives)
+        name = str(specs[0]["profile"])
+        (old,) = lives[name]
+        send_all(settings, settings.topic("profiles"),
+                 [(name.encode(), orjson.dumps({"profile": name, "delete": True})),
+                  (name.encode(), orjson.dumps(specs[0]))])
+        wait_for(lambda: total(workers, "profiles_created") == 1, 60, "profile created again")
+        doc = test[200].id
+        send_all(settings, settings.topic("judgments"), [(name.encode(), orjson.dumps(
+            {"id": "j-stale", "doc_id": doc, "profile": name, "relevant": True,
+             "profile_epoch": old}))])
+        wait_for(lambda: total(workers, "dead_letters.stale_profile") == 1, 30,
+                 "stale judgment dead-lettered")
+        letter = next(d for d in dead_letters(settings) if d["reason"] == "stale_profile")
+        assert old in str(letter["message"]) and letter["topic"] == settings.topic("judgments")
     finally:
         for w in [*workers, w1]:
             w.stop()
