@@ -63,7 +63,7 @@ from sift.filters.screening.errors import ScreeningError
 from sift.topics.codecs import decode_judgment, loads
 from sift.topics.deadletter import DeadLetter
 from sift.topics.errors import RecordError
-from sift.topics.records import Document, clip
+from sift.topics.records import MAX_EPOCH_CHARS, Document, clip, new_profile_epoch
 from sift.topics.review import (
     REQUESTS_TOPIC,
     STATUS_TOPIC,
@@ -153,6 +153,10 @@ class ReviewEntry:
     stored: int = 0
     open_bytes: int = 0
     ranks_stored: int = 0
+    #: the id of the review's life (:func:`~sift.topics.records.new_profile_epoch`), on
+    #: its requests; a judgment carrying another is refused (``stale_review``). Empty for
+    #: a review from before the fifty-second session: nothing is checked
+    profile_epoch: str = ""
 
 
 #: a compressed record starts with this (a plain one, as written before, with ``{``)
@@ -207,7 +211,8 @@ def encode_review_record(entry: ReviewEntry) -> bytes:
     return _compress({"format": REVIEW_FORMAT, "spec": entry.spec.to_obj(), "state": state,
                       "judged": list(entry.judged),
                       "texts": {"epoch": _epoch(entry), "starts": starts,
-                                "count": len(entry.review.texts_)}})
+                                "count": len(entry.review.texts_)},
+                      **({"profile_epoch": entry.profile_epoch} if entry.profile_epoch else {})})
 
 
 def encode_chunks(entry: ReviewEntry) -> tuple[list[tuple[str, bytes]], list[int], int]:
@@ -355,6 +360,9 @@ def decode_review_record(data: bytes, name: str | None = None,
                 k not in stored or stored[k] != v for k, v in spec.params.items()):
             raise ScreeningError("bad review record: its state's params are not its spec's")
         judged = dict.fromkeys(str(k) for k in obj.get("judged", ()))
+        life = obj.get("profile_epoch", "")  # none before the fifty-second session
+        if not isinstance(life, str) or len(life) > MAX_EPOCH_CHARS:
+            raise ScreeningError(f"bad review record: profile_epoch {life!r:.80}")
     except ScreeningError:
         raise
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, RecordError,
@@ -362,7 +370,7 @@ def decode_review_record(data: bytes, name: str | None = None,
         raise ScreeningError(f"bad review record: {' '.join(str(exc).split())}") from None
     if name is not None and spec.review != name:
         raise ScreeningError(f"record under {name!r} is for review {spec.review!r}")
-    entry = ReviewEntry(spec, review, judged)
+    entry = ReviewEntry(spec, review, judged, profile_epoch=life)
     if layout is not None:  # (format 1: the next write stores every text in chunks)
         if layout[0] != _epoch(entry):
             raise ScreeningError(f"review {spec.review!r}: its record's texts epoch is not "
@@ -415,7 +423,7 @@ class ReviewResult:
         self.documents.extend(other.documents)
 
 
-def status_of(name: str, review: Review) -> ReviewStatus:
+def status_of(name: str, review: Review, profile_epoch: str = "") -> ReviewStatus:
     """The status record of a review now.
 
     With no completed sampling batch since the collection last changed the estimate is not
@@ -441,7 +449,8 @@ def status_of(name: str, review: Review) -> ReviewStatus:
         pending=len(review.pending_), batches=len(review.batches_), r_hat=r_hat,
         r_hat_var=var, recall_estimate=recall, recall_lower=lower,
         estimator=review.estimator, target_recall=float(review.target_recall),
-        stop=bool(n and review.should_stop()), complete=complete, ts=time.time())
+        stop=bool(n and review.should_stop()), complete=complete, ts=time.time(),
+        profile_epoch=profile_epoch)
 
 
 class ReviewService:
@@ -557,13 +566,13 @@ class ReviewService:
             resend = bool(batch)
         if resend and review.pending_:
             t, now = len(review.batches_), time.time()
-            out.requests.extend(JudgmentRequest(name, d, t, i + 1, now)
+            out.requests.extend(JudgmentRequest(name, d, t, i + 1, now, entry.profile_epoch)
                                 for i, d in enumerate(review.pending_))
             stats["review_requests"] += len(review.pending_)
         if failed:
             return
         try:
-            status = status_of(name, review)
+            status = status_of(name, review, entry.profile_epoch)
         except Exception as exc:
             self._status_failed(name, exc, stats)
             return
@@ -643,7 +652,7 @@ class ReviewService:
             except (ScreeningError, TypeError) as exc:
                 self._dead(out, msg, RecordError("bad_params", f"review {name!r}: {exc}"))
                 continue
-            entry = ReviewEntry(spec, review)
+            entry = ReviewEntry(spec, review, profile_epoch=new_profile_epoch())
             self._write(name, entry, table)
             self.stats["reviews_created"] += 1
             self._advance(name, entry, out)
@@ -823,6 +832,13 @@ class ReviewService:
                     "unknown_review", f"judgment for review {j.profile!r}, {UNUSABLE}"
                     if j.profile in ReviewNames(table)
                     else f"judgment for unknown review {j.profile!r}"))
+                continue
+            if j.profile_epoch is not None and entry.profile_epoch \
+                    and j.profile_epoch != entry.profile_epoch:
+                self._dead(out, msg, RecordError(
+                    "stale_review", f"judgment of document {j.doc_id!r} for review "
+                    f"{j.profile!r} of epoch {clip(j.profile_epoch, 80)!r}: that review was "
+                    f"deleted; the review now is epoch {entry.profile_epoch!r}"))
                 continue
             if j.key in entry.judged:
                 self.stats["review_judgments_duplicate"] += 1
@@ -1098,8 +1114,11 @@ def gold_reviewer(labels: dict[str, bool]) -> Any:
     """A simulated reviewer for tests and demos: answers requests from gold labels."""
 
     def answer(req: JudgmentRequest) -> dict[str, Any]:
-        return {"id": f"{req.review}/{req.doc_id}", "doc_id": req.doc_id, "profile": req.review,
-                "relevant": bool(labels[req.doc_id]), "judge": "gold"}
+        out = {"id": f"{req.review}/{req.doc_id}", "doc_id": req.doc_id, "profile": req.review,
+               "relevant": bool(labels[req.doc_id]), "judge": "gold"}
+        if req.profile_epoch:
+            out["profile_epoch"] = req.profile_epoch
+        return out
 
     return answer
 

@@ -24,7 +24,7 @@ from sift.errors import SiftError
 from sift.settings import Settings
 from sift.topics.codecs import dumps, loads
 from sift.topics.errors import RecordError
-from sift.topics.records import Document
+from sift.topics.records import Document, epoch_before
 from sift.topics.review import (
     REQUESTS_TOPIC,
     STATUS_TOPIC,
@@ -399,6 +399,48 @@ def remove(settings: Settings, name: str, wait: float) -> int:
     return 1
 
 
+class Unanswered:
+    """Which of one review's requests to answer, read in any order: each document once
+    per life of the review, and none of a life older than the newest read (a review
+    deleted and started again refuses those answers, ``stale_review``).
+
+    >>> from sift.topics.records import new_profile_epoch
+    >>> old, new = new_profile_epoch(), new_profile_epoch()
+    >>> u, due = Unanswered(), []
+    >>> for d, e in [("a", old), ("a", old), ("a", new), ("b", old), ("b", new)]:
+    ...     due.append(u.due(JudgmentRequest("r", d, 1, 1, 0.0, e)))
+    ...     if due[-1]:
+    ...         u.add(d)
+    >>> due, len(u)
+    ([True, False, True, False, True], 2)
+    """
+
+    def __init__(self) -> None:
+        self.life = ""  # the newest epoch read
+        self.answered: set[str] = set()
+
+    def current(self, epoch: str) -> bool:
+        """Whether a record of the review's life ``epoch`` is of the newest life read (which
+        it makes the newest when it is later): False for an older life's."""
+        if epoch_before(epoch, self.life):
+            return False
+        if epoch and epoch != self.life and (not self.life or epoch_before(self.life, epoch)):
+            self.life = epoch  # the review started again: its requests are all to answer
+            self.answered.clear()
+        return True
+
+    def due(self, req: JudgmentRequest) -> bool:
+        """Whether ``req`` is to be answered (not yet answered, and of the newest life)."""
+        return self.current(req.profile_epoch) and req.doc_id not in self.answered
+
+    def add(self, doc_id: str) -> None:
+        """``doc_id``'s request of the current life is answered."""
+        self.answered.add(doc_id)
+
+    def __len__(self) -> int:
+        return len(self.answered)
+
+
 def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float,
            limit: int | None = None) -> int:
     """Answer the review's requests from ``gold`` until its stop signal (or every record
@@ -411,7 +453,7 @@ def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float,
                    seek_end=False)
     prod = producer(settings)
     sends = Sends(prod)
-    answered: set[str] = set()
+    answered = Unanswered()
     last: ReviewStatus | None = None
     deadline = time.monotonic() + timeout
     try:
@@ -424,14 +466,16 @@ def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float,
                             st = ReviewStatus.from_obj(loads(r.value))
                         except RecordError:
                             continue
-                        if st.review == name and (last is None or st.ts >= last.ts):
+                        if st.review == name and answered.current(st.profile_epoch) and (
+                                last is None or st.ts >= last.ts
+                                or epoch_before(last.profile_epoch, st.profile_epoch)):
                             last = st
                         continue
                     try:
                         req = JudgmentRequest.from_obj(loads(r.value))
                     except RecordError:
                         continue
-                    if req.review != name or req.doc_id in answered:
+                    if req.review != name or not answered.due(req):
                         continue
                     if limit is not None and len(answered) >= limit:
                         break
@@ -441,6 +485,8 @@ def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float,
                     j = {"id": f"{name}/{req.doc_id}", "doc_id": req.doc_id, "profile": name,
                          "relevant": gold[req.doc_id], "judge": f"gold-{uuid.uuid4().hex[:6]}",
                          "ts": time.time()}
+                    if req.profile_epoch:
+                        j["profile_epoch"] = req.profile_epoch
                     sends.send(settings.topic("judgments"), name.encode(), dumps(j),
                                f"the judgment of {req.doc_id!r}")
                     answered.add(req.doc_id)
@@ -450,6 +496,8 @@ def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float,
             if limit is not None and len(answered) >= limit:
                 print(f"answered {len(answered)} requests (--limit)")
                 return len(answered)
+            if last is not None and not answered.current(last.profile_epoch):
+                last = None  # a deleted review's: the review was started again since
             if last is not None and (last.stop or last.complete) and last.screened >= len(answered):
                 print(describe(last))
                 print(f"answered {len(answered)} requests")

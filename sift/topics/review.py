@@ -35,7 +35,7 @@ from typing import Any
 
 from sift.topics.codecs import dumps, loads
 from sift.topics.errors import RecordError
-from sift.topics.records import MAX_ID_CHARS, Document, show
+from sift.topics.records import MAX_EPOCH_CHARS, MAX_ID_CHARS, Document, show
 
 REVIEW_MODE = "review"
 REQUESTS_TOPIC = "requests"
@@ -185,10 +185,14 @@ class ReviewDocuments:
 
 @dataclass(frozen=True)
 class JudgmentRequest:
-    """Please judge a document: ``{"review", "doc_id", "batch", "rank", "ts"}``.
+    """Please judge a document: ``{"review", "doc_id", "batch", "rank", "ts",
+    "profile_epoch"}``.
 
     ``batch`` counts the review's batches from 1; ``rank`` is the position in the batch
-    (best-ranked first). Answer with a judgment whose ``profile`` is the review.
+    (best-ranked first). Answer with a judgment whose ``profile`` is the review and whose
+    ``profile_epoch`` is the request's: the id of the review's life, so that a review
+    deleted and started again under the name refuses the answers meant for the old one
+    (``""``, not written: a review from before the fifty-second session).
     """
 
     review: str
@@ -196,6 +200,7 @@ class JudgmentRequest:
     batch: int
     rank: int
     ts: float = 0.0
+    profile_epoch: str = ""
 
     @classmethod
     def from_obj(cls, obj: Any) -> JudgmentRequest:
@@ -207,12 +212,20 @@ class JudgmentRequest:
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (batch, rank)):
             raise RecordError("bad_batch", "judgment request 'batch' and 'rank' must be integers")
         ts = obj.get("ts", 0.0)
+        epoch = obj.get("profile_epoch") or ""
+        if not isinstance(epoch, str) or len(epoch) > MAX_EPOCH_CHARS:
+            raise RecordError("bad_profile_epoch", "judgment request 'profile_epoch' must be a "
+                              f"string of at most {MAX_EPOCH_CHARS} characters")
         assert isinstance(batch, int) and isinstance(rank, int)
-        return cls(review, doc_id, batch, rank, float(ts) if isinstance(ts, int | float) else 0.0)
+        return cls(review, doc_id, batch, rank, float(ts) if isinstance(ts, int | float) else 0.0,
+                   epoch)
 
     def to_obj(self) -> dict[str, Any]:
-        return {"review": self.review, "doc_id": self.doc_id, "batch": self.batch,
-                "rank": self.rank, "ts": self.ts}
+        out: dict[str, Any] = {"review": self.review, "doc_id": self.doc_id,
+                               "batch": self.batch, "rank": self.rank, "ts": self.ts}
+        if self.profile_epoch:
+            out["profile_epoch"] = self.profile_epoch
+        return out
 
 
 @dataclass(frozen=True)
@@ -247,6 +260,8 @@ class ReviewStatus:
     stop: bool
     complete: bool
     ts: float = 0.0
+    #: the review's life (:class:`JudgmentRequest`'s); ``""``, not written: none
+    profile_epoch: str = ""
 
     @classmethod
     def from_obj(cls, obj: Any) -> ReviewStatus:
@@ -287,7 +302,10 @@ class ReviewStatus:
             target_recall=number("target_recall"),
             stop=field_("stop", lambda v: isinstance(v, bool), "true or false"),
             complete=field_("complete", lambda v: isinstance(v, bool), "true or false"),
-            ts=number("ts", 0.0))
+            ts=number("ts", 0.0),
+            profile_epoch=field_("profile_epoch", lambda v: isinstance(v, str)
+                                 and len(v) <= MAX_EPOCH_CHARS,
+                                 f"a string of at most {MAX_EPOCH_CHARS} characters", ""))
 
     def to_obj(self) -> dict[str, Any]:
         return {"review": self.review, "documents": self.documents, "screened": self.screened,
@@ -295,7 +313,8 @@ class ReviewStatus:
                 "r_hat": self.r_hat, "r_hat_var": self.r_hat_var,
                 "recall_estimate": self.recall_estimate, "recall_lower": self.recall_lower,
                 "estimator": self.estimator, "target_recall": self.target_recall,
-                "stop": self.stop, "complete": self.complete, "ts": self.ts}
+                "stop": self.stop, "complete": self.complete, "ts": self.ts,
+                **({"profile_epoch": self.profile_epoch} if self.profile_epoch else {})}
 
 
 def decode_review_spec(data: bytes) -> ReviewSpec:

@@ -105,6 +105,8 @@ class ReviewItem:
     rank: int
     ts: float
     doc: DocInfo | None = None
+    #: the request's: a judgment of it carries it back (``""``: the request had none)
+    profile_epoch: str = ""
 
 
 @dataclass
@@ -122,6 +124,22 @@ class ReviewQueue:
     specs: list[tuple[bytes, str]] = field(default_factory=list)
     #: a status or request of the review was read: a worker runs it, whatever its specs
     confirmed: bool = False
+    #: the newest epoch of its requests and statuses read: the review's life (a review
+    #: deleted and started again has a later one; the topics have no order between them)
+    profile_epoch: str = ""
+
+    def follow(self, epoch: str) -> bool:
+        """Whether a request or status of the life ``epoch`` is the review's now: False for
+        an older life's; a newer one's starts the queue afresh (its judged documents too)."""
+        if epoch_before(epoch, self.profile_epoch):
+            return False
+        if epoch and epoch != self.profile_epoch and (
+                not self.profile_epoch or epoch_before(self.profile_epoch, epoch)):
+            if self.profile_epoch:  # started again: nothing of the old one is its own
+                self.pending.clear()
+                self.judged.clear()
+            self.profile_epoch = epoch
+        return True
 
 
 @dataclass
@@ -674,6 +692,10 @@ class WebState:
             self._skip("deleted-review")
             return
         assert isinstance(obj, dict)
+        epoch = obj.get("profile_epoch")
+        if not self.review_queue(name).follow(epoch if isinstance(epoch, str) else ""):
+            self._skip("stale-status")  # a deleted review's, read after the new one's
+            return
         out: dict[str, Any] = {"review": name}
         for key in ("screened", "found", "r_hat", "target_recall"):
             out[key] = _finite(obj.get(key))
@@ -700,10 +722,14 @@ class WebState:
             return
         queue = self.review_queue(req.review)
         queue.confirmed = True
+        if not queue.follow(req.profile_epoch):
+            self._skip("stale-request")  # a deleted review's: its judgment would be refused
+            return
         if req.doc_id in queue.judged or req.doc_id in queue.pending:
             return  # judged already, or asked again (a re-sent spec re-publishes them)
         queue.pending[req.doc_id] = ReviewItem(req.doc_id, req.review, req.batch, req.rank,
-                                               req.ts or ts, self.docs.get(req.doc_id))
+                                               req.ts or ts, self.docs.get(req.doc_id),
+                                               req.profile_epoch)
         while len(queue.pending) > self.pending_capacity:
             queue.pending.popitem(last=False)
 
@@ -822,7 +848,9 @@ class WebState:
                 asked.append({"doc_id": it.doc_id, "profile": it.review, "review": True,
                               "title": doc.title if doc else "",
                               "snippet": snippet(doc.text) if doc else "",
-                              "batch": it.batch, "rank": it.rank, "ts": it.ts})
+                              "batch": it.batch, "rank": it.rank, "ts": it.ts,
+                              **({"profile_epoch": it.profile_epoch} if it.profile_epoch
+                                 else {})})
             return asked
         view = self.profiles.get(profile)
         if view is None:
@@ -858,8 +886,12 @@ class WebState:
                 del view.pending[doc_id]
 
     def pending_epoch(self, profile: str, doc_id: str) -> str | None:
-        """The profile epoch of the decision that put ``doc_id`` in ``profile``'s queue,
-        if it is there and had one: what a judgment of it from the page is meant for."""
+        """The profile epoch of the decision (or a review's request) that put ``doc_id`` in
+        ``profile``'s queue, if it is there and had one: what a judgment of it from the page
+        is meant for."""
+        if self.is_review(profile):
+            asked = self.review_queues[profile].pending.get(doc_id)
+            return asked.profile_epoch or None if asked is not None else None
         view = self.profiles.get(profile)
         item = view.pending.get(doc_id) if view is not None else None
         return item.profile_epoch or None if item is not None else None

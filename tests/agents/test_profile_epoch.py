@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
+from sift.agents.review import ReviewService, decode_review_record, gold_reviewer
 from sift.agents.service import (
     InputMessage,
     Service,
@@ -20,7 +21,11 @@ from sift.agents.service import (
 )
 from sift.topics.errors import RecordError
 from sift.topics.records import MAX_EPOCH_CHARS, Decision, Judgment, epoch_before
+from sift.topics.review import ReviewDocuments, encode_review
 from tests.agents.offline import TRAIN, training_set
+from tests.agents.test_review import P, collection
+from tests.agents.test_review_audit_s49 import at, review_spec
+from tests.agents.test_review_audit_s49 import judgment as review_judgment
 
 
 @pytest.fixture(scope="module")
@@ -186,3 +191,42 @@ def test_a_record_with_a_bad_epoch_is_a_bad_record(training: TrainingSet, value:
     obj["profile_epoch"] = value
     with pytest.raises(ServiceError, match="profile_epoch"):
         decode_profile_record(orjson.dumps(obj), training.vectorizer.feature_weights(), "wheat")
+
+
+# ------------------------------------------------------------------------- review mode
+def test_a_reviews_requests_carry_its_epoch_and_an_earlier_lifes_answers_are_refused() -> None:
+    docs, gold = collection(80)
+    svc, table = ReviewService(n_shards=P), {}
+    name = "wilson"
+
+    def start() -> list[Any]:
+        assert not svc.apply_specs([at(review_spec(name), "profiles", name)], table).dead_letters
+        batch = ReviewDocuments(name, tuple(d["id"] for d in docs), tuple(d["text"] for d in docs))
+        out = svc.add_documents([at(encode_review(batch), "review-documents", name)], table)
+        assert out.statuses and {st.profile_epoch for st in out.statuses} \
+            == {r.profile_epoch for r in out.requests}  # its statuses carry it too
+        return out.requests
+
+    first = start()
+    (old,) = {r.profile_epoch for r in first}
+    assert len(old) == 33
+    assert decode_review_record(table[name], name, table).profile_epoch == old
+    answer = gold_reviewer(gold)
+    sent = answer(first[0])
+    assert sent["profile_epoch"] == old
+    svc.apply_specs([at(orjson.dumps({"profile": name, "mode": "review", "delete": True}),
+                        "profiles", name)], table)
+    again = start()
+    (new,) = {r.profile_epoch for r in again}
+    assert epoch_before(old, new)
+    stale = at(orjson.dumps(sent), "judgments", name, 7)
+    out = svc.apply_judgments([stale], table)
+    assert [d.reason for d in out.dead_letters] == ["stale_review"]
+    assert old in out.dead_letters[0].message and new in out.dead_letters[0].message
+    assert not svc.entry(name, table).review.order_  # type: ignore[union-attr]
+    # the new life's answer, and one with no epoch, are taken
+    fresh = orjson.dumps(answer(again[0]))
+    out = svc.apply_judgments([at(fresh, "judgments", name, 8),
+                               review_judgment(name, again[1].doc_id, True, 9)], table)
+    assert not out.dead_letters
+    assert len(svc.entry(name, table).review.order_) == 2  # type: ignore[union-attr]

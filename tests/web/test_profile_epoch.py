@@ -132,3 +132,39 @@ def test_the_profile_epoch_of_a_record_from_before_epochs_is_its_journals() -> N
     state.on_profile_state("earn", state_record(0.25, 3, epoch="c" * 32), time.time())
     state.refresh_states()
     assert state.profile_summary(state.profiles["earn"])["profile_epoch"] == "c" * 32
+
+
+def request(state: WebState, doc_id: str, epoch: str, review: str = "wilson") -> None:
+    state.on_request(orjson.dumps({"review": review, "doc_id": doc_id, "batch": 1, "rank": 1,
+                                   "ts": time.time(), "profile_epoch": epoch}), time.time())
+
+
+def test_a_reviews_queue_follows_its_newest_life_and_judgments_carry_it(
+        settings: Settings, recorder: Recorder) -> None:
+    state = WebState()
+    request(state, "r0", OLD)
+    request(state, "r1", OLD)
+    assert [it["profile_epoch"] for it in state.pending("wilson")] == [OLD, OLD]
+    request(state, "r2", NEW)  # the review was deleted and started again
+    request(state, "r3", OLD)  # a request of the old one read late
+    assert [it["doc_id"] for it in state.pending("wilson")] == ["r2"]
+    assert post(state, settings, recorder, {"doc_id": "r2", "profile": "wilson",
+                                            "relevant": True}) == 202
+    assert orjson.loads(recorder.sent[0][2])["profile_epoch"] == NEW
+
+
+def status(state: WebState, epoch: str, screened: int, review: str = "wilson") -> None:
+    state.on_review_status(orjson.dumps({
+        "review": review, "documents": 100, "screened": screened, "found": 3, "pending": 0,
+        "batches": 2, "r_hat": 4.0, "r_hat_var": 1.0, "recall_estimate": 0.75,
+        "recall_lower": 0.5, "estimator": "hh", "target_recall": 0.8, "stop": True,
+        "complete": False, "ts": time.time(), "profile_epoch": epoch}), time.time())
+
+
+def test_a_deleted_reviews_status_read_late_is_not_the_reviews() -> None:
+    state = WebState()
+    request(state, "r0", NEW)
+    status(state, NEW, 10)
+    status(state, OLD, 90)
+    assert state.reviews["wilson"]["screened"] == 10.0
+    assert state.skipped["stale-status"] == 1
