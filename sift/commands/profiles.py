@@ -239,7 +239,10 @@ def _record(data: bytes, journal: bytes | None = None) -> dict[str, Any]:
             "update": st["params"]["update"], "measure": st["params"]["measure"],
             "threshold": math.inf if thr is None else float(thr),
             "model_version": int(now["model_version"]), "judged": int(now["n_judged"]),
-            "waiting": int(now["n_pending"]), "replaces": rec.get("replaces") is True}
+            "waiting": int(now["n_pending"]), "replaces": rec.get("replaces") is True,
+            # as the workers read it (none before the 52nd session: the journal's epoch)
+            "profile_epoch": str(rec.get("profile_epoch",
+                                         (rec.get("journal") or {}).get("epoch", "")))}
 
 
 def list_profiles(settings: Settings) -> list[dict[str, Any]]:

@@ -230,3 +230,15 @@ def test_a_reviews_requests_carry_its_epoch_and_an_earlier_lifes_answers_are_ref
                                review_judgment(name, again[1].doc_id, True, 9)], table)
     assert not out.dead_letters
     assert len(svc.entry(name, table).review.order_) == 2  # type: ignore[union-attr]
+
+
+def test_sift_profiles_list_shows_the_epoch(training: TrainingSet) -> None:
+    from sift.commands.profiles import _record
+
+    table: dict[str, bytes] = {}
+    svc = Service(training, n_shards=1, journal={})
+    svc.apply_specs([spec("wheat", "wheat")], table)
+    assert _record(table["wheat"])["profile_epoch"] == epoch_of(svc, table, "wheat")
+    obj = orjson.loads(table["wheat"])
+    del obj["profile_epoch"]  # a record from before: the journal's epoch, as workers read it
+    assert _record(orjson.dumps(obj))["profile_epoch"] == obj["journal"]["epoch"]
