@@ -124,6 +124,10 @@ DEAD_LETTER_BYTES = 1_048_588 - RECORD_FRAMING_BYTES
 #: first kept). Faust re-delivers what was not committed yet (offsets are committed every
 #: second), so this only has to cover a few seconds of messages.
 MAX_PROCESSED_OFFSETS = 20_000
+#: Profile names whose shard a service remembers: every name a judgment or a spec gives
+#: is looked up, those of no profile too (dead-lettered), so past this many the cache
+#: starts again (until the fifty-second session it grew with every name ever seen).
+MAX_SHARD_CACHE = 100_000
 #: Size an internal vector-batch payload is cut to (estimated before encoding).
 CHUNK_BYTES = 400_000
 #: Largest internal vector-batch payload sent: one estimated under CHUNK_BYTES and
@@ -980,6 +984,8 @@ class Service:
     def shard(self, name: str) -> int:
         s = self._shard_cache.get(name)
         if s is None:
+            if len(self._shard_cache) >= MAX_SHARD_CACHE:
+                self._shard_cache.clear()  # names of no profile (any judgment's) included
             s = self._shard_cache[name] = shard_of(name, self.n_shards)
         return s
 

@@ -108,3 +108,18 @@ def test_the_table_holds_records_at_their_length(service: Service) -> None:
     # orjson's buffer alone was about 6 times the record
     assert held < len(raw) * 2.5, (held, len(raw))
 
+
+def test_the_shard_cache_is_bounded(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every judgment's profile name is looked up, a name of no profile too (its judgment
+    dead-lettered): the names remembered stay under a bound, and the shards are the same."""
+    import sift.agents.service as service_module
+
+    monkeypatch.setattr(service_module, "MAX_SHARD_CACHE", 50, raising=False)
+    table: dict[str, bytes] = {}
+    msgs = [InputMessage(orjson.dumps({"id": f"j{i}", "doc_id": "d", "profile": f"nobody-{i}",
+                                       "relevant": True}), "judgments",
+                         shard_of(f"nobody-{i}", 2), i) for i in range(200)]
+    out = service.apply_judgments(msgs, table)
+    assert len(out.dead_letters) == 200
+    assert len(service._shard_cache) <= 50
+    assert all(service.shard(f"nobody-{i}") == shard_of(f"nobody-{i}", 2) for i in range(200))
