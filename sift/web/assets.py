@@ -239,9 +239,13 @@ JS = r"""
     // 409), which the change button (key u) corrects to the other label: a standing
     // profile keeps one label per document, its last judgment's
     let last = null;
-    const offer = (docId, relevant) => {
+    // a judgment carries the epoch of the delivery shown (the profile's life: one deleted
+    // and created again, or reset, while the page is open refuses it; the server no
+    // longer knows the old life then)
+    const epochOf = (epoch) => (epoch ? {profile_epoch: epoch} : {});
+    const offer = (docId, relevant, epoch) => {
       if (!change) return;
-      last = {docId: docId, relevant: relevant};
+      last = {docId: docId, relevant: relevant, epoch: epoch};
       change.textContent = 'Change ' + docId + ' to ' + (relevant ? 'not relevant' : 'relevant');
       change.hidden = false;
     };
@@ -263,6 +267,7 @@ JS = r"""
     function card(it) {
       const li = el('li', 'item');
       li.dataset.docId = it.doc_id;
+      li.dataset.epoch = it.profile_epoch || '';
       li.appendChild(el('h3', 'title', it.title || it.doc_id));
       li.appendChild(el('p', 'snippet', it.snippet));
       li.appendChild(el('p', 'meta', it.review
@@ -283,7 +288,8 @@ JS = r"""
         const r = await fetch('/api/judgments', {
           method: 'POST',
           headers: {'Content-Type': 'application/json', 'Authorization': 'Bearer ' + readToken()},
-          body: JSON.stringify({doc_id: docId, profile: profile, relevant: relevant}),
+          body: JSON.stringify({doc_id: docId, profile: profile, relevant: relevant,
+                                ...epochOf(li.dataset.epoch)}),
         });
         const drop = () => {
           done.add(docId);
@@ -295,7 +301,7 @@ JS = r"""
         if (r.status === 202) {
           drop();
           say((relevant ? 'Relevant: ' : 'Not relevant: ') + docId);
-          offer(docId, relevant);
+          offer(docId, relevant, li.dataset.epoch);
         } else if (r.status === 409) {
           // judged already (by someone else, maybe the other way): the verdict that
           // counts is the stored one, not this click's
@@ -307,7 +313,7 @@ JS = r"""
             say('Already judged ' + stored + ': ' + docId +
                 (body.relevant === relevant ? '' : ' (your verdict was not saved)'),
                 body.relevant !== relevant);
-            offer(docId, body.relevant);
+            offer(docId, body.relevant, li.dataset.epoch);
           } else {
             say('Not saved: ' + (body.error || 'HTTP 409'), true);
           }
@@ -325,18 +331,18 @@ JS = r"""
 
     async function correct() {
       if (!last || !change || change.hidden || change.dataset.busy) return;
-      const fix = {docId: last.docId, relevant: !last.relevant};
+      const fix = {docId: last.docId, relevant: !last.relevant, epoch: last.epoch};
       change.dataset.busy = '1';
       try {
         const r = await fetch('/api/judgments', {
           method: 'POST',
           headers: {'Content-Type': 'application/json', 'Authorization': 'Bearer ' + readToken()},
           body: JSON.stringify({doc_id: fix.docId, profile: profile, relevant: fix.relevant,
-                                correct: true}),
+                                correct: true, ...epochOf(fix.epoch)}),
         });
         if (r.status === 202) {
           say('Changed to ' + (fix.relevant ? 'relevant: ' : 'not relevant: ') + fix.docId);
-          offer(fix.docId, fix.relevant);
+          offer(fix.docId, fix.relevant, fix.epoch);
         } else {
           let msg = 'HTTP ' + r.status;
           try { msg = (await r.json()).error || msg; } catch (e) { /* keep */ }

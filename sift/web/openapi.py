@@ -43,7 +43,8 @@ def openapi() -> dict[str, Any]:
                            "profile_epoch": {"type": "string", "description": "The life "
                                              "of the profile the judgment is meant for (a "
                                              "decision's `profile_epoch`; default: that of "
-                                             "the decision that queued the document). A "
+                                             "the decision that delivered the document, "
+                                             "while it is queued or remembered). A "
                                              "worker refuses the judgment (dead letter "
                                              "`stale_profile`) once the profile was deleted "
                                              "and created again, or reset."},

@@ -158,7 +158,8 @@ class ProfileView:
     spec: dict[str, Any] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
     pending: OrderedDict[str, PendingItem] = field(default_factory=OrderedDict)
-    #: doc_id -> [delivered, verdict (None until judged)]
+    #: doc_id -> [delivered, verdict (None until judged), the delivery's profile epoch
+    #: ("" when none)]: a correction of the document carries the epoch back
     marks: OrderedDict[str, list[Any]] = field(default_factory=OrderedDict)
     raw_state: bytes | None = None
     #: the last spec's bytes, to tell whether a rejected spec is the one that made the view
@@ -267,6 +268,8 @@ class WebState:
         self.rejected: OrderedDict[str, bytes] = OrderedDict()
         self.judgment_ids: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self.claimed: set[tuple[str, str]] = set()
+        #: the profile epochs read on decisions (see :meth:`on_decision`)
+        self._epochs: dict[str, str] = {}
         self.lag: dict[str, int] = {}
         self.lag_ts: float | None = None
         #: why the last lag reading failed ("" when it did not): the lag is unknown then
@@ -325,7 +328,7 @@ class WebState:
     def _mark(self, view: ProfileView, doc_id: str) -> list[Any]:
         mark = view.marks.get(doc_id)
         if mark is None:
-            mark = view.marks[doc_id] = [False, None]
+            mark = view.marks[doc_id] = [False, None, ""]
             while len(view.marks) > self.outcome_capacity:
                 view.marks.popitem(last=False)
         return mark
@@ -458,6 +461,9 @@ class WebState:
         if mark[0]:
             return d  # a repeat (at-least-once): already counted
         mark[0] = True
+        # (one string per life, not one per mark: up to outcome_capacity marks a profile)
+        mark[2] = self._epochs.setdefault(d.profile_epoch, d.profile_epoch) \
+            if len(self._epochs) < 4096 else d.profile_epoch
         view.delivered += 1
         self.c_decisions.inc()
         self.rates["decisions"].add(d.ts or time.time())
@@ -888,13 +894,20 @@ class WebState:
     def pending_epoch(self, profile: str, doc_id: str) -> str | None:
         """The profile epoch of the decision (or a review's request) that put ``doc_id`` in
         ``profile``'s queue, if it is there and had one: what a judgment of it from the page
-        is meant for."""
+        is meant for. A profile's document no longer queued (judged: a correction; or
+        dropped as an earlier life's, which a page loaded before still shows) has the epoch
+        of its delivery, while its mark is kept (``outcome_capacity``)."""
         if self.is_review(profile):
             asked = self.review_queues[profile].pending.get(doc_id)
             return asked.profile_epoch or None if asked is not None else None
         view = self.profiles.get(profile)
-        item = view.pending.get(doc_id) if view is not None else None
-        return item.profile_epoch or None if item is not None else None
+        if view is None:
+            return None
+        item = view.pending.get(doc_id)
+        if item is not None:
+            return item.profile_epoch or None
+        mark = view.marks.get(doc_id)
+        return mark[2] or None if mark is not None and mark[0] else None
 
     def document_text(self, doc_id: str) -> str | None:
         """The full text of a kept document as the workers scored it, its title included
