@@ -455,6 +455,13 @@ def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float,
     sends = Sends(prod)
     answered = Unanswered()
     last: ReviewStatus | None = None
+    # a stop signal counts once the statuses published before this start are read: read
+    # from the start, the status partition holds a deleted review's statuses (its stop
+    # among them) before those of the review started again, and a poll may return the
+    # first without the others
+    status_tps = [tp for tp in cons.assignment() if tp.topic == settings.topic(STATUS_TOPIC)]
+    ends = cons.end_offsets(status_tps) if status_tps else {}
+    read_up = not ends
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -498,7 +505,9 @@ def answer(settings: Settings, name: str, gold: dict[str, bool], timeout: float,
                 return len(answered)
             if last is not None and not answered.current(last.profile_epoch):
                 last = None  # a deleted review's: the review was started again since
-            if last is not None and (last.stop or last.complete) and last.screened >= len(answered):
+            read_up = read_up or all(cons.position(tp) >= end for tp, end in ends.items())
+            if last is not None and (last.stop or last.complete) and read_up \
+                    and last.screened >= len(answered):
                 print(describe(last))
                 print(f"answered {len(answered)} requests")
                 return len(answered)
