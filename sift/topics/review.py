@@ -212,7 +212,8 @@ class JudgmentRequest:
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (batch, rank)):
             raise RecordError("bad_batch", "judgment request 'batch' and 'rank' must be integers")
         ts = obj.get("ts", 0.0)
-        epoch = obj.get("profile_epoch") or ""
+        epoch = obj.get("profile_epoch")
+        epoch = "" if epoch is None else epoch  # (absent or null: a review without one)
         if not isinstance(epoch, str) or len(epoch) > MAX_EPOCH_CHARS:
             raise RecordError("bad_profile_epoch", "judgment request 'profile_epoch' must be a "
                               f"string of at most {MAX_EPOCH_CHARS} characters")

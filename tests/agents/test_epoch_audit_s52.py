@@ -14,6 +14,7 @@ import sift.kafkaclient as kafkaclient
 from sift.agents.service import InputMessage, Service, TrainingSet
 from sift.commands import review as review_cmd
 from sift.settings import Settings
+from sift.topics.errors import RecordError
 from sift.topics.records import new_profile_epoch
 from sift.topics.review import JudgmentRequest, decode_request
 from tests.agents.offline import training_set
@@ -134,3 +135,16 @@ def test_the_answerer_does_not_stop_on_a_deleted_reviews_stop_read_first(
     assert [(j["doc_id"], j.get("profile_epoch")) for j in FakeSends.sent] == [("a", old),
                                                                                 ("b", new)]
     assert "answered 1 requests" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", [0, False, [], {}, 7, "x" * 65])
+def test_a_requests_epoch_of_another_type_is_refused_not_taken_for_none(value: object) -> None:
+    """``0``, ``false`` or ``[]`` were read as no epoch (falsy), where the judgment's
+    decoder refuses them: a request's is checked the same way."""
+    with pytest.raises(RecordError) as err:
+        JudgmentRequest.from_obj({"review": "r", "doc_id": "d", "batch": 1, "rank": 1,
+                                  "profile_epoch": value})
+    assert err.value.reason == "bad_profile_epoch"
+    ok = JudgmentRequest.from_obj({"review": "r", "doc_id": "d", "batch": 1, "rank": 1,
+                                   "profile_epoch": None})
+    assert ok.profile_epoch == ""
