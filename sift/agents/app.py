@@ -165,15 +165,42 @@ def prepare_topics(settings: Settings) -> int:
     return DEAD_LETTER_BYTES if limit is None else max(limit - RECORD_FRAMING_BYTES, 1024)
 
 
+class _ActivePartitions:
+    """Faust's live set of active partitions as aiokafka's ``fetched_records`` reads it:
+    ``tp in`` asks the set, and it is never empty (see :func:`rotate_fetched_partitions`)."""
+
+    __slots__ = ("tps",)
+
+    def __init__(self, tps: set[Any]) -> None:
+        self.tps = tps
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __contains__(self, tp: object) -> bool:
+        return tp in self.tps
+
+
 def rotate_fetched_partitions() -> None:
-    """Make aiokafka hand out prefetched records round-robin over partitions.
+    """Make aiokafka hand out prefetched records round-robin over partitions, and only
+    those of partitions Faust has active.
 
     ``Fetcher.fetched_records(max_records=n)`` serves the partitions in the order their
     fetches arrived and stops at ``n``; a partition whose prefetched result holds more
     than ``n`` records (16 MiB of judgments are about 10,000) comes first again on the
     next call, and the next, until it is used up: a replacement worker catching up on
     judgments routed no document for minutes. After each call the partitions just
-    served go to the back of the queue. Idempotent.
+    served go to the back of the queue.
+
+    Faust passes its drain loop's set of active partitions to the consumer thread, which
+    reads it while the event loop changes it; ``fetched_records`` treats an empty
+    ``partitions`` as "all of them". When table recovery pauses the changelogs just
+    before resuming the inputs, the set is empty for a moment: aiokafka then handed
+    over, and moved past, records of paused input partitions, which Faust's ``getmany``
+    drops (not active; seen in the fifty-second session: 713 documents of one partition).
+    The seek to the committed offsets that follows puts them back, but aiokafka seeks no
+    partition without a commit, whose head is then lost (docs/faust-notes.md). Here the
+    set is asked, never taken as "all". Idempotent.
     """
     from aiokafka.consumer.fetcher import Fetcher
 
@@ -183,6 +210,8 @@ def rotate_fetched_partitions() -> None:
 
     async def fetched_records(self: Any, partitions: Any, timeout: float = 0,
                               max_records: int | None = None) -> Any:
+        if isinstance(partitions, set):  # Faust's live set of active partitions
+            partitions = _ActivePartitions(partitions)
         drained = await original(self, partitions, timeout=timeout, max_records=max_records)
         pending = self._records
         for tp in drained:
@@ -191,7 +220,55 @@ def rotate_fetched_partitions() -> None:
         return drained
 
     fetched_records.sift_rotating = True  # type: ignore[attr-defined]
+    fetched_records.sift_original = original  # type: ignore[attr-defined]
     Fetcher.fetched_records = fetched_records
+
+
+def keep_deliveries_at_recovery_end() -> None:
+    """Keep Faust from emptying the stream buffers after it has resumed the input
+    partitions at the end of table recovery. Idempotent.
+
+    ``Recovery.on_recovery_completed`` resumes the input partitions, then awaits
+    ``perform_seek`` (the seek to the committed offsets: 0.5-0.8 s here), then calls
+    ``app.flow_control.resume()``, which empties every stream and channel buffer
+    (mode's ``FlowControlEvent.resume`` clears the queues made with
+    ``clear_on_resume``). The drain loop is already running (recovery resumed the flow
+    to read the changelogs), so during the seek it delivers the records aiokafka
+    prefetched from the committed offsets into those buffers and notes each as read
+    (``Consumer._read_offset``); the clear then threw them away, and when the re-fetch
+    from the committed offset came, the drain loop dropped the copies as already read
+    (``offset >= r_offset``), then handed the last one again. A fresh worker on a backlog
+    lost 68-782 messages at the head of a partition in most starts this way (the
+    fifty-second session traced each skipped head of ``benchmarks/restart_heads.py`` to
+    such a clear; docs/streaming.md finding 21). Here the buffers are emptied when
+    recovery completes, before the inputs are resumed (all that Faust's clear would have
+    dropped had been delivered by then), and the resume at the end leaves what was
+    delivered since in place: at worst a record is delivered twice, which the agents
+    drop (``offsets_repeated``, ``redelivered_skipped``).
+    """
+    from faust.tables.recovery import Recovery
+
+    original = Recovery.on_recovery_completed
+    if getattr(original, "sift_guarded", False):
+        return
+
+    async def on_recovery_completed(self: Any, generation_id: int = 0) -> None:
+        flow = self.app.flow_control
+        flow.clear()
+
+        def resume() -> None:  # FlowControlEvent.resume without its clear
+            flow._suspend.clear()
+            flow._resume.set()
+
+        flow.resume = resume
+        try:
+            await original(self, generation_id)
+        finally:
+            with contextlib.suppress(AttributeError):
+                del flow.resume
+
+    on_recovery_completed.sift_guarded = True  # type: ignore[attr-defined]
+    Recovery.on_recovery_completed = on_recovery_completed  # type: ignore[method-assign]
 
 
 #: Calls of Faust's drain loop for records (each a hop to its consumer thread and back):
@@ -854,6 +931,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         deliver_messages_directly()
     commit_only_processed_messages()
     let_inputs_pass_table_writes()
+    keep_deliveries_at_recovery_end()
     if service is None:
         if training is None:
             training = TrainingSet.load(settings.idf_corpus or default_corpus(),

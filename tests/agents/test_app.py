@@ -1056,3 +1056,99 @@ def test_table_writes_queued_for_the_producer_do_not_hold_up_the_inputs(worker: 
     # with Faust's limit this would wait to flush (here: raise, the producer is not
     # running); it returns at once
     asyncio.run(asyncio.wait_for(buffer.wait_until_ebb(), timeout=5.0))
+
+
+def test_records_are_handed_over_only_for_partitions_faust_has_active(monkeypatch: Any) -> None:
+    """aiokafka's ``fetched_records`` takes an empty ``partitions`` as "all of them";
+    Faust passes its live set of active partitions, empty for a moment when recovery
+    pauses the changelogs before resuming the inputs, and dropped what came back for
+    the paused inputs (after aiokafka had moved past it). An empty set hands over
+    nothing, and a partition resumed meanwhile is asked of the set at the time."""
+    from collections import OrderedDict
+
+    from aiokafka.consumer.fetcher import Fetcher, FetchResult
+    from aiokafka.structs import TopicPartition
+
+    import sift.agents.app as app_mod
+
+    class Records(list[Any]):
+        next_fetch_offset = 0
+
+        def __init__(self, offsets: range) -> None:
+            super().__init__(Mock(offset=o) for o in offsets)
+            self.next_fetch_offset = offsets.start
+
+    class State:
+        paused = False
+
+        def __init__(self, records: Records) -> None:
+            self.records = records
+
+        @property
+        def position(self) -> int:
+            return self.records.next_fetch_offset
+
+        def consumed_to(self, position: int) -> None:
+            pass
+
+    paused, active = TopicPartition("documents", 0), TopicPartition("profiles-changelog", 0)
+    records = {paused: Records(range(5, 8)), active: Records(range(0, 2))}
+    assignment = Mock(active=True)
+    assignment.state_value = lambda tp: State(records[tp])
+    fetcher = Mock(_records=OrderedDict(
+        (tp, FetchResult(tp, assignment=assignment, partition_records=r, backoff=0))
+        for tp, r in records.items()))
+    fetcher._subscriptions.reassignment_in_progress = False
+    monkeypatch.setattr(Fetcher, "fetched_records",  # aiokafka's, even after a create_app
+                        getattr(Fetcher.fetched_records, "sift_original", Fetcher.fetched_records))
+    app_mod.rotate_fetched_partitions()
+    live = {active}
+
+    async def fetch() -> dict[Any, list[int]]:
+        got = await Fetcher.fetched_records(fetcher, live, timeout=0)
+        return {tp.topic: [r.offset for r in rs] for tp, rs in got.items()}
+
+    assert asyncio.run(fetch()) == {"profiles-changelog": [0, 1]}
+    live.clear()  # recovery paused the changelogs; the inputs are not resumed yet
+    assert asyncio.run(fetch()) == {}
+    assert paused in fetcher._records  # still there for when the partition is resumed
+    live.add(paused)
+    assert asyncio.run(fetch()) == {"documents": [5, 6, 7]}
+
+
+def test_what_is_delivered_while_recovery_seeks_is_not_cleared_at_its_end(
+        monkeypatch: Any) -> None:
+    """Faust's ``on_recovery_completed`` resumes the inputs, awaits the seek to the
+    committed offsets (during which the drain loop delivers into the stream buffers and
+    notes the records as read) and then resumes flow control, which empties the
+    buffers: a fresh worker lost the head of a partition in most starts. What was
+    buffered before the inputs were resumed is still cleared; what came after stays."""
+    from faust.tables.recovery import Recovery
+    from mode.utils.queues import FlowControlEvent, FlowControlQueue
+
+    import sift.agents.app as app_mod
+
+    async def run() -> tuple[list[str], bool, list[str]]:
+        flow = FlowControlEvent(initially_suspended=False)
+        queue: FlowControlQueue[str] = FlowControlQueue(flow_control=flow,
+                                                        clear_on_resume=True)
+        queue.put_nowait("stale")
+
+        async def original(self: Any, generation_id: int = 0) -> None:
+            queue.put_nowait(f"delivered during the seek, generation {generation_id}")
+            self.app.flow_control.resume()
+
+        monkeypatch.setattr(Recovery, "on_recovery_completed", original)
+        app_mod.keep_deliveries_at_recovery_end()
+        app_mod.keep_deliveries_at_recovery_end()  # idempotent
+        recovery = Mock()
+        recovery.app.flow_control = flow
+        await Recovery.on_recovery_completed(recovery, 7)
+        kept = list(queue._queue)  # type: ignore[attr-defined]
+        queue.put_nowait("later")
+        flow.resume()  # any later resume clears as before
+        return kept, flow.is_active(), list(queue._queue)  # type: ignore[attr-defined]
+
+    kept, active, after = asyncio.run(run())
+    assert kept == ["delivered during the seek, generation 7"]
+    assert active and after == []
