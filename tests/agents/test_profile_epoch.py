@@ -23,6 +23,7 @@ from sift.topics.errors import RecordError
 from sift.topics.records import MAX_EPOCH_CHARS, Decision, Judgment, epoch_before
 from sift.topics.review import ReviewDocuments, encode_review
 from tests.agents.offline import TRAIN, training_set
+from tests.agents.test_lifecycle_audit_s50 import spec
 from tests.agents.test_review import P, collection
 from tests.agents.test_review_audit_s49 import at, review_spec
 from tests.agents.test_review_audit_s49 import judgment as review_judgment
@@ -32,10 +33,6 @@ from tests.agents.test_review_audit_s49 import judgment as review_judgment
 def training() -> TrainingSet:
     return training_set()
 
-
-def spec(name: str, query: str, offset: int = 0, **fields: Any) -> InputMessage:
-    return InputMessage(orjson.dumps({"profile": name, "query": query, **fields}),
-                        "profiles", 0, offset)
 
 
 def judgment(i: int, name: str, doc: int, relevant: bool, **fields: Any) -> InputMessage:
