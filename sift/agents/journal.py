@@ -264,6 +264,20 @@ def latest_after(epoch: str | None, model_version: int,
             "n_judged": latest.get("n_judged", 0), "n_pending": latest.get("n_pending", 0)}
 
 
+def record_profile_epoch(record: dict[str, Any]) -> Any:
+    """The profile epoch a profile's state record (decoded JSON) stands for, as every
+    worker reads it: its ``profile_epoch``, or for a record from before the fifty-second
+    session, which has none, its journal's epoch (``""`` before journals too). Not
+    checked: the caller validates what it reads.
+
+    >>> record_profile_epoch({"profile_epoch": "e2", "journal": {"epoch": "e1"}})
+    'e2'
+    >>> record_profile_epoch({"journal": {"epoch": "e1"}}), record_profile_epoch({})
+    ('e1', '')
+    """
+    return record.get("profile_epoch", (record.get("journal") or {}).get("epoch", ""))
+
+
 def pending_in_state(state: dict[str, Any]) -> int:
     """How many judgments a profile's state (decoded JSON; a bagged profile's too) holds
     back for its update policy's next model update (``update`` = n): received, not yet

@@ -64,6 +64,7 @@ from sift.agents.journal import (
     encode_batch,
     encode_journal,
     journal_full,
+    record_profile_epoch,
     stack_batches,
 )
 from sift.errors import SiftError
@@ -758,7 +759,7 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
         # none before the fifty-second session: the journal's epoch then stands for it,
         # the id every worker reads from this record (it changes only at a replacement,
         # which writes the profile epoch)
-        life = obj.get("profile_epoch", epoch)
+        life = record_profile_epoch(obj)
         if not isinstance(life, str) or len(life) > MAX_EPOCH_CHARS:
             raise ServiceError(f"bad 'profile_epoch' in the record: {clip(repr(life))}")
     except ServiceError:

@@ -226,7 +226,7 @@ def _record(data: bytes, journal: bytes | None = None) -> dict[str, Any]:
     model update (``update`` = n); after the batches of the profile's judgment
     ``journal`` when it continues the record (the record is rewritten only now and
     then). Raises one of :data:`_UNREADABLE` for anything else."""
-    from sift.agents.journal import latest_after, pending_in_state
+    from sift.agents.journal import latest_after, pending_in_state, record_profile_epoch
 
     rec = orjson.loads(data if data[:1] == b"{" else zlib.decompress(data))
     st = rec["state"]
@@ -240,9 +240,7 @@ def _record(data: bytes, journal: bytes | None = None) -> dict[str, Any]:
             "threshold": math.inf if thr is None else float(thr),
             "model_version": int(now["model_version"]), "judged": int(now["n_judged"]),
             "waiting": int(now["n_pending"]), "replaces": rec.get("replaces") is True,
-            # as the workers read it (none before the 52nd session: the journal's epoch)
-            "profile_epoch": str(rec.get("profile_epoch",
-                                         (rec.get("journal") or {}).get("epoch", "")))}
+            "profile_epoch": str(record_profile_epoch(rec))}
 
 
 def list_profiles(settings: Settings) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from sift.errors import SiftError
 from sift.settings import Settings
 from sift.topics.codecs import dumps, loads
 from sift.topics.errors import RecordError
-from sift.topics.records import Document, epoch_before
+from sift.topics.records import Document, epoch_before, newest_life
 from sift.topics.review import (
     REQUESTS_TOPIC,
     STATUS_TOPIC,
@@ -422,10 +422,11 @@ class Unanswered:
     def current(self, epoch: str) -> bool:
         """Whether a record of the review's life ``epoch`` is of the newest life read (which
         it makes the newest when it is later): False for an older life's."""
-        if epoch_before(epoch, self.life):
+        life = newest_life(epoch, self.life)
+        if life is None:
             return False
-        if epoch and epoch != self.life and (not self.life or epoch_before(self.life, epoch)):
-            self.life = epoch  # the review started again: its requests are all to answer
+        if life != self.life:
+            self.life = life  # the review started again: its requests are all to answer
             self.answered.clear()
         return True
 

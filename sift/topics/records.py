@@ -297,6 +297,25 @@ def epoch_before(a: str, b: str) -> bool:
     return a < b and _EPOCH.fullmatch(a) is not None and _EPOCH.fullmatch(b) is not None
 
 
+def newest_life(epoch: str, life: str) -> str | None:
+    """For a reader following the newest life of a profile or review from records read
+    in any order: None when ``epoch`` is of an older life than ``life`` (the newest read
+    so far), else the life to follow from now on (``epoch`` when it starts a later one or
+    is the first; ``life`` otherwise, ``""`` epochs included).
+
+    >>> old, new = new_profile_epoch(), new_profile_epoch()
+    >>> newest_life(new, old) == new, newest_life(old, new), newest_life("", new) == new
+    (True, None, True)
+    >>> newest_life(old, "") == old
+    True
+    """
+    if epoch_before(epoch, life):
+        return None
+    if epoch and epoch != life and (not life or epoch_before(life, epoch)):
+        return epoch
+    return life
+
+
 @dataclass(frozen=True)
 class Judgment:
     """Relevance feedback: ``{"id"?, "doc_id", "profile", "relevant", "judge"?, "ts"?, "text"?,

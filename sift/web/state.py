@@ -26,11 +26,18 @@ from typing import Any
 
 import orjson
 
-from sift.agents.journal import latest_after, pending_in_state
+from sift.agents.journal import latest_after, pending_in_state, record_profile_epoch
 from sift.observability import RateMeter, Registry
 from sift.topics.codecs import decode_document_batch, loads
 from sift.topics.errors import RecordError
-from sift.topics.records import Decision, Judgment, ProfileSpec, epoch_before, scored_text
+from sift.topics.records import (
+    Decision,
+    Judgment,
+    ProfileSpec,
+    epoch_before,
+    newest_life,
+    scored_text,
+)
 from sift.topics.review import JudgmentRequest, ReviewSpec, is_review_obj
 
 SNIPPET_CHARS = 320
@@ -131,14 +138,14 @@ class ReviewQueue:
     def follow(self, epoch: str) -> bool:
         """Whether a request or status of the life ``epoch`` is the review's now: False for
         an older life's; a newer one's starts the queue afresh (its judged documents too)."""
-        if epoch_before(epoch, self.profile_epoch):
+        life = newest_life(epoch, self.profile_epoch)
+        if life is None:
             return False
-        if epoch and epoch != self.profile_epoch and (
-                not self.profile_epoch or epoch_before(self.profile_epoch, epoch)):
+        if life != self.profile_epoch:
             if self.profile_epoch:  # started again: nothing of the old one is its own
                 self.pending.clear()
                 self.judged.clear()
-            self.profile_epoch = epoch
+            self.profile_epoch = life
         return True
 
 
@@ -208,9 +215,7 @@ def summarize_state(raw: bytes) -> dict[str, Any]:
             "n_judged": _count(st.get("n_judged", 0)),
             "n_pending": _count(pending_in_state(st)),
             "epoch": str((rec.get("journal") or {}).get("epoch", "")),
-            # as the workers read it (none before the 52nd session: the journal's epoch)
-            "profile_epoch": str(rec.get("profile_epoch",
-                                         (rec.get("journal") or {}).get("epoch", "")))}
+            "profile_epoch": str(record_profile_epoch(rec))}
 
 
 def overlay_journal(summary: dict[str, Any], raw: bytes) -> dict[str, Any]:
