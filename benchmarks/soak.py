@@ -389,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
             # delivered again, which the worker then skipped: 0 when no long batch was
             # taken for a lost tail (docs/reliability.md, items 81 and 83)
             "tail_seeks": total([worker], "tail_seeks"),
+            # stalls not sought back because the partition's next messages were seen
+            # waiting in the worker's buffers (fifty-third session)
+            "tail_waits": total([worker], "tail_waits"),
             "redelivered_skipped": total([worker], "redelivered_skipped"),
             "tail_seek_lines": seek_lines(worker),
             "recent_documents": args.recent, "idf_documents": args.idf_docs,

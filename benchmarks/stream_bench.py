@@ -565,7 +565,7 @@ def incidents(workers: list[WorkerProcess]) -> dict[str, Any]:
     """What can slow a phase besides its work, over the workers' lives: the tail watch's
     seeks back and the messages they delivered again (skipped), the gaps found, and each
     worker's garbage collections (``gc``: counts and pauses by generation)."""
-    keys = ("tail_seeks", "redelivered_skipped", "offset_gaps", "offsets_recovered")
+    keys = ("tail_seeks", "tail_waits", "redelivered_skipped", "offset_gaps", "offsets_recovered")
     out: dict[str, Any] = {k: total(workers, k) for k in keys}
     out["gc"] = [w.stats().get("gc") for w in workers]
     # the first of the consumer's skips read back (app.complete), as the worker logged it

@@ -739,6 +739,44 @@ async def take_events(stream: faust.StreamT[Any], n: int, *, within: float,
             busy.leave(topics)
 
 
+def held_in_worker(app: faust.App, topic: str, partition: int, offset: int) -> bool:
+    """Whether a message of the partition at ``offset`` or later is seen waiting in the
+    worker, for :class:`~sift.agents.tails.TailWatch`: taken by an agent's stream and not
+    yet acknowledged (Faust's take buffer, or the batch in progress), in the topic's
+    stream queue, or the partition's fetching paused by Faust until its stream buffer
+    drains. Private Faust state, read on the event loop's thread, where Faust changes
+    it; anything unexpected in it is a no (a seek back is the safe side)."""
+    consumer = app.consumer
+    tp = TP(topic, partition)
+    try:
+        if tp in getattr(consumer, "_buffered_partitions", ()):
+            return True
+        for m in list(getattr(consumer, "_unacked_messages", ())):
+            if m.tp == tp and m.offset >= offset and not m.acked:
+                return True
+        for channel in app.topics._tp_index.get(tp, ()):  # type: ignore[attr-defined]
+            for event in list(getattr(channel.queue, "_queue", ())):
+                m = event.message
+                if m.partition == partition and m.topic == topic and m.offset >= offset:
+                    return True
+    except Exception as exc:  # Faust's internals changed: seek as before
+        log.debug("tail check could not look into Faust's buffers: %r", exc)
+    return False
+
+
+def input_held_up(app: faust.App, inputs: Iterable[str]) -> bool:
+    """Whether the stream queue of an input topic is full at this instant: Faust's drain
+    loop then waits, holding the records it has fetched, of any partition."""
+    names = set(inputs)
+    try:
+        return any(channel.queue.full()
+                   for channel in list(app.topics._topics)  # type: ignore[attr-defined]
+                   if channel.get_topic_name() in names)
+    except Exception as exc:  # Faust's internals changed: no evidence
+        log.debug("tail check could not look into Faust's queues: %r", exc)
+        return False
+
+
 def to_message(event: EventT[Any]) -> InputMessage:
     m = event.message
     value = m.value if isinstance(m.value, bytes | None) else bytes(m.value)
@@ -1207,6 +1245,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             # Faust holds the input partitions until it ends, which is no lost tail
             tails.reset()
             return
+        pressed = input_held_up(app, inputs)
         committed = getattr(consumer, "_committed_offset", {})
         acked = getattr(consumer, "_acked", {})
         try:
@@ -1214,17 +1253,22 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                                    service.last_offset(tp.topic, tp.partition),
                                    committed.get(tp), min(acked.get(tp) or (), default=None),
                                    known_start(tp.topic, tp.partition), tp.topic in busy,
-                                   busy.finished(tp.topic), bool(busy), busy.finished_all())
+                                   busy.finished(tp.topic), bool(busy), busy.finished_all(),
+                                   pressed)
                      for tp in consumer.assignment() if tp.topic in inputs]
         except Exception as exc:  # the consumer not started or being replaced
             log.debug("tail check skipped: %s", exc)
             return
-        for topic, partition, offset in tails.check(views, time.monotonic()):
+        waits = tails.waits
+        for topic, partition, offset in tails.check(views, time.monotonic(),
+                                                    held=functools.partial(held_in_worker, app)):
             service.stats["tail_seeks"] += 1
             log.warning("%s[%d]: offset %d is on the broker but never reached this worker "
                         "(or was never acknowledged); seeking back to it", topic, partition,
                         offset)
             await consumer.seek(TP(topic, partition), offset)
+        service.stats["tail_waits"] += tails.waits - waits
+
 
     @app.agent(documents_topic)
     async def route_documents(stream: faust.StreamT[Any]) -> None:

@@ -71,6 +71,9 @@ COUNTERS = (
      "Table writes that did not reach the changelog (the next save rewrites the record)."),
     ("tail_seeks", "sift_worker_tail_seeks_total",
      "Partitions sought back to a message that never reached the worker."),
+    ("tail_waits", "sift_worker_tail_waits_total",
+     "Partitions found stalled behind their high-water mark whose next messages were seen "
+     "waiting in the worker's buffers: not sought back."),
     ("timer_errors", "sift_worker_periodic_task_failures_total",
      "Failures of the worker's periodic tasks (stats file, memory trim, tail check, "
      "progress log), each logged and survived."),

@@ -4,6 +4,7 @@ arrived (no broker: the decision only)."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from sift.agents.tails import BusyTopics, PartitionView, TailWatch
 
@@ -265,3 +266,130 @@ def test_an_idle_stall_needs_the_whole_idle_time_after_a_batch() -> None:
     assert w.check([after], now=5.0) == []
     assert w.check([after], now=9.9) == []
     assert w.check([after], now=10.0) == [("judgments", 0, 21)]
+
+
+def test_a_partition_whose_next_messages_wait_in_the_worker_is_not_reported() -> None:
+    """Fifty-second session's soak: behind a large backlog of judgments a partition's
+    next messages waited minutes in Faust's buffers and were taken for a lost tail (98
+    seeks). Seen waiting, it is not reported and its clock starts again; no longer seen,
+    it is reported after a whole ``stall_s`` more."""
+    w = TailWatch(stall_s=10)
+    stuck = view(349, 400)
+    asked: list[tuple[str, int, int]] = []
+    waiting = True
+
+    def held(topic: str, partition: int, offset: int) -> bool:
+        asked.append((topic, partition, offset))
+        return waiting
+
+    assert w.check([stuck], now=0.0, held=held) == []
+    assert asked == []  # asked only of a partition about to be reported
+    assert w.check([stuck], now=10.0, held=held) == []
+    assert asked == [("documents", 0, 350)] and w.waits == 1
+    waiting = False
+    assert w.check([stuck], now=19.9, held=held) == []  # its clock started again at 10
+    assert w.check([stuck], now=20.0, held=held) == [("documents", 0, 350)]
+    assert w.waits == 1
+
+
+def test_a_hole_below_the_acknowledged_offsets_is_not_excused_by_messages_waiting() -> None:
+    """Messages after a hole have arrived by definition: their waiting says nothing of
+    the one never acknowledged, which is reported as before."""
+    w = TailWatch(stall_s=5)
+    hole = PartitionView("judgments", 2, highwater=700, last_seen=650, committed=600,
+                         acked_min=601)
+    never = []
+    assert w.check([hole], now=0.0, held=lambda *a: never.append(a) or True) == []
+    assert w.check([hole], now=5.0, held=lambda *a: never.append(a) or True) == [
+        ("judgments", 2, 600)]
+    assert never == [] and w.waits == 0
+
+
+def test_input_held_up_defers_the_report_for_a_bounded_time() -> None:
+    """A full stream queue holds Faust's drain loop, with fetched records of any
+    partition in its hands: the report waits up to ``pressed_stall_s`` more, not for
+    ever (a lost tail under a backlog that never drains is still sought back)."""
+    w = TailWatch(stall_s=10, pressed_stall_s=30)
+    pressed = PartitionView("documents", 1, highwater=90, last_seen=80, committed=None,
+                            pressed=True)
+    assert w.check([pressed], now=0.0) == []
+    for t in (10.0, 20.0, 39.9):
+        assert w.check([pressed], now=t) == []
+    assert w.check([pressed], now=40.0) == [("documents", 1, 81)]
+    # without the pressure, the usual stall
+    w = TailWatch(stall_s=10, pressed_stall_s=30)
+    free = PartitionView("documents", 1, highwater=90, last_seen=80, committed=None)
+    assert w.check([free], now=0.0) == [] and w.check([free], now=10.0) == [
+        ("documents", 1, 81)]
+
+
+def _message(app: Any, topic: str, partition: int, offset: int) -> Any:
+    from faust.types import Message
+
+    return Message(topic, partition, offset, 0.0, 0, None, b"k", b"v", None,
+                   generation_id=app.consumer_generation_id)
+
+
+def test_held_in_worker_reads_faust_s_buffers(tmp_path: Any) -> None:
+    """The evidence the tail watch asks for, read from a real Faust app's consumer and
+    conductor: a message of the partition at the offset or later taken by a stream and
+    not acknowledged, or in the topic's stream queue, or the partition paused while its
+    buffer drains; nothing else counts."""
+    from faust.events import Event
+    from faust.types import TP
+
+    from sift.agents.app import held_in_worker
+    from tests.agents.offline import offline_worker
+
+    w = offline_worker(str(tmp_path))
+    app = w.app
+    name = w.topics["judgments"].get_topic_name()
+    tp = TP(name, 1)
+    assert not held_in_worker(app, name, 1, 350)
+
+    # taken by the agent's stream, not yet acknowledged
+    m = _message(app, name, 1, 351)
+    app.consumer._unacked_messages.add(m)
+    assert held_in_worker(app, name, 1, 350) and held_in_worker(app, name, 1, 351)
+    assert not held_in_worker(app, name, 1, 352)  # only older messages wait
+    assert not held_in_worker(app, name, 0, 350)  # another partition's
+    m.acked = True
+    assert not held_in_worker(app, name, 1, 350)
+    app.consumer._unacked_messages.discard(m)
+
+    # in the stream queue of the topic's channel for that partition
+    topic = w.topics["judgments"]
+    app.topics._topics.add(topic)
+    app.topics._update_tp_index({tp})
+    topic.queue.put_nowait(Event(app, b"k", b"v", {}, _message(app, name, 1, 360)))
+    assert held_in_worker(app, name, 1, 355)
+    assert not held_in_worker(app, name, 1, 361)
+    assert not held_in_worker(app, name, 0, 355)
+
+    # paused by Faust's flow control until its buffer drains
+    app.consumer._buffered_partitions.add(TP(name, 0))
+    assert held_in_worker(app, name, 0, 355)
+
+    # Faust's internals not as expected: no evidence, so the seek goes ahead
+    app.consumer._buffered_partitions.clear()
+    app.consumer._unacked_messages = [object()]
+    assert not held_in_worker(app, name, 0, 355)
+
+
+def test_input_held_up_sees_a_full_stream_queue(tmp_path: Any) -> None:
+    from faust.events import Event
+
+    from sift.agents.app import input_held_up
+    from tests.agents.offline import offline_worker
+
+    w = offline_worker(str(tmp_path))
+    app = w.app
+    topic = w.topics["documents"]
+    name = topic.get_topic_name()
+    app.topics._topics.add(topic)
+    assert not input_held_up(app, [name])
+    queue = topic.queue
+    while not queue.full():
+        queue.put_nowait(Event(app, b"k", b"v", {}, _message(app, name, 0, queue.qsize())))
+    assert input_held_up(app, [name])
+    assert not input_held_up(app, ["some.other.topic"])  # not an input's queue
