@@ -297,8 +297,16 @@ def pending_in_state(state: dict[str, Any]) -> int:
 
 def judged_keys(record: dict[str, Any], journal: bytes | None) -> list[str]:
     """The judgment keys a profile has learned: its state record's (decoded JSON) and those
-    of its journal's batches after the record (for tools reading the changelogs)."""
-    keys = [str(k) for k in record.get("judged", ())]
+    of its journal's batches after the record (for tools reading the changelogs). A
+    record since the fifty-third session holds the keys' digests, not the keys
+    (:mod:`sift.agents.keys`): each is given as ``"#"`` and its 16 hex digits."""
+    if "judged_digests" in record:
+        from sift.agents.keys import JudgmentKeys  # (keys imports nothing of the journal)
+
+        held = JudgmentKeys.from_obj(record["judged_digests"], capacity=2**31)
+        keys = [f"#{int(d):016x}" for d in held.digests().tolist()]
+    else:
+        keys = [str(k) for k in record.get("judged", ())]
     pos = record.get("journal") or {}
     if journal and pos.get("epoch"):
         obj = orjson.loads(journal)

@@ -67,6 +67,7 @@ from sift.agents.journal import (
     record_profile_epoch,
     stack_batches,
 )
+from sift.agents.keys import JudgmentKeys
 from sift.errors import SiftError
 from sift.filters.bagging import BaggedProfile, load_profile
 from sift.filters.bank import AnyProfile, ProfileBank
@@ -664,7 +665,7 @@ class ProfileEntry:
 
     spec: ProfileSpec
     profile: AnyProfile
-    judged: dict[str, None] = field(default_factory=dict)
+    judged: JudgmentKeys = field(default_factory=lambda: JudgmentKeys(MAX_JUDGED_KEYS))
     #: The journal (see :mod:`sift.agents.journal`): the id of this profile's life, the
     #: batches of judgments learned in it, and how many of them the state record holds
     epoch: str = ""
@@ -697,9 +698,7 @@ class ProfileEntry:
                  in_place: bool = False) -> None:
         """Remember a judgment's key and its document's label: the newest label, or with
         ``in_place`` (a judgment corrected where the profile holds it) where it was."""
-        self.judged[key] = None
-        while len(self.judged) > MAX_JUDGED_KEYS:
-            del self.judged[next(iter(self.judged))]
+        self.judged.add(key)
         if doc_id is not None and relevant is not None:
             if not (in_place and doc_id in self.labels):
                 self.labels.pop(doc_id, None)  # to the end: the newest
@@ -715,7 +714,7 @@ def encode_profile_record(entry: ProfileEntry, *, compress: bool = False) -> byt
     more than learning the judgment; the changelog allows 16 MiB, so it is off.
     """
     obj = {"format": RECORD_FORMAT, "spec": entry.spec.to_obj(), "state": entry.profile.to_state(),
-           "judged": list(entry.judged), "labels": [[d, r] for d, r in entry.labels.items()],
+           "judged_digests": entry.judged.to_obj(), "labels": [[d, r] for d, r in entry.labels.items()],
            "journal": {"epoch": entry.epoch, "seq": entry.seq}}
     if entry.profile_epoch:
         obj["profile_epoch"] = entry.profile_epoch
@@ -743,7 +742,8 @@ def decode_profile_record(data: bytes, feature_weights: np.ndarray | None,
                                f"{RECORD_FORMAT}")
         spec = ProfileSpec.from_obj(obj["spec"])
         profile = load_profile(obj["state"], feature_weights, n_features)
-        judged = dict.fromkeys(str(k) for k in obj.get("judged", ()))
+        # the keys' digests; a record from before the fifty-third session lists the keys
+        judged = JudgmentKeys.from_record(obj, MAX_JUDGED_KEYS)
         labels = _decode_labels(obj.get("labels", ()))  # none before the 47th session
         if name is not None and (spec.profile != name or profile.name != name):
             raise ServiceError(f"record under {name!r} is for profile {spec.profile!r} "
@@ -1626,9 +1626,8 @@ class Service:
         while len(raw) > limit and (entry.judged or entry.labels):
             need, freed = len(raw) - limit, 0
             while freed < need and entry.judged:
-                key = next(iter(entry.judged))
-                del entry.judged[key]
-                freed += len(orjson.dumps(key)) + 1
+                entry.judged.pop_oldest()
+                freed += 11  # 8 bytes of digest, in base64
                 dropped += 1
             while freed < need and entry.labels:
                 doc = next(iter(entry.labels))
@@ -1735,7 +1734,8 @@ class Service:
         return profile
 
     def _carry_judgments(self, spec: ProfileSpec, profile: AnyProfile,
-                         table: MutableMapping[str, bytes]) -> tuple[dict[str, None], dict[str, bool]]:
+                         table: MutableMapping[str, bytes],
+                         ) -> tuple[JudgmentKeys, dict[str, bool]]:
         """A profile replaced by a new spec keeps its feedback: ``profile`` (built from
         ``spec``) learns the judgments the profile of that name holds
         (:meth:`~sift.filters.profile.Profile.judgments`, under the new update policy),
@@ -1755,10 +1755,10 @@ class Service:
         held by no profile, were skipped as duplicates when sent again under a later spec
         that learns (the feedback lost for good)."""
         if spec.reset or spec.profile not in table:
-            return {}, {}
+            return JudgmentKeys(MAX_JUDGED_KEYS), {}
         old = self.entry(spec.profile, table)
         if old is None or "never" in (profile.update, old.profile.update):
-            return {}, {}
+            return JudgmentKeys(MAX_JUDGED_KEYS), {}
         # the old record was decoded at this vectorizer's width (decode_profile_record
         # refuses another), so its rows fit the new profile
         X, relevant, weights = old.profile.judgments()
@@ -1768,7 +1768,7 @@ class Service:
         held = int(relevant.size)
         labels = (dict(old.labels) if held >= len(old.labels)
                   else dict(itertools.islice(old.labels.items(), len(old.labels) - held, None)))
-        return dict(old.judged), labels
+        return old.judged.copy(), labels
 
     def apply_specs(self, messages: Iterable[InputMessage],
                     table: MutableMapping[str, bytes]) -> UpdateResult:

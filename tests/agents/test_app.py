@@ -15,6 +15,7 @@ import pytest
 from faust.types import TP
 
 from sift.agents.app import TIMER_ERROR_LOG_INTERVAL, OneAtATime, create_app, keep_going
+from sift.agents.keys import key_digests
 from sift.agents.service import (
     VECTOR_BATCH_MAGIC_COUNTS,
     Service,
@@ -159,7 +160,7 @@ def test_judgments_agent_appends_to_the_journal_on_the_profiles_shard(worker: An
     live = worker.service.entry(name, worker.table)
     fresh = Service(worker.service.training, n_shards=2, journal=dict(journal.items()))
     again = fresh.entry(name, dict(worker.table.items()))
-    assert live is not None and again is not None and list(again.judged) == ["j0", "j1", "j2"]
+    assert live is not None and again is not None and again.judged.digests().tolist() == key_digests(["j0", "j1", "j2"])
     assert orjson.dumps(again.profile.to_state()) == orjson.dumps(live.profile.to_state())
 
 
@@ -430,7 +431,7 @@ def test_skipped_judgments_are_read_back_and_applied_in_partition_order(
     # commits can pass it
     assert 2 in worker.app.consumer._acked[TP(judgments_topic, part)]
     entry = worker.service.entry("wheat", worker.table)
-    assert list(entry.judged) == ["j0", "j1", "j2", "j3"]
+    assert entry.judged.digests().tolist() == key_digests(["j0", "j1", "j2", "j3"])
     assert worker.service.stats["offsets_recovered"] == 1
     assert worker.service.stats["offset_gaps"] == 0
     assert worker.service.stats["offsets_repeated"] + worker.service.stats[
@@ -492,7 +493,8 @@ def test_read_back_offsets_are_counted_once_so_the_commit_passes_them_in_one_ste
     be counted once, and none before it is applied."""
     tp, _ = skip_and_read_back(worker, monkeypatch, lambda got: got)
     entry = worker.service.entry("wheat", worker.table)
-    assert list(entry.judged) == [f"j{i}" for i in [0, 1, *range(2, 40), 40, 41]]
+    assert entry.judged.digests().tolist() == key_digests(
+        f"j{i}" for i in [0, 1, *range(2, 40), 40, 41])
     consumer = worker.app.consumer
     acked = list(consumer._acked[tp])
     assert sorted(acked) == list(range(42)) and len(set(acked)) == len(acked)
@@ -507,7 +509,8 @@ def test_skipped_offsets_the_log_no_longer_holds_are_acknowledged_after_a_full_r
     tp, _ = skip_and_read_back(worker, monkeypatch,
                                lambda got: [m for m in got if not 10 <= m[2] < 15])
     entry = worker.service.entry("wheat", worker.table)
-    assert list(entry.judged) == [f"j{i}" for i in [0, 1, *range(2, 10), *range(15, 42)]]
+    assert entry.judged.digests().tolist() == key_digests(
+        f"j{i}" for i in [0, 1, *range(2, 10), *range(15, 42)])
     assert worker.service.stats["offsets_absent"] == 5
     assert worker.app.consumer._new_offset(tp) == 42
 
@@ -524,7 +527,7 @@ def test_a_failed_read_back_leaves_the_commit_below_the_skipped_offsets(
 
     tp, _ = skip_and_read_back(worker, monkeypatch, fail)
     entry = worker.service.entry("wheat", worker.table)
-    assert list(entry.judged) == ["j0", "j1", "j40", "j41"]
+    assert entry.judged.digests().tolist() == key_digests(["j0", "j1", "j40", "j41"])
     assert worker.app.consumer._new_offset(tp) == 2
 
 

@@ -75,7 +75,7 @@ def states(svc: Service, table: dict[str, bytes]) -> dict[str, Any]:
     for name in PROFILES:
         entry = svc.entry(name, table)
         assert entry is not None, name
-        out[name] = (orjson.dumps(entry.profile.to_state()), list(entry.judged), entry.seq)
+        out[name] = (orjson.dumps(entry.profile.to_state()), entry.judged.digests().tolist(), entry.seq)
     return out
 
 
@@ -196,7 +196,7 @@ def test_a_replaced_profile_does_not_learn_its_predecessors_journal(
     apply(svc, table, judgment_batches(stream, 10, seed=5))
     before = svc.entry("wheat", table)
     assert before is not None and before.profile.n_judged_ > 0
-    held, keys = before.profile.n_judged_, dict(before.judged)
+    held, keys = before.profile.n_judged_, before.judged.copy()
     old_journal = journal["wheat"]
     svc.apply_specs([spec_msg(svc, profile="wheat", query="wheat grain", offset=9)], table)
     assert journal["wheat"] is old_journal  # left as it was: another epoch

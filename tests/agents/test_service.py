@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
 import sift.agents.service as service_module
+from sift.agents.keys import key_digests
 from sift.agents.service import (
     VECTOR_BATCH_MAGIC,
     VECTOR_BATCH_MAGIC_COUNTS,
@@ -1009,7 +1010,7 @@ def test_a_profile_that_fails_while_learning_is_read_back_not_learned_twice(
     got = svc.entry("wheat", table)
     assert got is not None and want is not None
     assert (got.profile.n_judged_, got.profile.threshold_) == (5, want.profile.threshold_)
-    assert list(got.judged) == list(want.judged)
+    assert got.judged == want.judged
     # what the table holds is what the live worker holds
     stored = decode_profile_record(table["wheat"], svc.weights)
     assert (stored.profile.n_judged_, stored.profile.threshold_) == (5, want.profile.threshold_)
@@ -1173,7 +1174,7 @@ def test_a_replaced_profile_learns_the_judgments_it_held_unless_reset(service: S
     assert isinstance(prof, Profile)
     # update=3: three learned, the fourth pending, as if judged under the new spec
     assert (prof.n_judged_, prof.n_pending_) == (3, 1)
-    assert list(entry.judged) == ["j0", "j1", "j2", "j3"]
+    assert entry.judged.digests().tolist() == key_digests(["j0", "j1", "j2", "j3"])
     twin = service.build_profile(decode_profile_spec(orjson.dumps(new_spec)))
     X = sp.vstack([service.store.get(d) for d, _ in verdicts], format="csr")
     twin.learn_many(X, [r for _, r in verdicts])
@@ -1185,7 +1186,8 @@ def test_a_replaced_profile_learns_the_judgments_it_held_unless_reset(service: S
     assert again.changed == [] and service.stats["judgments_duplicate"] == 1
     # the record holds them: a fresh worker reads the same
     copy = decode_profile_record(table["wheat"], service.weights)
-    assert copy.profile.n_judged_ == 3 and list(copy.judged) == ["j0", "j1", "j2", "j3"]
+    assert copy.profile.n_judged_ == 3 and copy.judged.digests().tolist() == key_digests(
+        ["j0", "j1", "j2", "j3"])
 
     res = service.apply_specs([spec_msg(service, **new_spec, reset=True)], table)
     entry = service.entry("wheat", table)

@@ -127,7 +127,12 @@ CORRUPTIONS: dict[str, Any] = {
     "threshold wrong type": lambda r: orjson.dumps({**r, "state": {**r["state"],
                                                                      "threshold": [1]}}),
     "n_features 0": lambda r: orjson.dumps({**r, "state": {**r["state"], "n_features": 0}}),
-    "judged not a list": lambda r: orjson.dumps({**r, "judged": 5}),
+    # a record from before the fifty-third session lists its keys; one since, their digests
+    "judged not a list": lambda r: orjson.dumps(
+        {**{k: v for k, v in r.items() if k != "judged_digests"}, "judged": 5}),
+    "judged digests not an array": lambda r: orjson.dumps({**r, "judged_digests": [5]}),
+    "judged digests of floats": lambda r: orjson.dumps(
+        {**r, "judged_digests": {"dtype": "<f8", "shape": [1], "b64": "AAAAAAAAAAA="}}),
     "zlib garbage": lambda r: b"x\x01garbage",
 }
 
