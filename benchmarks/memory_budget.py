@@ -315,7 +315,9 @@ def main(argv: list[str] | None = None) -> int:
             "live_numpy_by_part": group(live, "profile"),
             "decoded_afresh_numpy_bytes": sum(fresh_parts.values()),
             "judgment_keys": len(entry.judged),
-            "judgment_keys_python_bytes": py_bytes_strings(entry.judged),
+            # their digests' arrays and sets since the fifty-third session (a dict of the
+            # key strings before: py_bytes_strings)
+            "judgment_keys_python_bytes": entry.judged.nbytes(),
             "labels": len(entry.labels),
             "labels_python_bytes": py_bytes_strings(entry.labels),
         }

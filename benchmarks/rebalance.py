@@ -67,6 +67,7 @@ from sift.agents.harness import (  # noqa: E402
     total,
     wait_for,
 )
+from sift.agents.keys import key_digests  # noqa: E402
 from sift.agents.service import (  # noqa: E402
     InputMessage,
     Service,
@@ -402,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in learn:
             entry = recovered[name]
             want = {str(j["id"]) for j in judgments if j["profile"] == name}
-            judged_ok[name] = {"sent": len(want), "keys_equal": set(entry.judged) == want,
+            held = sorted(entry.judged.digests().tolist())
+            judged_ok[name] = {"sent": len(want), "keys_equal": held == sorted(key_digests(want)),
                                "n_judged": entry.profile.n_judged_}
         steady = latency(decisions, sender.sent_at, t0 + 5, events["join"]["at"])
         starts = sorted(ev.get("joined_at", ev["at"]) for ev in events.values())

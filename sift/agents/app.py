@@ -1269,7 +1269,6 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             await consumer.seek(TP(topic, partition), offset)
         service.stats["tail_waits"] += tails.waits - waits
 
-
     @app.agent(documents_topic)
     async def route_documents(stream: faust.StreamT[Any]) -> None:
         recovered: list[tuple[str, int, int]] = []

@@ -295,22 +295,20 @@ def pending_in_state(state: dict[str, Any]) -> int:
     return len(pending.get("labels") or ())
 
 
-def judged_keys(record: dict[str, Any], journal: bytes | None) -> list[str]:
-    """The judgment keys a profile has learned: its state record's (decoded JSON) and those
-    of its journal's batches after the record (for tools reading the changelogs). A
-    record since the fifty-third session holds the keys' digests, not the keys
-    (:mod:`sift.agents.keys`): each is given as ``"#"`` and its 16 hex digits."""
-    if "judged_digests" in record:
-        from sift.agents.keys import JudgmentKeys  # (keys imports nothing of the journal)
+def judged_keys(record: dict[str, Any], journal: bytes | None) -> list[int]:
+    """The digests (:func:`sift.agents.keys.digest`) of the judgment keys a profile has
+    learned, oldest first, each once: its state record's (decoded JSON) and those of its
+    journal's batches after the record (for tools reading the changelogs). A record
+    since the fifty-third session holds the digests alone; one from before, and the
+    journal, the keys, whose digests are taken. Compare with
+    :func:`sift.agents.keys.key_digests` of the keys sent."""
+    from sift.agents.keys import JudgmentKeys, digest  # (keys imports nothing of the journal)
 
-        held = JudgmentKeys.from_obj(record["judged_digests"], capacity=2**31)
-        keys = [f"#{int(d):016x}" for d in held.digests().tolist()]
-    else:
-        keys = [str(k) for k in record.get("judged", ())]
+    held = JudgmentKeys.from_record(record, capacity=2**62).digests().tolist()
     pos = record.get("journal") or {}
     if journal and pos.get("epoch"):
         obj = orjson.loads(journal)
         if obj.get("epoch") == pos["epoch"]:
-            keys += [str(k) for b in obj.get("batches", ()) if b.get("seq", 0) > pos.get("seq", 0)
-                     for k in b.get("keys", ())]
-    return keys
+            held += [digest(str(k)) for b in obj.get("batches", ())
+                     if b.get("seq", 0) > pos.get("seq", 0) for k in b.get("keys", ())]
+    return list(dict.fromkeys(held))

@@ -7,7 +7,7 @@ delivered again changes nothing. Held as a ``dict`` of strings, 200,000 keys too
 the learned state itself (fifty-second session, ``benchmarks/memory_budget.py``).
 :class:`JudgmentKeys` keeps each key's 8-byte BLAKE2b digest instead: an array in the
 order the keys came (the oldest is forgotten first), a sorted copy for lookups and a
-small set of the digests added since that copy was made. 200,000 keys take 3.2 MB here
+small set of the digests added since that copy was made. 200,000 keys take 3.4 MB here
 and 2.1 MB of base64 in the record.
 
 Two different keys with the same digest would make the second look like a judgment
@@ -18,6 +18,7 @@ one in 10^9.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -157,6 +158,12 @@ class JudgmentKeys:
             self._sorted = np.sort(self.digests())
             self._recent.clear()
             self._gone.clear()
+
+    def nbytes(self) -> int:
+        """Bytes held: the arrays and the two sets with their ints (about)."""
+        sets = sum(sys.getsizeof(x) + sum(sys.getsizeof(d) for d in x)
+                   for x in (self._recent, self._gone))
+        return int(self._ring.nbytes + self._sorted.nbytes + sets)
 
     def digests(self) -> NDArray[np.uint64]:
         """The digests held, oldest first (a copy)."""

@@ -36,6 +36,7 @@ from sift.agents.harness import (
     wait_for,
 )
 from sift.agents.journal import judged_keys
+from sift.agents.keys import key_digests
 from sift.agents.service import shard_of
 from sift.kafkaclient import KafkaClientError
 from sift.settings import Settings
@@ -194,7 +195,8 @@ def check(settings: Settings, stream: Stream, expected: Expected, started: float
         want = expected.states[name]
         entry = states[name]
         keys = {str(j["id"]) for j in stream.judgments if j["profile"] == name}
-        assert set(entry.judged) == keys, f"{name}: judgment keys differ"  # type: ignore[attr-defined]
+        held = entry.judged.digests().tolist()  # type: ignore[attr-defined]
+        assert sorted(held) == sorted(key_digests(keys)), f"{name}: judgment keys differ"
         assert entry.profile.n_judged_ == len(keys), f"{name}: applied {entry.profile.n_judged_} of {len(keys)}"  # type: ignore[attr-defined]
         assert comparable(orjson.loads(orjson.dumps(entry.profile.to_state()))) == comparable(  # type: ignore[attr-defined]
             orjson.loads(orjson.dumps(want.profile.to_state()))), f"{name}: learned state differs"
