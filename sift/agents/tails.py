@@ -13,7 +13,9 @@ at the assignment). A partition that stays behind without moving
 for ``stall_s`` seconds is reported once, so the worker can seek it back to the first
 missing offset and have it delivered again. A false alarm (messages only slow to come)
 costs a re-delivery, which the service drops (``redelivered_skipped``) or applies
-idempotently.
+idempotently; so before a partition is reported the worker looks for its next messages
+in its own buffers (``held`` in :meth:`TailWatch.check`), and one whose messages wait
+their turn there is not reported.
 
 The same watch catches the other face of a lost message: an offset at the head of what
 the consumer has acknowledged but not committed, below which the committed offset then
