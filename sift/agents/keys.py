@@ -7,7 +7,7 @@ delivered again changes nothing. Held as a ``dict`` of strings, 200,000 keys too
 the learned state itself (fifty-second session, ``benchmarks/memory_budget.py``).
 :class:`JudgmentKeys` keeps each key's 8-byte BLAKE2b digest instead: an array in the
 order the keys came (the oldest is forgotten first), a sorted copy for lookups and a
-small set of the digests added since that copy was made. 200,000 keys take 3.4 MB here
+small set of the digests changed since that copy was made (at most an eighth of them). 200,000 keys take 3.2 MB here
 and 2.1 MB of base64 in the record.
 
 Two different keys with the same digest would make the second look like a judgment
@@ -28,8 +28,12 @@ from numpy.typing import NDArray
 from sift.filters.errors import StateError
 from sift.filters.state import decode_array, encode_array
 
-#: digests added (or forgotten) before the sorted copy is made again
+#: digests added (or forgotten) before the sorted copy is made again: an eighth of those
+#: held, at least REBUILD_MIN and at most REBUILD_EVERY (the set of the digests changed
+#: since holds Python ints, 60 bytes or so each with the set's table, against 16 in
+#: the arrays: with all of them in it, 2,200 keys took more than as a dict of strings)
 REBUILD_EVERY = 4096
+REBUILD_MIN = 64
 
 
 def digest(key: str) -> int:
@@ -116,7 +120,7 @@ class JudgmentKeys:
 
     def _in_sorted(self, d: int) -> bool:
         s = self._sorted
-        if not s.size:  # (fewer keys than REBUILD_EVERY: all of them in the set)
+        if not s.size:  # (fewer keys than REBUILD_MIN: all of them in the set)
             return False
         u = np.uint64(d)  # (a Python int above 2**63 would be compared as an object)
         i = s.searchsorted(u)
@@ -154,7 +158,8 @@ class JudgmentKeys:
         self._maybe_rebuild()
 
     def _maybe_rebuild(self) -> None:
-        if len(self._recent) + len(self._gone) >= REBUILD_EVERY:
+        changed = len(self._recent) + len(self._gone)
+        if changed >= REBUILD_EVERY or changed >= max(REBUILD_MIN, self._n >> 3):
             self._sorted = np.sort(self.digests())
             self._recent.clear()
             self._gone.clear()
