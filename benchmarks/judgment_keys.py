@@ -24,6 +24,7 @@ import json
 import time
 import tracemalloc
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,61 +34,64 @@ from sift.agents.keys import JudgmentKeys
 from sift.agents.service import MAX_JUDGED_KEYS
 
 
-def dict_keys(keys: list[str], cap: int) -> dict[str, None]:
-    d: dict[str, None] = {}
-    for k in keys:
-        d[k] = None
-        while len(d) > cap:
-            del d[next(iter(d))]
-    return d
+class DictKeys:
+    """The keys as a profile held them before the fifty-third session: a dict of the
+    strings, the oldest forgotten first (``ProfileEntry.remember``), listed in the record."""
+
+    def __init__(self, capacity: int, keys: Iterable[str] = ()) -> None:
+        self.capacity = capacity
+        self.d: dict[str, None] = {}
+        for k in keys:
+            self.add(k)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.d
+
+    def add(self, key: str) -> None:
+        self.d[key] = None
+        while len(self.d) > self.capacity:
+            del self.d[next(iter(self.d))]
+
+    def to_obj(self) -> list[str]:
+        return list(self.d)
+
+    @classmethod
+    def from_obj(cls, obj: list[str], capacity: int) -> DictKeys:
+        out = cls(capacity)
+        out.d = dict.fromkeys(str(k) for k in obj)
+        return out
 
 
 def measure(make_keys: Any, cap: int, steady: int) -> dict[str, Any]:
     keys = [make_keys(i) for i in range(cap + steady)]
     out: dict[str, Any] = {"example_key": keys[0], "cap": cap}
-    for name in ("dict", "digests"):
+    kinds: dict[str, Any] = {"dict": DictKeys, "digests": JudgmentKeys}
+    for name, kind in kinds.items():
         gc.collect()
         tracemalloc.start()
-        if name == "dict":
-            held: Any = dict_keys(keys[:cap], cap)
-        else:
-            held = JudgmentKeys(cap, keys[:cap])
+        held = kind(cap, keys[:cap])
         memory = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
         # (a dict's key strings are the caller's here: counted apart, as in a worker the
         # strings decoded from the record belong to the dict alone)
         strings = sum(k.__sizeof__() for k in keys[:cap]) if name == "dict" else 0
-        # filling, below the cap: a membership test and an add a judgment
+        # a membership test and an add a judgment: filling (below the cap), then full
+        # (each add forgets the oldest)
+        filling = kind(cap)
         t = time.perf_counter()
-        if name == "dict":
-            filling: Any = {}
-            for k in keys[:cap]:
-                if k not in filling:
-                    filling[k] = None
-        else:
-            filling = JudgmentKeys(cap)
-            for k in keys[:cap]:
-                if k not in filling:
-                    filling.add(k)
+        for k in keys[:cap]:
+            if k not in filling:
+                filling.add(k)
         below = (time.perf_counter() - t) / cap * 1e6
         del filling
-        record = (orjson.dumps(list(held)) if name == "dict"
-                  else orjson.dumps(held.to_obj()))
+        record = orjson.dumps(held.to_obj())
         t = time.perf_counter()
         for k in keys[cap:]:
             if k not in held:
-                if name == "dict":
-                    held[k] = None
-                    while len(held) > cap:
-                        del held[next(iter(held))]
-                else:
-                    held.add(k)
+                held.add(k)
         per = (time.perf_counter() - t) / steady * 1e6
         t = time.perf_counter()
-        if name == "dict":
-            dict.fromkeys(str(k) for k in orjson.loads(record))
-        else:
-            JudgmentKeys.from_obj(orjson.loads(record), cap)
+        kind.from_obj(orjson.loads(record), cap)
         read = time.perf_counter() - t
         out[name] = {"memory_mb": round((memory + strings) / 1e6, 2),
                      "record_mb": round(len(record) / 1e6, 2),

@@ -35,6 +35,9 @@ from sift.filters.state import decode_array, encode_array
 REBUILD_EVERY = 4096
 REBUILD_MIN = 64
 
+_blake2b = hashlib.blake2b
+_from_bytes = int.from_bytes
+
 
 def digest(key: str) -> int:
     """The key's 64-bit digest (BLAKE2b of its UTF-8, 8 bytes little-endian).
@@ -45,9 +48,6 @@ def digest(key: str) -> int:
     return _from_bytes(_blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
                        "little")
 
-
-_blake2b = hashlib.blake2b
-_from_bytes = int.from_bytes
 
 
 class JudgmentKeys:
