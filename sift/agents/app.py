@@ -1322,27 +1322,40 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
 
     shard_topic_name = settings.topic(SHARD_TOPIC)
 
-    def shards_here() -> set[int]:
-        """The shards whose profiles this worker holds and may score right now: it owns
-        the shard topic's partition and the table's, no rebalance is under way (flow
-        active) and the table is recovered. None with ``SIFT_SCORE_HERE=false`` (each
-        shard's copy then goes to its own partition's owner).
+    def table_partitions() -> tuple[set[int], set[int]] | None:
+        """The partitions this worker owns of the shard topic and of the profile table's
+        changelog, once no rebalance is under way (flow active) and the table is
+        recovered; ``None`` while that is not known (a rebalance, the table's recovery,
+        no consumer yet or any more).
 
         Flow alone is not enough: Faust resumes it while it restores the table from the
         changelog, and a batch taken before the rebalance was then scored against the
         profiles restored so far (two workers starting on a backlog lost up to 1 % of
         their (document, profile) pairs, docs/streaming.md finding 15)."""
-        if not settings.score_here or not app.flow_control.is_active() or app.in_recovery:
-            return set()
+        if not app.flow_control.is_active() or app.in_recovery:
+            return None
         try:
             # the consumer's assignment, not the assignor's: after a rebalance the
             # assignor of a worker was seen still listing every partition (finding 15)
             actives = app.consumer.assignment()
             changelog = profile_to_state.changelog_topic.get_topic_name()
         except (AttributeError, RuntimeError, NotReady):
-            return set()  # no consumer (yet, or any more): the shard topic takes them all
-        owned = {tp.partition for tp in actives if tp.topic == shard_topic_name}
-        return owned & {tp.partition for tp in actives if tp.topic == changelog}
+            return None
+        return ({tp.partition for tp in actives if tp.topic == shard_topic_name},
+                {tp.partition for tp in actives if tp.topic == changelog})
+
+    def shards_held() -> set[int] | None:
+        """The shards whose profiles this worker holds and scores: it owns their shard
+        topic's and table's partitions (:func:`table_partitions`); ``None`` while not known."""
+        parts = table_partitions()
+        return None if parts is None else parts[0] & parts[1]
+
+    def shards_here() -> set[int]:
+        """The shards this worker may score its routed documents for itself
+        (:func:`shards_held`); none with ``SIFT_SCORE_HERE=false`` or while not known:
+        each shard's copy then goes through the shard topic to its partition's owner."""
+        held = shards_held() if settings.score_here else None
+        return held or set()
 
     async def fan_out(result: RouteResult) -> list[asyncio.Future[Any]]:
         """Score the routed documents for the shards held here and send them to the shard
@@ -1538,10 +1551,20 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         """Load the profiles of the shards held here from the recovered table. Without it a
         restarted worker decoded them at its first document, and until then its log line,
         /sift/stats and sift_worker_profiles said it held none (forty-third session's
-        audit); a no-op pass over the table's keys when nothing changed."""
-        here = shards_here()
-        if here:
-            service.sync_shards(sorted(here), table)
+        audit); a no-op pass over the table's keys when nothing changed. Then profiles of
+        shards that moved to another worker are let go (:meth:`Service.release_shards`:
+        until the fifty-fourth session they stayed in memory and in the worker's count)."""
+        parts = table_partitions()
+        if parts is None:
+            return
+        # released by the table's partitions alone: a judgment for a shard whose table
+        # partition is here still needs its profiles, whoever owns its shard topic's
+        released = service.release_shards(parts[1])
+        if released:
+            log.info("%d profiles of shards now held elsewhere released", len(released))
+        held = parts[0] & parts[1]
+        if held:
+            service.sync_shards(sorted(held), table)
 
     @app.timer(interval=10.0)  # type: ignore[untyped-decorator]
     @keep_going_here("log_progress")

@@ -53,6 +53,8 @@ COUNTERS = (
      "(judgments / this = how many share one)."),
     ("profiles_created", "sift_worker_profiles_created_total", "Profiles created or replaced."),
     ("profiles_deleted", "sift_worker_profiles_deleted_total", "Profiles deleted."),
+    ("profiles_released", "sift_worker_profiles_released_total",
+     "Profiles let go from memory because their shard moved to another worker."),
     ("redelivered_skipped", "sift_worker_redelivered_skipped_total",
      "Messages seen again after a restart or rebalance and skipped as already processed."),
     ("state_records", "sift_worker_state_records_total",

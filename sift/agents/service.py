@@ -45,7 +45,7 @@ import time
 import uuid
 import zlib
 from collections import Counter, deque
-from collections.abc import Callable, Container, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -1305,6 +1305,29 @@ class Service:
             self._jraw[name] = jraw
             self._entries[name] = entry
         return bank
+
+    def release_shards(self, held: Collection[int]) -> list[str]:
+        """Stop holding the profiles of every shard not in ``held`` (the shards whose
+        table partitions this worker owns now); returns the names released.
+
+        A shard that moved to another worker kept its decoded profiles here (models,
+        example sets, kNN pools, judgment keys) until it came back, and then they were
+        decoded again anyway: the table's memory store drops a revoked partition's
+        values when its next recovery ends, and the values read back from the changelog
+        are new objects, which :meth:`_sync` does not take for unchanged. Meanwhile
+        ``/sift/stats`` and ``sift_worker_profiles`` counted them as held here. What is
+        kept per profile beside the state (the documents scored, ``scored``; a pending
+        whole-record rewrite) stays: it is small and bounded by the profile names."""
+        released: list[str] = []
+        for shard in [s for s in self._banks if s not in held]:
+            bank = self._banks.pop(shard)
+            for name in bank.names:
+                self._forget(name)
+                released.append(name)
+        if released:
+            self._joint = None  # it may hold released profiles (rebuilt when next needed)
+            self.stats["profiles_released"] += len(released)
+        return released
 
     def score(self, shard: int, payload: bytes, table: MutableMapping[str, bytes],
               source: InputMessage | None = None) -> list[Decision]:

@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from sift.agents.harness import WorkerProcess, send_all, total, wait_for
+from sift.agents.service import shard_of
 from sift.settings import Settings
 from sift.topics.records import Document
 
@@ -68,9 +69,9 @@ def test_two_workers_share_profiles_and_take_over(
         wait_for(lambda: total(workers, "scored") == 200 * N_PROFILES, 60, "phase A scored")
         got_a = svc.decisions(settings)
         assert set(got_a) == expected_a and len(got_a) == len(expected_a)
-        # with SIFT_SCORE_HERE each worker scores what it routes for its own shards and
-        # sends the rest through the shard topic to the other, whose shards they are;
-        # without (the default) every shard's copy goes through the shard topic
+        # with SIFT_SCORE_HERE (the default) each worker scores what it routes for its own
+        # shards and sends the rest through the shard topic to the other, whose shards
+        # they are; without, every shard's copy goes through the shard topic
         stats = [w.stats() for w in workers]
         counts = [s["stats"] for s in stats]
         assert sum(c.get("documents", 0) for c in counts) == 200
@@ -108,6 +109,26 @@ def test_two_workers_share_profiles_and_take_over(
             for name, n in w.stats()["scored"].items():
                 per_profile[name] += n
         assert per_profile == {str(s["profile"]): 400 for s in specs}
+
+        # w3 joins: w1 lets go of the profiles of the shards that move to w3, which loads
+        # them from the changelog (each worker's count is its own shards' profiles)
+        w3 = WorkerProcess(replace(settings, data_dir=str(tmp_path / "w3")), "w3").start()
+        workers.append(w3)
+        w3.wait_ready()
+
+        def shards_profiles(stats: dict) -> list[str]:
+            return sorted(str(s["profile"]) for s in specs
+                          if shard_of(str(s["profile"]), PARTITIONS) in stats["partitions"])
+
+        def split() -> bool:
+            s1, s3 = w1.stats(), w3.stats()
+            return bool(s1.get("partitions")) and bool(s3.get("partitions")) \
+                and sorted(s1["partitions"] + s3["partitions"]) == list(range(PARTITIONS)) \
+                and sorted(s1["profiles"]) == shards_profiles(s1) \
+                and sorted(s3["profiles"]) == shards_profiles(s3)
+        wait_for(split, 120, "w1 and w3 each holding their own shards' profiles")
+        released = w1.stats()["stats"]["profiles_released"]
+        assert released >= N_PROFILES - len(shards_profiles(w1.stats())) > 0
     finally:
         for w in workers:
             w.stop()
