@@ -482,6 +482,24 @@ class ReviewService:
         """Drop the reviews held in memory: the next use decodes them from the table."""
         self._cache.clear()
 
+    def keep_shards(self, shards: Container[int]) -> None:
+        """Drop the reviews held in memory whose shard is not in ``shards`` (the review
+        table's partitions this worker holds, after a rebalance), and the unusable values
+        remembered for them.
+
+        A review whose partition moved to another worker is that worker's; if the
+        partition comes back, recovery puts new values in the table and the review is
+        decoded again from them, so nothing kept of it here is ever used again. Before the
+        fifty-fourth session every review a worker had touched stayed decoded in it (its
+        texts, its model's matrices: tens of MB for a large review) until the process
+        ended, also once it lived elsewhere, or had been deleted there."""
+        for name in list(self._cache):  # (copied in one step: the review thread may add)
+            if shard_of(name, self.n_shards) not in shards:
+                self._cache.pop(name, None)
+        for name in list(self._bad):
+            if shard_of(name, self.n_shards) not in shards:
+                self._bad.pop(name, None)
+
     def entry(self, name: str, table: MutableMapping[str, bytes]) -> ReviewEntry | None:
         raw = None if is_chunk_key(name) else table.get(name)
         if raw is None:
@@ -1096,6 +1114,13 @@ def attach(app: Any, settings: Any, topic: Any, documents_topic: Any, profiles_t
         async for events in take_events(stream, 64, within=settings.batch_timeout, busy=busy):
             await hooks.emit(await hooks.run(service.add_documents, [to_msg(e) for e in events],
                                              "documents"))
+
+    @app.on_partitions_assigned.connect  # type: ignore[untyped-decorator]
+    async def forget_reviews_elsewhere(sender: Any, assigned: Any, **kwargs: Any) -> None:
+        """Drop the decoded reviews of the partitions this worker no longer holds
+        (:meth:`ReviewService.keep_shards`)."""
+        changelog = raw_table.changelog_topic.get_topic_name()
+        service.keep_shards({tp.partition for tp in assigned if tp.topic == changelog})
 
     return hooks
 

@@ -1,0 +1,95 @@
+"""What a worker keeps across a rebalance (fifty-fourth session, a helper's audit of the
+per-shard, per-partition and per-profile state a worker process holds in memory when
+partitions are revoked, move to another worker and come back). Each test failed before
+its fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import weakref
+from typing import Any
+
+import orjson
+import pytest
+from faust.types import TP
+
+from sift.agents.service import InputMessage, TrainingSet, shard_of
+from tests.agents.offline import offline_worker, training_set
+
+P = 2
+#: review names on each of the two shards
+ON_0, ON_1 = "a", "d"
+REVIEW_PARAMS = {"draws": 10, "n_top": 5, "min_batches": 3, "n_negatives": 30,
+                 "random_state": 0}
+
+
+@pytest.fixture(scope="module")
+def training() -> TrainingSet:
+    return training_set()
+
+
+def review_spec(name: str, offset: int = 0) -> InputMessage:
+    return InputMessage(orjson.dumps({"profile": name, "mode": "review",
+                                      "query": "wilson disease therapy",
+                                      "params": REVIEW_PARAMS}),
+                        "profiles", shard_of(name, P), offset, name.encode())
+
+
+def review_documents(name: str, n: int = 40) -> InputMessage:
+    from sift.topics.review import ReviewDocuments, encode_review
+
+    ids = tuple(f"{name}-d{i}" for i in range(n))
+    texts = tuple(f"document {i} about copper" + (" wilson disease" if i % 4 == 0 else "")
+                  for i in range(n))
+    return InputMessage(encode_review(ReviewDocuments(name, ids, texts)), "review-documents",
+                        shard_of(name, P), 0, name.encode())
+
+
+def assigned_only(worker: Any, partitions: set[int]) -> set[TP]:
+    """An assignment of ``partitions`` of every table's changelog and every input topic."""
+    topics = [t.changelog_topic.get_topic_name() for t in worker.app.tables.values()]
+    topics += [t.get_topic_name() for t in worker.topics.values()]
+    return {TP(t, p) for t in topics for p in partitions}
+
+
+# ------------------------------------------------------------------------------ 1
+def test_a_review_whose_partition_moved_away_is_not_kept_decoded(tmp_path: Any) -> None:
+    """The review service kept every review it had decoded (``ReviewService._cache``: the
+    review's texts, its model) for as long as the process lived, also once its partition
+    had moved to another worker: a worker that had held a large review once carried it
+    for good (and a review deleted by the other worker meanwhile). Nothing of it could be
+    used again: when the partition comes back, recovery puts new values in the table and
+    the review is decoded from them. Now a rebalance's assignment drops the reviews of the
+    partitions not assigned; those of the partitions kept stay decoded."""
+    worker = offline_worker(str(tmp_path), P)
+    hooks = worker.reviews
+    assert shard_of(ON_0, P) == 0 and shard_of(ON_1, P) == 1
+
+    async def run() -> None:
+        for name in (ON_0, ON_1):
+            await hooks.emit(await hooks.run(hooks.service.apply_specs, [review_spec(name)],
+                                             "specs"))
+            await hooks.emit(await hooks.run(hooks.service.add_documents,
+                                             [review_documents(name)], "documents"))
+
+    asyncio.run(run())
+    assert hooks.service.stats["reviews_created"] == 2
+    moved = hooks.service.entry(ON_1, hooks.table)
+    kept = hooks.service.entry(ON_0, hooks.table)
+    assert moved is not None and kept is not None and moved.review.n_documents == 40
+    gone = weakref.ref(moved.review)
+    del moved
+
+    # the rebalance: this worker keeps partition 0, partition 1 goes to another worker
+    asyncio.run(worker.app.on_partitions_assigned.send(assigned_only(worker, {0})))
+    gc.collect()
+    assert gone() is None, "the review of the partition that moved is still held"
+    assert hooks.service.entry(ON_0, hooks.table) is kept  # not decoded again
+
+    # the partition comes back (its values as recovery reads them): decoded from the table
+    raw = hooks.table[ON_1]
+    hooks.table[ON_1] = bytes(bytearray(raw))
+    back = hooks.service.entry(ON_1, hooks.table)
+    assert back is not None and back.review.n_documents == 40
