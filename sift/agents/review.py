@@ -507,7 +507,11 @@ class ReviewService:
         hit = self._cache.get(name)
         if hit is not None and hit[0] is raw:
             return hit[1]
-        if self._bad.get(name) is raw:
+        bad = self._bad.get(name)
+        if bad is not None and (bad is raw or bad == raw):
+            # that value again (recovery reads a partition that comes back as new
+            # objects): said once already
+            self._bad[name] = raw  # the table's object: the other copy can go
             return None
         try:
             entry = decode_review_record(raw, name, table)
@@ -549,6 +553,7 @@ class ReviewService:
         entry.starts, entry.stored, entry.open_bytes = starts, len(entry.review.texts_), open_bytes
         entry.ranks_stored = len(entry.review.batches_)
         self._cache[name] = (raw, entry)
+        self._bad.pop(name, None)  # a value found bad before is no longer the review's
         self.stats["review_state_bytes_max"] = max(self.stats["review_state_bytes_max"], len(raw))
 
     def _advance(self, name: str, entry: ReviewEntry, out: ReviewResult, *,
@@ -640,6 +645,7 @@ class ReviewService:
                         del table[key_of(name, k)]
                         k += 1
                 self._cache.pop(name, None)
+                self._bad.pop(name, None)
                 self.stats["reviews_deleted"] += 1
                 continue
             current = self.entry(name, table)

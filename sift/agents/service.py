@@ -1505,8 +1505,13 @@ class Service:
         A value that does not decode also drops the profile decoded from the name's
         previous value, if one is held: a record going bad live (a newer worker's,
         recovered after a rebalance) is then what it is at start-up, a profile skipped,
-        not the old model scored while its judgments are refused (forty-ninth session)."""
-        if self._bad.get(name) is raw:
+        not the old model scored while its judgments are refused (forty-ninth session).
+
+        A value equal to the one found bad is that value again (recovery reads every value
+        of a partition that comes back as a new object): not logged nor counted again."""
+        bad = self._bad.get(name)
+        if bad is not None and (bad is raw or bad == raw):
+            self._bad[name] = raw  # the table's object: the other copy can go
             return None
         try:
             entry = self._decode_record(name, raw)
@@ -1626,6 +1631,7 @@ class Service:
             raw = self._fit_record(name, entry)
         entry.record_bytes = len(raw)
         table[name] = raw
+        self._bad.pop(name, None)  # a value found bad before is no longer the profile's
         # the journal value stays (its batches are all in the record now) until the next
         # append replaces it: deleting it here could land without the record
         jraw = None if self.journal is None else self.journal.get(name)
@@ -1716,6 +1722,7 @@ class Service:
         if self.journal is not None and name in self.journal:
             del self.journal[name]
         self._forget(name)
+        self._bad.pop(name, None)
         self.scored.pop(name, None)
         bank = self._banks.get(self.shard(name))
         if bank is not None:

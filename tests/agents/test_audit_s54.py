@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
+import sys
 import weakref
 from typing import Any
 
@@ -15,7 +17,8 @@ import orjson
 import pytest
 from faust.types import TP
 
-from sift.agents.service import InputMessage, TrainingSet, shard_of
+from sift.agents.review import ReviewService
+from sift.agents.service import InputMessage, Service, TrainingSet, shard_of
 from tests.agents.offline import offline_worker, training_set
 
 P = 2
@@ -93,3 +96,89 @@ def test_a_review_whose_partition_moved_away_is_not_kept_decoded(tmp_path: Any) 
     hooks.table[ON_1] = bytes(bytearray(raw))
     back = hooks.service.entry(ON_1, hooks.table)
     assert back is not None and back.review.n_documents == 40
+
+
+# ------------------------------------------------------------------------------ 2
+#: a profile or review record no worker can read (a damaged value, a newer version's), of
+#: some size: a newer worker's record of a large profile can take MBs
+UNUSABLE_RECORD = b'{"format": 99, "pad": "' + b"x" * 100_000 + b'"}'
+
+
+def recovered(value: bytes) -> bytes:
+    """``value`` as recovery puts it in the table: equal, another object."""
+    copy = bytes(bytearray(value))
+    assert copy == value and copy is not value
+    return copy
+
+
+def profile_spec(name: str, offset: int = 0, **fields: Any) -> InputMessage:
+    return InputMessage(orjson.dumps({"profile": name, "query": name, **fields}), "profiles",
+                        shard_of(name, P), offset, name.encode())
+
+
+def test_an_unusable_profile_record_read_again_is_counted_and_logged_once(
+        training: TrainingSet, caplog: pytest.LogCaptureFixture) -> None:
+    """A profile record that does not decode is logged and counted once per value
+    (``bad_state``, ``sift_worker_bad_state_total``: "logged once each"). The value was
+    remembered by identity, and a partition that comes back after a rebalance has every
+    value read again from its changelog, as a new object: the same record was logged and
+    counted again at every such rebalance."""
+    svc = Service(training, n_shards=P, journal={})
+    table = {"wheat": UNUSABLE_RECORD}
+    with caplog.at_level(logging.WARNING, logger="sift.worker"):
+        assert svc.entry("wheat", table) is None
+        table["wheat"] = recovered(UNUSABLE_RECORD)  # the partition moved and came back
+        assert svc.entry("wheat", table) is None
+    assert svc.stats["bad_state"] == 1
+    assert len([r for r in caplog.records if "unusable state record" in r.getMessage()]) == 1
+    # another value is another record: said again
+    table["wheat"] = UNUSABLE_RECORD + b" "
+    assert svc.entry("wheat", table) is None and svc.stats["bad_state"] == 2
+
+
+def test_an_unusable_review_record_read_again_is_counted_and_logged_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The same for review mode (``review_bad_state``)."""
+    svc = ReviewService(n_shards=P)
+    table = {ON_0: UNUSABLE_RECORD}
+    with caplog.at_level(logging.WARNING, logger="sift.worker"):
+        assert svc.entry(ON_0, table) is None
+        table[ON_0] = recovered(UNUSABLE_RECORD)
+        assert svc.entry(ON_0, table) is None
+    assert svc.stats["review_bad_state"] == 1
+    assert len([r for r in caplog.records if "unusable state record" in r.getMessage()]) == 1
+
+
+def test_an_unusable_profile_record_is_not_held_once_deleted_or_rebuilt(
+        training: TrainingSet) -> None:
+    """The unusable value stayed referenced by the service (``Service._bad``) after the
+    profile was deleted, or rebuilt by its spec sent again (what its dead letters advise),
+    until the process ended: up to a record's 16 MiB each."""
+    for rebuild in (False, True):
+        value = recovered(UNUSABLE_RECORD)
+        alone = sys.getrefcount(value)
+        svc = Service(training, n_shards=P, journal={})
+        table = {"wheat": value}
+        assert svc.entry("wheat", table) is None and svc.stats["bad_state"] == 1
+        msg = profile_spec("wheat") if rebuild else profile_spec("wheat", delete=True)
+        out = svc.apply_specs([msg], table)
+        assert not out.dead_letters and out.changed == ["wheat"]
+        assert ("wheat" in table) is rebuild
+        assert sys.getrefcount(value) == alone, "the unusable value is still held"
+
+
+def test_an_unusable_review_record_is_not_held_once_deleted_or_rebuilt() -> None:
+    """The same for review mode."""
+    for rebuild in (False, True):
+        value = recovered(UNUSABLE_RECORD)
+        alone = sys.getrefcount(value)
+        svc = ReviewService(n_shards=P)
+        table = {ON_0: value}
+        assert svc.entry(ON_0, table) is None and svc.stats["review_bad_state"] == 1
+        msg = review_spec(ON_0) if rebuild else InputMessage(
+            orjson.dumps({"profile": ON_0, "mode": "review", "delete": True}), "profiles",
+            shard_of(ON_0, P), 1, ON_0.encode())
+        out = svc.apply_specs([msg], table)
+        assert not out.dead_letters
+        assert (ON_0 in table) is rebuild
+        assert sys.getrefcount(value) == alone, "the unusable value is still held"
