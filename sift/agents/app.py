@@ -912,6 +912,9 @@ class Worker:
     metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
     #: the topics whose agent is inside a batch, for the tail watch
     busy: BusyTopics = field(default_factory=BusyTopics)
+    #: partitions revoked and the next assignment not given yet: none is held (aiokafka's
+    #: assignment still lists the revoked ones meanwhile)
+    between_assignments: bool = False
 
     def stats(self) -> dict[str, Any]:
         out = self.service.counters()
@@ -919,7 +922,9 @@ class Worker:
             out["stats"].update(self.reviews.service.stats)
         shard_topic = self.settings.topic(SHARD_TOPIC)
         try:
-            actives = self.app.consumer.assignment()
+            # none between a revocation and the next assignment: aiokafka keeps listing
+            # the partitions revoked until the group hands out new ones
+            actives = set() if self.between_assignments else self.app.consumer.assignment()
         except (AttributeError, RuntimeError, ConsumerNotStarted):  # starting, or stopped
             actives = set()
         out["partitions"] = sorted(tp.partition for tp in actives if tp.topic == shard_topic)
@@ -1185,6 +1190,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def forget_offsets(sender: Any, revoked: Any, **kwargs: Any) -> None:
+        worker.between_assignments = True  # (Faust's eager protocol revokes every partition)
         service.forget_offsets()  # the next owner of a partition goes on from there
         tails.reset()
         start_lookups.clear()
@@ -1200,6 +1206,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         kafka-python's synchronous clients, held that batch up for about half a second
         (a fresh worker's first documents on each partition; docs/streaming.md finding
         20). Cleared when partitions are revoked."""
+        worker.between_assignments = False
         if app.conf.consumer_auto_offset_reset != "earliest":
             return
         tps = sorted({(tp.topic, tp.partition) for tp in assigned if tp.topic in inputs})

@@ -182,3 +182,35 @@ def test_an_unusable_review_record_is_not_held_once_deleted_or_rebuilt() -> None
         assert not out.dead_letters
         assert (ON_0 in table) is rebuild
         assert sys.getrefcount(value) == alone, "the unusable value is still held"
+
+
+# ------------------------------------------------------------------------------ 3
+def test_a_worker_between_revocation_and_assignment_reports_no_partition(
+        tmp_path: Any) -> None:
+    """``/sift/stats`` "partitions" and ``sift_worker_shards`` are the consumer's
+    assignment, and aiokafka keeps the previous one from the revocation until the group
+    hands out the next (``SubscriptionState.begin_reassignment`` only marks it): while a
+    rebalance waited for the group (a member finishing a long batch, a member joining),
+    a worker that had given up all its partitions (Faust's eager protocol revokes every
+    one) still reported them held. It now reports none until the next assignment."""
+    from unittest.mock import Mock
+
+    from sift.agents.app import SHARD_TOPIC
+
+    worker = offline_worker(str(tmp_path), P)
+    shard_topic = worker.settings.topic(SHARD_TOPIC)
+    held = {TP(shard_topic, 0), TP(shard_topic, 1)}
+    consumer = worker.app.consumer = Mock()
+    consumer.assignment.return_value = held  # aiokafka's, from here until the next
+
+    def shards() -> float:
+        line = next(x for x in worker.metrics_text().splitlines()
+                    if x.startswith("sift_worker_shards "))
+        return float(line.split()[1])
+
+    assert worker.stats()["partitions"] == [0, 1] and shards() == 2
+    asyncio.run(worker.app.on_partitions_revoked.send(held))
+    assert worker.stats()["partitions"] == [] and shards() == 0
+    consumer.assignment.return_value = {TP(shard_topic, 1)}
+    asyncio.run(worker.app.on_partitions_assigned.send({TP(shard_topic, 1)}))
+    assert worker.stats()["partitions"] == [1] and shards() == 1
