@@ -1286,9 +1286,10 @@ class Service:
         bank = self._banks.setdefault(shard, ProfileBank())
         keep = set(present)
         for name in bank.names:
-            if name not in keep:
+            if name not in keep:  # deleted (by another worker while the shard was away)
                 bank.remove(name)
                 self._forget(name)
+                self.scored.pop(name, None)  # as this worker's own deletion does
         journal = self.journal
         for name in present:
             raw = table.get(name)
@@ -1317,13 +1318,18 @@ class Service:
         are new objects, which :meth:`_sync` does not take for unchanged. Meanwhile
         ``/sift/stats`` and ``sift_worker_profiles`` counted them as held here. What is
         kept per profile beside the state (the documents scored, ``scored``; a pending
-        whole-record rewrite) stays: it is small and bounded by the profile names."""
+        whole-record rewrite) stays: it is small and bounded by the profile names. The
+        unusable records remembered of those shards are let go too."""
         released: list[str] = []
         for shard in [s for s in self._banks if s not in held]:
             bank = self._banks.pop(shard)
             for name in bank.names:
                 self._forget(name)
                 released.append(name)
+        # unusable records of those shards (up to a record's 16 MiB each): read again,
+        # logged and counted again, if the shard comes back
+        for name in [n for n in self._bad if self.shard(n) not in held]:
+            del self._bad[name]
         if released:
             self._joint = None  # it may hold released profiles (rebuilt when next needed)
             self.stats["profiles_released"] += len(released)

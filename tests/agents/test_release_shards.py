@@ -98,3 +98,31 @@ def test_releasing_keeps_what_a_worker_still_needs() -> None:
     assert res.changed and not res.dead_letters
     assert svc.counters()["profiles"] == ["oil"]
     assert svc._entries["oil"].profile.n_judged_ == 1
+
+
+def test_released_shards_let_go_of_unusable_records_and_deleted_profiles_counts() -> None:
+    """An unusable record remembered for a shard that moved away is let go with it (it is
+    read, logged and counted again if the shard comes back); a profile deleted by another
+    worker while its shard was away leaves the ``scored`` counts when its shard is synced
+    again, as a deletion here does."""
+    training = TrainingSet.load(default_corpus())
+    table: dict[str, bytes] = {}
+    svc = Service(training, n_shards=N_SHARDS)
+    svc.apply_specs([spec_msg(svc, profile=p, query=q) for p, (q, _) in QUERIES.items()], table)
+    bad = next(p for p in QUERIES if svc.shard(p) == 1)
+    table[bad] = b"\x00 not a record"
+    assert svc.entry(bad, table) is None and svc.stats["bad_state"] == 1
+    svc.release_shards([0, 2, 3])
+    assert bad not in svc._bad
+    assert svc.entry(bad, table) is None and svc.stats["bad_state"] == 2  # said again
+    # scored counts, then a profile deleted elsewhere while shard 2 was away
+    score_all_shards = list(range(N_SHARDS))
+    del table[bad]
+    (ids, X), = svc.route([msg({"documents": [{"id": "a", "text": "crude oil"}]})]).batches
+    svc.score_here(score_all_shards, ids, X, table)
+    gone = next(p for p in QUERIES if svc.shard(p) == 2)
+    assert svc.scored[gone] == 1
+    del table[gone]
+    svc.sync_shards([2], table)
+    assert gone not in svc.scored and gone not in svc.counters()["profiles"]
+    assert all(svc.scored[p] == 1 for p in QUERIES if p not in (gone, bad))
