@@ -1016,6 +1016,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         broker_commit_interval=1.0,
         broker_session_timeout=settings.session_timeout,
         broker_heartbeat_interval=settings.heartbeat_interval,
+        consumer_group_instance_id=settings.instance_id or None,
         # Faust: the request timeout must not be below the session timeout
         broker_request_timeout=max(90.0, settings.session_timeout + 30.0),
         web_enabled=web,

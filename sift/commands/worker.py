@@ -6,6 +6,7 @@ import argparse
 import gc
 import logging
 import os
+import signal
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -312,6 +313,16 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     gcwatch.install()  # the collector's pauses, in the stats (``gc``)
 
+    duplicate: list[str] = []
+    if settings.instance_id:
+        from sift.agents import membership
+
+        def stop_duplicate(reason: str) -> None:  # from the consumer's thread: a signal
+            duplicate.append(reason)
+            log.error("%s; stopping", reason)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        membership.install(settings.instance_id, settings.session_timeout, stop_duplicate)
     Worker = worker_class(watchdog)
     fw = Worker(worker.app, loglevel=level, quiet=True, redirect_stdouts=False,
                 override_logging=not settings.log_json)
@@ -323,5 +334,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         fw.execute_from_commandline()
     except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
+        code = int(exc.code or 0)
+    else:
+        code = 0
+    if duplicate:
+        print(f"sift worker: error: {duplicate[0]}", file=sys.stderr, flush=True)
+        return 1
+    return code
