@@ -97,6 +97,8 @@ TAIL_STALL_S = 10.0
 TAIL_IDLE_STALL_S = 3.0
 #: Seconds between loads of the held shards' profiles from the table (load_profiles_held).
 LOAD_INTERVAL = 5.0
+#: documents stored per slice when a hot standby's store is filled again
+REFILL_SLICE = 2_000
 TABLE = "profile_to_state"
 #: The profiles' judgment journals (sift.agents.journal), co-partitioned with TABLE.
 JOURNAL_TABLE = "profile_to_journal"
@@ -1196,6 +1198,58 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         tails.reset()
         start_lookups.clear()
 
+    #: the store of recent documents misses what the group scored while this worker held
+    #: no shard (a hot standby: nothing is routed to it and no copy reaches it); set at
+    #: such an assignment, the store is filled again when shards come (``refill``)
+    missed = [False]
+    refill: list[asyncio.Future[None] | None] = [None]
+
+    @app.on_partitions_assigned.connect  # type: ignore[arg-type]
+    async def refill_documents(sender: Any, assigned: Any, **kwargs: Any) -> None:
+        """A worker that held no shard and is given some (a hot standby taking over)
+        reads the recent documents back from the documents topic, as at its start
+        (:mod:`sift.agents.restore`): judgments of documents scored while it held
+        nothing were dead-lettered ``unknown_document`` (fifty-fourth session's audit).
+        The reading runs in a thread, the storing in slices on the loop; the judgments
+        agent waits for it."""
+        changelog = profile_to_state.changelog_topic.get_topic_name()
+        if not any(tp.topic == changelog for tp in assigned):
+            missed[0] = True
+        elif missed[0] and (refill[0] is None or refill[0].done()):
+            missed[0] = False
+            refill[0] = asyncio.ensure_future(refill_store())
+
+    async def refill_store() -> None:
+        from sift.agents.restore import read_recent_documents
+        from sift.kafkaclient import KafkaClientError
+
+        t0 = time.monotonic()
+        loop = asyncio.get_running_loop()
+        stored = 0
+        try:
+            docs, messages = await loop.run_in_executor(None, read_recent_documents,
+                                                        settings, service)
+            for a in range(0, len(docs), REFILL_SLICE):  # the loop serves others in between
+                stored += service.restore_recent(docs[a:a + REFILL_SLICE])
+                await asyncio.sleep(0)
+        except Exception as exc:  # the broker unreadable, or what no check foresaw: say so
+            service.stats["store_refill_failures"] += 1
+            why = str(exc) if isinstance(exc, KafkaClientError) else f"{type(exc).__name__}: {exc}"
+            log.warning("could not read back the recent documents for the shards taken "
+                        "over (%s; %d stored): judgments of documents scored before will "
+                        "be dead-lettered unknown_document unless they carry the text",
+                        why, stored)
+            return
+        service.stats["store_refills"] += 1
+        log.info("restored %d recent documents from %d messages for the shards taken over "
+                 "after holding none, in %.1f s", stored, messages, time.monotonic() - t0)
+
+    async def refilled() -> None:
+        """Wait for a refill of the document store under way (see refill_documents)."""
+        pending = refill[0]
+        if pending is not None and not pending.done():
+            await asyncio.shield(pending)  # it catches its own errors
+
     #: the start offsets of the input partitions assigned, being asked of the broker
     start_lookups: dict[tuple[str, int], asyncio.Future[dict[tuple[str, int], int]]] = {}
 
@@ -1511,6 +1565,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         # larger batches: more judgments of one profile share a re-threshold and a write
         async for events in take_events(stream, settings.judgment_batch_size,
                                         within=settings.judgment_batch_timeout, busy=busy):
+            await refilled()
             start = time.monotonic()
             msgs = await reviews.take_judgments(await complete([to_message(e) for e in events],
                                                                recovered))

@@ -55,6 +55,12 @@ COUNTERS = (
     ("profiles_deleted", "sift_worker_profiles_deleted_total", "Profiles deleted."),
     ("profiles_released", "sift_worker_profiles_released_total",
      "Profiles let go from memory because their shard moved to another worker."),
+    ("store_refills", "sift_worker_store_refills_total",
+     "Document stores filled again from the documents topic when a worker that held no "
+     "shard was given some."),
+    ("store_refill_failures", "sift_worker_store_refill_failures_total",
+     "Such refills that failed (logged): judgments of earlier documents are then "
+     "dead-lettered unknown_document unless they carry the text."),
     ("redelivered_skipped", "sift_worker_redelivered_skipped_total",
      "Messages seen again after a restart or rebalance and skipped as already processed."),
     ("state_records", "sift_worker_state_records_total",

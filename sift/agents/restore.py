@@ -64,12 +64,28 @@ def restore_document_store(settings: Settings, service: Service, *,
     are for tests.
     Raises :class:`sift.kafkaclient.KafkaClientError` when the broker cannot be read.
     """
+    t0 = time.monotonic()
+    docs, messages = read_recent_documents(settings, service, limit=limit,
+                                           partitions=partitions, read=read, starts=starts,
+                                           beginnings=beginnings)
+    stored = service.restore_recent(docs)
+    return Restored(stored, messages, time.monotonic() - t0)
+
+
+def read_recent_documents(settings: Settings, service: Service, *,
+                          limit: int = MAX_RESTORED, partitions: int | None = None,
+                          read: Callable[..., list[Any]] | None = None,
+                          starts: Callable[..., dict[tuple[str, int], int]] | None = None,
+                          beginnings: Callable[..., dict[tuple[str, int], int]] | None = None
+                          ) -> tuple[list[Document], int]:
+    """The documents :func:`restore_document_store` stores, oldest first, and the
+    messages read for them. Changes nothing in ``service`` (it decodes without dead
+    letters), so a worker can run it in a thread while its event loop goes on."""
     from sift import kafkaclient
 
-    t0 = time.monotonic()
     capacity = min(service.store.capacity, limit)
     if capacity <= 0:
-        return Restored()
+        return [], 0
     read = read or kafkaclient.read_offsets
     starts = starts or kafkaclient.start_offsets
     beginnings = beginnings or kafkaclient.first_offsets
@@ -77,7 +93,7 @@ def restore_document_store(settings: Settings, service: Service, *,
     n = partitions if partitions is not None else \
         kafkaclient.partition_counts(settings, [topic]).get(topic, 0)
     if n == 0:
-        return Restored()
+        return [], 0
     wanted = [(topic, p) for p in range(n)]
     top = starts(settings, wanted)  # the group's committed offsets: read from there anyway
     floor = beginnings(settings, wanted)
@@ -114,5 +130,4 @@ def restore_document_store(settings: Settings, service: Service, *,
             documents += len(docs)
             hi[(t, p)] = a
         size = MAX_STEP
-    stored = service.restore_recent(d for tp in wanted for part in got[tp] for d in part)
-    return Restored(stored, messages, time.monotonic() - t0)
+    return [d for tp in wanted for part in got[tp] for d in part], messages
