@@ -99,6 +99,10 @@ TAIL_IDLE_STALL_S = 3.0
 LOAD_INTERVAL = 5.0
 #: documents stored per slice when a hot standby's store is filled again
 REFILL_SLICE = 2_000
+#: store positions a refill sets aside for the documents it reads back, before those the
+#: worker stores meanwhile (DocumentStore.reserve): more than any read gives (positions
+#: are only numbers)
+REFILL_POSITIONS = 1 << 40
 TABLE = "profile_to_state"
 #: The profiles' judgment journals (sift.agents.journal), co-partitioned with TABLE.
 JOURNAL_TABLE = "profile_to_journal"
@@ -1217,9 +1221,12 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             missed[0] = True
         elif missed[0] and (refill[0] is None or refill[0].done()):
             missed[0] = False
-            refill[0] = asyncio.ensure_future(refill_store())
+            # the documents read back are older than those the agents store meanwhile:
+            # they go before them in the store, or the refill evicted those first
+            at = service.store.reserve(REFILL_POSITIONS)
+            refill[0] = asyncio.ensure_future(refill_store(at))
 
-    async def refill_store() -> None:
+    async def refill_store(at: int) -> None:
         from sift.agents.restore import read_recent_documents
         from sift.kafkaclient import KafkaClientError
 
@@ -1229,8 +1236,9 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         try:
             docs, messages = await loop.run_in_executor(None, read_recent_documents,
                                                         settings, service)
+            docs = docs[-REFILL_POSITIONS:]
             for a in range(0, len(docs), REFILL_SLICE):  # the loop serves others in between
-                stored += service.restore_recent(docs[a:a + REFILL_SLICE])
+                stored += service.restore_recent(docs[a:a + REFILL_SLICE], at=at + a)
                 await asyncio.sleep(0)
         except Exception as exc:  # the broker unreadable, or what no check foresaw: say so
             service.stats["store_refill_failures"] += 1

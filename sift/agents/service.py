@@ -587,6 +587,8 @@ class DocumentStore:
         self._added: list[tuple[str, ...]] = []
         self._first = 0
         self._head = 0
+        #: the first position of the newest batch eviction has taken documents from
+        self._evicted_to = -1
 
     def __len__(self) -> int:
         return len(self._pos)
@@ -598,12 +600,33 @@ class DocumentStore:
         """Whether any of ``ids`` is held (one pass, in C)."""
         return not self._pos.keys().isdisjoint(ids)
 
-    def put(self, ids: Sequence[str], X: sp.csr_matrix) -> None:
+    def reserve(self, n: int) -> int:
+        """Set ``n`` positions aside before every document put from now on, and return
+        the first: :meth:`put` ``at`` them stores documents as if they had been put
+        before those (documents read back while new ones come, which are evicted
+        after them)."""
+        start = self._next
+        self._next += max(int(n), 0)
+        return start
+
+    def put(self, ids: Sequence[str], X: sp.csr_matrix, *, at: int | None = None) -> None:
+        """Store the rows of ``X`` under ``ids``, as the newest documents; with ``at``
+        (positions from :meth:`reserve`) as older than the documents put after the
+        reservation, and not at all once eviction has reached documents newer than them."""
         n = len(ids)
         if self.capacity == 0 or n == 0:
             return
-        pos, start = self._pos, self._next
-        self._next += n
+        pos = self._pos
+        if at is None:
+            start, b = self._next, len(self._starts)
+            self._next += n
+        else:
+            start = at
+            if start < self._evicted_to:  # newer documents are evicted already
+                return
+            b = bisect.bisect_left(self._starts, start, self._first)
+            if b < len(self._starts) and start + n > self._starts[b]:
+                raise ValueError(f"positions {start}-{start + n - 1} are not all reserved")
         fresh: tuple[str, ...] = tuple(ids)
         if len(set(fresh)) == n and pos.keys().isdisjoint(fresh):
             pos.update(zip(fresh, range(start, start + n), strict=True))  # the usual batch, in C
@@ -615,15 +638,16 @@ class DocumentStore:
                     added.append(doc_id)
             fresh = tuple(added)
         if fresh:
-            self._starts.append(start)
-            self._mats.append(X)
-            self._added.append(fresh)
+            self._starts.insert(b, start)
+            self._mats.insert(b, X)
+            self._added.insert(b, fresh)
         self._evict(len(pos) - self.capacity)
 
     def _evict(self, excess: int) -> None:
         pos = self._pos
         while excess > 0:
             oldest, head = self._added[self._first], self._head
+            self._evicted_to = self._starts[self._first]
             k = min(excess, len(oldest) - head)
             deque(map(pos.__delitem__, itertools.islice(oldest, head, head + k)), maxlen=0)
             excess -= k
@@ -1200,7 +1224,8 @@ class Service:
         self.processed(fresh)
         return RouteResult([([d.id for d in docs], X)], dead, len(docs), with_metadata, [counts])
 
-    def restore_recent(self, docs: Iterable[Document], *, chunk: int = 10_000) -> int:
+    def restore_recent(self, docs: Iterable[Document], *, chunk: int = 10_000,
+                       at: int | None = None) -> int:
         """Put ``docs`` (read back from the documents topic, oldest first, decoded by
         :meth:`decode_documents` without dead letters) in the store, vectorized as
         :meth:`route` does, so that a worker that starts late (a restart, a replacement)
@@ -1209,7 +1234,9 @@ class Service:
 
         Nothing else changes: no document is scored or counted as routed, no offset is
         marked processed. An id is kept with its first text, as the store keeps it; ids
-        the store holds already are skipped (and not vectorized).
+        the store holds already are skipped (and not vectorized). With ``at`` (positions
+        the store reserved, :meth:`DocumentStore.reserve`, one per document in ``docs``)
+        they go before the documents put since the reservation.
         """
         ids: list[str] = []
         texts: list[str] = []
@@ -1221,7 +1248,7 @@ class Service:
                 texts.append(d.scored_text)
         for a in range(0, len(ids), chunk):
             X, _ = self.vectorizer.transform_counts(texts[a : a + chunk])
-            self.store.put(ids[a : a + chunk], X)
+            self.store.put(ids[a : a + chunk], X, at=None if at is None else at + a)
         self.stats["documents_restored"] += len(ids)
         return len(ids)
 

@@ -1,0 +1,128 @@
+"""Defects found by the review of the fifty-fourth session's changes (a helper's review of
+the shard release, static membership and the hot standby's store refill). Each test
+failed before its fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import orjson
+import pytest
+from faust.types import TP
+
+from sift.agents.service import InputMessage
+from sift.topics.records import Document
+from tests.agents.offline import offline_worker
+
+P = 2
+
+
+def changelogs(worker: Any, partitions: set[int]) -> set[TP]:
+    """An assignment of ``partitions`` of every table's changelog (what the refill and
+    the review cache look at; no input topic, so nothing asks the broker)."""
+    return {TP(t.changelog_topic.get_topic_name(), p)
+            for t in worker.app.tables.values() for p in partitions}
+
+
+def route(worker: Any, ids: list[str], offset: int) -> None:
+    """Documents routed and scored by the worker: in its store, as scoring puts them."""
+    svc = worker.service
+    value = orjson.dumps({"documents": [{"id": i, "text": f"wheat exports rose {i}"}
+                                        for i in ids]})
+    for ids_, X in svc.route([InputMessage(value, "documents", 0, offset)]).batches:
+        svc.store.put(ids_, X)
+
+
+# ------------------------------------------------------------------------------ 1
+def test_a_refill_does_not_evict_the_documents_routed_while_it_read(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hot standby given shards reads the recent documents back in a thread while its
+    agents already route and score the new ones. The documents read back (older) were
+    then put in the store after the new ones, and the store evicts in the order
+    documents were put: with as many read back as the store holds (a standby that stood
+    by while the group scored that many), every document routed during the read was
+    evicted at once, and the judgments of the freshest documents were dead-lettered
+    ``unknown_document``. The documents read back now go before those routed since
+    the refill began, and the oldest are evicted first."""
+    from sift.agents import restore
+
+    worker = offline_worker(str(tmp_path), P, recent_documents=10)
+    svc = worker.service
+    read_back = [Document(f"old{i}", f"crude oil prices {i}") for i in range(10)]
+    reading, go = threading.Event(), threading.Event()
+
+    def read(settings: Any, service: Any) -> tuple[list[Document], int]:
+        reading.set()
+        assert go.wait(10)
+        return list(read_back), len(read_back)
+
+    monkeypatch.setattr(restore, "read_recent_documents", read)
+
+    async def run() -> None:
+        route(worker, [f"before{i}" for i in range(3)], 0)  # held before standing by
+        await worker.app.on_partitions_assigned.send(set())  # the standby: no shard
+        await worker.app.on_partitions_assigned.send(changelogs(worker, {0, 1}))
+        loop = asyncio.get_running_loop()
+        assert await loop.run_in_executor(None, reading.wait, 10)
+        route(worker, [f"new{i}" for i in range(4)], 1)  # while the refill reads
+        go.set()
+        for _ in range(500):
+            if svc.stats["store_refills"] or svc.stats["store_refill_failures"]:
+                break
+            await asyncio.sleep(0.01)
+
+    asyncio.run(run())
+    assert svc.stats["store_refills"] == 1
+    held = list(svc.store.ids())
+    assert len(held) == 10
+    # the newest: every document routed during the read, then the newest read back
+    assert [i for i in held if i.startswith("new")] == [f"new{i}" for i in range(4)]
+    assert held == [f"old{i}" for i in range(4, 10)] + [f"new{i}" for i in range(4)]
+    for doc_id in held:
+        assert svc.store.get(doc_id) is not None
+
+
+def test_the_store_puts_reserved_documents_before_later_ones_and_finds_them() -> None:
+    """:meth:`DocumentStore.put` ``at`` reserved positions: in the order of eviction
+    before the documents put after the reservation and after those put before; each
+    document found with its own row; nothing put once newer documents are evicted."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from sift.agents.service import DocumentStore
+
+    def rows(first: int, n: int) -> sp.csr_matrix:
+        return sp.csr_matrix(np.arange(first, first + n, dtype=float).reshape(n, 1) + 1)
+
+    store = DocumentStore(7)
+    store.put(["a", "b", "c"], rows(0, 3))
+    store.put(["a", "d"], rows(3, 2))  # "a" again: a batch that added one id
+    at = store.reserve(100)
+    store.put(["n1", "n2"], rows(10, 2))
+    store.put(["r1", "r2"], rows(20, 2), at=at)
+    assert list(store.ids()) == ["b", "c", "d", "r1", "r2", "n1", "n2"]  # "a" evicted
+    store.put(["r3", "c"], rows(22, 2), at=at + 2)  # "c" held already: kept, and its row
+    assert list(store.ids()) == ["c", "d", "r1", "r2", "r3", "n1", "n2"]
+    expected = {"c": 3, "d": 5, "r1": 21, "r2": 22, "r3": 23, "n1": 11, "n2": 12}
+    for doc_id, value in expected.items():
+        got = store.get(doc_id)
+        assert got is not None and got.toarray()[0, 0] == value, doc_id
+    store.put(["n3", "n4", "n5", "n6", "n7"], rows(30, 5))  # evicts c, d, r1, r2, r3
+    assert list(store.ids()) == ["n1", "n2", "n3", "n4", "n5", "n6", "n7"]
+    store.put(["r4"], rows(40, 1), at=at + 4)  # older than documents evicted: not put
+    assert "r4" not in store and len(store) == 7
+    store.put(["n8"], rows(50, 1))  # evicts n1, half of a batch
+    assert next(iter(store.ids())) == "n2"
+    store.put(["r5"], rows(60, 1), at=at + 5)
+    assert "r5" not in store
+    got = store.get("n2")
+    assert got is not None and got.toarray()[0, 0] == 12
+
+    other = DocumentStore(6)
+    at = other.reserve(1)
+    other.put(["n"], rows(0, 1))
+    with pytest.raises(ValueError, match="not all reserved"):
+        other.put(["r1", "r2"], rows(1, 2), at=at)  # one position reserved, two wanted
