@@ -1215,7 +1215,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         (:mod:`sift.agents.restore`): judgments of documents scored while it held
         nothing were dead-lettered ``unknown_document`` (fifty-fourth session's audit).
         The reading runs in a thread, the storing in slices on the loop; the judgments
-        agent waits for it."""
+        and specs agents wait for it."""
         changelog = profile_to_state.changelog_topic.get_topic_name()
         if not any(tp.topic == changelog for tp in assigned):
             missed[0] = True
@@ -1253,7 +1253,8 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
                  "after holding none, in %.1f s", stored, messages, time.monotonic() - t0)
 
     async def refilled() -> None:
-        """Wait for a refill of the document store under way (see refill_documents)."""
+        """Wait for a refill of the document store under way (see refill_documents): the
+        judgments name their documents by id, and so may a profile spec's positives."""
         pending = refill[0]
         if pending is not None and not pending.done():
             await asyncio.shield(pending)  # it catches its own errors
@@ -1554,6 +1555,7 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
     async def apply_specs(stream: faust.StreamT[Any]) -> None:
         recovered: list[tuple[str, int, int]] = []
         async for events in take_events(stream, 8, within=settings.batch_timeout, busy=busy):
+            await refilled()  # a spec's positives may name recent documents by id
             # review specs (any spec with a "mode") and standing ones in partition order,
             # a run of one kind at a time: "delete profile x, start review x" in one batch
             # was refused when the review specs went first (fiftieth session, item 80)

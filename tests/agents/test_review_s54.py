@@ -126,3 +126,50 @@ def test_the_store_puts_reserved_documents_before_later_ones_and_finds_them() ->
     other.put(["n"], rows(0, 1))
     with pytest.raises(ValueError, match="not all reserved"):
         other.put(["r1", "r2"], rows(1, 2), at=at)  # one position reserved, two wanted
+
+
+# ------------------------------------------------------------------------------ 2
+def test_a_spec_naming_a_document_read_back_waits_for_the_refill(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile spec's ``positives`` may name recently seen documents by id, found in the
+    same store as the judgments' documents. The judgments agent waited for a hot
+    standby's refill; the specs agent did not, and a spec taken during the refill that
+    named a document scored while the worker stood by was dead-lettered
+    ``unknown_positive``, as the judgments were before item 92."""
+    from sift.agents import restore
+    from sift.agents.service import shard_of
+    from tests.agents.offline import agent
+
+    worker = offline_worker(str(tmp_path), P)
+    svc = worker.service
+    read_back = [Document("scored-meanwhile", "wheat exports rose again")]
+    reading, go = threading.Event(), threading.Event()
+
+    def read(settings: Any, service: Any) -> tuple[list[Document], int]:
+        reading.set()
+        assert go.wait(10)
+        return list(read_back), 1
+
+    monkeypatch.setattr(restore, "read_recent_documents", read)
+    name = "wheat"
+
+    async def run() -> None:
+        await worker.app.on_partitions_assigned.send(set())
+        await worker.app.on_partitions_assigned.send(changelogs(worker, {0, 1}))
+        loop = asyncio.get_running_loop()
+        assert await loop.run_in_executor(None, reading.wait, 10)
+        async with agent(worker, "apply_specs").test_context() as a:
+            await a.put(orjson.dumps({"profile": name, "query": "wheat",
+                                      "positives": ["scored-meanwhile"]}),
+                        key=name.encode(), partition=shard_of(name, P))
+            await asyncio.sleep(0.2)
+            go.set()
+            for _ in range(300):
+                if svc.stats["profiles_created"] or svc.stats["dead_letters"]:
+                    break
+                await asyncio.sleep(0.01)
+
+    asyncio.run(run())
+    assert svc.stats["store_refills"] == 1
+    assert svc.stats["dead_letters"] == 0, worker.topics["dead-letters"].send.await_args_list
+    assert svc.stats["profiles_created"] == 1
