@@ -1219,17 +1219,21 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         changelog = profile_to_state.changelog_topic.get_topic_name()
         if not any(tp.topic == changelog for tp in assigned):
             missed[0] = True
-        elif missed[0] and (refill[0] is None or refill[0].done()):
+        elif missed[0]:
             missed[0] = False
             # the documents read back are older than those the agents store meanwhile:
             # they go before them in the store, or the refill evicted those first
             at = service.store.reserve(REFILL_POSITIONS)
-            refill[0] = asyncio.ensure_future(refill_store(at))
+            # after one under way (shards given, taken, given again while it read: it
+            # read only up to where the group was when it began)
+            refill[0] = asyncio.ensure_future(refill_store(at, after=refill[0]))
 
-    async def refill_store(at: int) -> None:
+    async def refill_store(at: int, *, after: asyncio.Future[None] | None = None) -> None:
         from sift.agents.restore import read_recent_documents
         from sift.kafkaclient import KafkaClientError
 
+        if after is not None and not after.done():
+            await asyncio.wait([after])  # (it catches its own errors)
         t0 = time.monotonic()
         loop = asyncio.get_running_loop()
         stored = 0

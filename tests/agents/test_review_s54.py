@@ -173,3 +173,49 @@ def test_a_spec_naming_a_document_read_back_waits_for_the_refill(
     assert svc.stats["store_refills"] == 1
     assert svc.stats["dead_letters"] == 0, worker.topics["dead-letters"].send.await_args_list
     assert svc.stats["profiles_created"] == 1
+
+
+# ------------------------------------------------------------------------------ 3
+def test_shards_given_again_during_a_refill_are_refilled_after_it(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A standby given shards, then none again and shards again while its first refill
+    still read (assignments in quick succession, as when workers come and go): the
+    second time with shards started no refill, since one was under way, and none came
+    after it; the documents scored by the group while the worker stood by the second
+    time (committed after the first refill asked where to read to) were never read
+    back. Now a refill follows the one under way."""
+    from sift.agents import restore
+
+    worker = offline_worker(str(tmp_path), P)
+    svc = worker.service
+    calls: list[int] = []
+    first_reading, go = threading.Event(), threading.Event()
+
+    def read(settings: Any, service: Any) -> tuple[list[Document], int]:
+        calls.append(1)
+        if len(calls) == 1:
+            first_reading.set()
+            assert go.wait(10)
+            return [Document("first", "wheat exports rose")], 1
+        return [Document("first", "wheat exports rose"),
+                Document("second", "crude oil prices fell")], 2
+
+    monkeypatch.setattr(restore, "read_recent_documents", read)
+
+    async def run() -> None:
+        send = worker.app.on_partitions_assigned.send
+        await send(set())
+        await send(changelogs(worker, {0, 1}))
+        loop = asyncio.get_running_loop()
+        assert await loop.run_in_executor(None, first_reading.wait, 10)
+        await send(set())  # a standby again ...
+        await send(changelogs(worker, {1}))  # ... and given a shard again
+        go.set()
+        for _ in range(500):
+            if svc.stats["store_refills"] + svc.stats["store_refill_failures"] >= 2:
+                break
+            await asyncio.sleep(0.01)
+
+    asyncio.run(run())
+    assert len(calls) == 2 and svc.stats["store_refills"] == 2
+    assert "first" in svc.store and "second" in svc.store
