@@ -154,7 +154,8 @@ class Settings:
     #: its shards back at once, instead of after the dead member's session or Faust's
     #: 60 s rebalance timeout; but a worker with a name that stops for good keeps its
     #: shards from the others for ``session_timeout`` (it does not leave the group), and
-    #: two workers given one name both stop with an error (``sift.agents.membership``).
+    #: of two workers given one name at least one, usually both, stops with an error
+    #: (``sift.agents.membership``).
     instance_id: str = ""
     max_document_bytes: int = 1_000_000
     max_batch_documents: int = 1000
