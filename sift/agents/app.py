@@ -1238,12 +1238,16 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         loop = asyncio.get_running_loop()
         stored = 0
         try:
-            docs, messages = await loop.run_in_executor(None, read_recent_documents,
-                                                        settings, service)
+            # only what the group committed since the last read back (at the start, or
+            # a refill before): none after a start whose first assignment was empty
+            read = functools.partial(read_recent_documents, settings, service,
+                                     since=dict(service.restored_to))
+            docs, messages, tops = await loop.run_in_executor(None, read)
             docs = docs[-REFILL_POSITIONS:]
             for a in range(0, len(docs), REFILL_SLICE):  # the loop serves others in between
                 stored += service.restore_recent(docs[a:a + REFILL_SLICE], at=at + a)
                 await asyncio.sleep(0)
+            service.restored_to = {**service.restored_to, **tops}
         except Exception as exc:  # the broker unreadable, or what no check foresaw: say so
             service.stats["store_refill_failures"] += 1
             why = str(exc) if isinstance(exc, KafkaClientError) else f"{type(exc).__name__}: {exc}"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,10 +65,11 @@ def restore_document_store(settings: Settings, service: Service, *,
     Raises :class:`sift.kafkaclient.KafkaClientError` when the broker cannot be read.
     """
     t0 = time.monotonic()
-    docs, messages = read_recent_documents(settings, service, limit=limit,
-                                           partitions=partitions, read=read, starts=starts,
-                                           beginnings=beginnings)
+    docs, messages, tops = read_recent_documents(settings, service, limit=limit,
+                                                 partitions=partitions, read=read,
+                                                 starts=starts, beginnings=beginnings)
     stored = service.restore_recent(docs)
+    service.restored_to = tops
     return Restored(stored, messages, time.monotonic() - t0)
 
 
@@ -76,16 +77,20 @@ def read_recent_documents(settings: Settings, service: Service, *,
                           limit: int = MAX_RESTORED, partitions: int | None = None,
                           read: Callable[..., list[Any]] | None = None,
                           starts: Callable[..., dict[tuple[str, int], int]] | None = None,
-                          beginnings: Callable[..., dict[tuple[str, int], int]] | None = None
-                          ) -> tuple[list[Document], int]:
-    """The documents :func:`restore_document_store` stores, oldest first, and the
-    messages read for them. Changes nothing in ``service`` (it decodes without dead
-    letters), so a worker can run it in a thread while its event loop goes on."""
+                          beginnings: Callable[..., dict[tuple[str, int], int]] | None = None,
+                          since: Mapping[tuple[str, int], int] | None = None
+                          ) -> tuple[list[Document], int, dict[tuple[str, int], int]]:
+    """The documents :func:`restore_document_store` stores, oldest first, the messages
+    read for them, and the offsets read up to (the group's committed offsets: each
+    partition's documents are read below them). With ``since`` (offsets an earlier read
+    went up to: :attr:`Service.restored_to`), nothing below them is read again. Changes
+    nothing in ``service`` (it decodes without dead letters), so a worker can run it in
+    a thread while its event loop goes on."""
     from sift import kafkaclient
 
     capacity = min(service.store.capacity, limit)
     if capacity <= 0:
-        return [], 0
+        return [], 0, {}
     read = read or kafkaclient.read_offsets
     starts = starts or kafkaclient.start_offsets
     beginnings = beginnings or kafkaclient.first_offsets
@@ -93,12 +98,13 @@ def read_recent_documents(settings: Settings, service: Service, *,
     n = partitions if partitions is not None else \
         kafkaclient.partition_counts(settings, [topic]).get(topic, 0)
     if n == 0:
-        return [], 0
+        return [], 0, {}
     wanted = [(topic, p) for p in range(n)]
     top = starts(settings, wanted)  # the group's committed offsets: read from there anyway
     floor = beginnings(settings, wanted)
     hi = {tp: int(top.get(tp, 0)) for tp in wanted}
-    lo_limit = {tp: int(floor.get(tp, 0)) for tp in wanted}
+    tops = dict(hi)
+    lo_limit = {tp: max(int(floor.get(tp, 0)), int((since or {}).get(tp, 0))) for tp in wanted}
     got: dict[tuple[str, int], list[list[Document]]] = {tp: [] for tp in wanted}
     counted = dict.fromkeys(wanted, 0)
     documents = messages = 0
@@ -130,4 +136,4 @@ def read_recent_documents(settings: Settings, service: Service, *,
             documents += len(docs)
             hi[(t, p)] = a
         size = MAX_STEP
-    return [d for tp in wanted for part in got[tp] for d in part], messages
+    return [d for tp in wanted for part in got[tp] for d in part], messages, tops

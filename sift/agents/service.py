@@ -1000,6 +1000,10 @@ class Service:
         self._banks: dict[int, ProfileBank] = {}
         self._joint: tuple[list[AnyProfile], ProfileBank] | None = None  # see _joint_bank
         self._bad: dict[str, bytes] = {}
+        #: the documents topic's offsets (per partition) below which recent documents
+        #: were read back into the store (sift.agents.restore), at the start or by a
+        #: refill: the next refill reads only above them
+        self.restored_to: dict[tuple[str, int], int] = {}
         # offsets processed here, per (topic, partition): a set, and the order to forget them
         self._done: dict[tuple[str, int], tuple[set[int], deque[int]]] = {}
         # the last offset seen per (topic, partition), to report gaps and rewinds

@@ -140,3 +140,27 @@ def test_batched_messages_are_not_read_beyond_the_need(training: TrainingSet) ->
                                   beginnings=lambda s, parts: {parts[0]: 0})
     assert asked == [[("sift.documents", 0, 99_900, 100_000)], [("sift.documents", 0, 99_750, 99_900)]]
     assert done.documents == 25_000 and done.messages == 250
+
+
+def test_a_second_read_back_reads_only_what_was_committed_since_the_first(
+        training: TrainingSet) -> None:
+    """A refill (a hot standby given shards) after the start's restore reads only above
+    the offsets that restore went up to (``Service.restored_to``): nothing when the group
+    committed nothing since (a start whose first assignment was empty), the new
+    documents only when it did."""
+    from sift.agents.restore import read_recent_documents
+
+    svc = Service(training, n_shards=2, recent_documents=100)
+    topic = FakeTopic({0: 30, 1: 10})
+    kw: dict[str, Any] = {"partitions": 2, "read": topic.read, "starts": topic.starts,
+                          "beginnings": topic.beginnings}
+    assert restore_document_store(Settings(), svc, **kw).documents == 40
+    assert svc.restored_to == {("sift.documents", 0): 30, ("sift.documents", 1): 10}
+    asked = len(topic.asked)
+    docs, messages, tops = read_recent_documents(Settings(), svc, since=svc.restored_to, **kw)
+    assert (docs, messages, len(topic.asked)) == ([], 0, asked)  # not one read
+    assert tops == svc.restored_to
+    topic.sizes = {0: 33, 1: 10}  # the group went on on partition 0 meanwhile
+    docs, messages, tops = read_recent_documents(Settings(), svc, since=svc.restored_to, **kw)
+    assert [d.id for d in docs] == ["d0-30", "d0-31", "d0-32"] and messages == 3
+    assert tops == {("sift.documents", 0): 33, ("sift.documents", 1): 10}

@@ -54,10 +54,10 @@ def test_a_refill_does_not_evict_the_documents_routed_while_it_read(
     read_back = [Document(f"old{i}", f"crude oil prices {i}") for i in range(10)]
     reading, go = threading.Event(), threading.Event()
 
-    def read(settings: Any, service: Any) -> tuple[list[Document], int]:
+    def read(settings: Any, service: Any, **kw: Any) -> tuple[list[Document], int, dict]:
         reading.set()
         assert go.wait(10)
-        return list(read_back), len(read_back)
+        return list(read_back), len(read_back), {}
 
     monkeypatch.setattr(restore, "read_recent_documents", read)
 
@@ -145,10 +145,10 @@ def test_a_spec_naming_a_document_read_back_waits_for_the_refill(
     read_back = [Document("scored-meanwhile", "wheat exports rose again")]
     reading, go = threading.Event(), threading.Event()
 
-    def read(settings: Any, service: Any) -> tuple[list[Document], int]:
+    def read(settings: Any, service: Any, **kw: Any) -> tuple[list[Document], int, dict]:
         reading.set()
         assert go.wait(10)
-        return list(read_back), 1
+        return list(read_back), 1, {}
 
     monkeypatch.setattr(restore, "read_recent_documents", read)
     name = "wheat"
@@ -191,14 +191,14 @@ def test_shards_given_again_during_a_refill_are_refilled_after_it(
     calls: list[int] = []
     first_reading, go = threading.Event(), threading.Event()
 
-    def read(settings: Any, service: Any) -> tuple[list[Document], int]:
+    def read(settings: Any, service: Any, **kw: Any) -> tuple[list[Document], int, dict]:
         calls.append(1)
         if len(calls) == 1:
             first_reading.set()
             assert go.wait(10)
-            return [Document("first", "wheat exports rose")], 1
+            return [Document("first", "wheat exports rose")], 1, {}
         return [Document("first", "wheat exports rose"),
-                Document("second", "crude oil prices fell")], 2
+                Document("second", "crude oil prices fell")], 2, {}
 
     monkeypatch.setattr(restore, "read_recent_documents", read)
 
