@@ -99,6 +99,9 @@ TAIL_IDLE_STALL_S = 3.0
 LOAD_INTERVAL = 5.0
 #: documents stored per slice when a hot standby's store is filled again
 REFILL_SLICE = 2_000
+#: how long the judgments and specs agents wait for such a refill at most (below the
+#: stop watchdog's SIFT_STOP_TIMEOUT default, 30 s: a stop waits for their batch)
+REFILL_WAIT_S = 20.0
 #: store positions a refill sets aside for the documents it reads back, before those the
 #: worker stores meanwhile (DocumentStore.reserve): more than any read gives (positions
 #: are only numbers)
@@ -1260,12 +1263,25 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
         log.info("restored %d recent documents from %d messages for the shards taken over "
                  "after holding none, in %.1f s", stored, messages, time.monotonic() - t0)
 
+    given_up: list[asyncio.Future[None] | None] = [None]  # the refill no longer waited for
+
     async def refilled() -> None:
         """Wait for a refill of the document store under way (see refill_documents): the
-        judgments name their documents by id, and so may a profile spec's positives."""
+        judgments name their documents by id, and so may a profile spec's positives. At
+        most ``REFILL_WAIT_S``: the agents' batches hold a rebalance or a stop until
+        they end, and a read from a broker that answers slowly can take minutes (its
+        timeouts); after that the judgments go on without it (those of documents not
+        read back yet are dead-lettered ``unknown_document``, as without a refill)."""
         pending = refill[0]
-        if pending is not None and not pending.done():
-            await asyncio.shield(pending)  # it catches its own errors
+        if pending is None or pending.done() or pending is given_up[0]:
+            return
+        try:  # (the refill catches its own errors)
+            await asyncio.wait_for(asyncio.shield(pending), REFILL_WAIT_S)
+        except TimeoutError:
+            given_up[0] = pending
+            service.stats["store_refill_waits_cut"] += 1
+            log.warning("the document store's refill still reads after %g s: judgments and "
+                        "profile specs go on without waiting for it", REFILL_WAIT_S)
 
     #: the start offsets of the input partitions assigned, being asked of the broker
     start_lookups: dict[tuple[str, int], asyncio.Future[dict[tuple[str, int], int]]] = {}

@@ -61,6 +61,8 @@ COUNTERS = (
     ("store_refill_failures", "sift_worker_store_refill_failures_total",
      "Such refills that failed (logged): judgments of earlier documents are then "
      "dead-lettered unknown_document unless they carry the text."),
+    ("store_refill_waits_cut", "sift_worker_store_refill_waits_cut_total",
+     "Refills the judgments and specs agents stopped waiting for after 20 s (logged)."),
     ("redelivered_skipped", "sift_worker_redelivered_skipped_total",
      "Messages seen again after a restart or rebalance and skipped as already processed."),
     ("state_records", "sift_worker_state_records_total",

@@ -219,3 +219,51 @@ def test_shards_given_again_during_a_refill_are_refilled_after_it(
     asyncio.run(run())
     assert len(calls) == 2 and svc.stats["store_refills"] == 2
     assert "first" in svc.store and "second" in svc.store
+
+
+def test_the_agents_wait_for_a_refill_a_bounded_time(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refill whose reading hangs (a broker answering slowly: its reads' timeouts add
+    up to minutes) held every batch of judgments and specs, and with them a rebalance or
+    a stop, until it ended. The agents now wait ``REFILL_WAIT_S`` at most, once per
+    refill, and go on; the refill still completes afterwards."""
+    from sift.agents import app as app_module
+    from sift.agents import restore
+    from sift.agents.service import shard_of
+    from tests.agents.offline import agent
+
+    monkeypatch.setattr(app_module, "REFILL_WAIT_S", 0.2)
+    worker = offline_worker(str(tmp_path), P)
+    svc = worker.service
+    reading, go = threading.Event(), threading.Event()
+
+    def read(settings: Any, service: Any, **kw: Any) -> tuple[list[Document], int, dict]:
+        reading.set()
+        assert go.wait(20)
+        return [Document("late", "wheat exports rose")], 1, {}
+
+    monkeypatch.setattr(restore, "read_recent_documents", read)
+
+    async def run() -> None:
+        await worker.app.on_partitions_assigned.send(set())
+        await worker.app.on_partitions_assigned.send(changelogs(worker, {0, 1}))
+        loop = asyncio.get_running_loop()
+        assert await loop.run_in_executor(None, reading.wait, 10)
+        async with agent(worker, "apply_specs").test_context() as a:
+            for name in ("wheat", "grain"):
+                await a.put(orjson.dumps({"profile": name, "query": name}),
+                            key=name.encode(), partition=shard_of(name, P))
+            for _ in range(300):  # both applied while the refill still reads
+                if svc.stats["profiles_created"] == 2:
+                    break
+                await asyncio.sleep(0.01)
+            assert svc.stats["profiles_created"] == 2 and not go.is_set()
+            go.set()
+            for _ in range(300):
+                if svc.stats["store_refills"]:
+                    break
+                await asyncio.sleep(0.01)
+
+    asyncio.run(run())
+    assert svc.stats["store_refill_waits_cut"] == 1  # waited once, not once a batch
+    assert svc.stats["store_refills"] == 1 and "late" in svc.store
