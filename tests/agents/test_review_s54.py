@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -25,6 +26,23 @@ def changelogs(worker: Any, partitions: set[int]) -> set[TP]:
     the review cache look at; no input topic, so nothing asks the broker)."""
     return {TP(t.changelog_topic.get_topic_name(), p)
             for t in worker.app.tables.values() for p in partitions}
+
+
+async def until(cond: Callable[[], bool], seconds: float = 5.0) -> None:
+    """Let the event loop run until ``cond()`` holds or ``seconds`` have passed."""
+    for _ in range(int(seconds / 0.01)):
+        if cond():
+            return
+        await asyncio.sleep(0.01)
+
+
+async def stand_by_then_take_over(worker: Any, reading: threading.Event) -> None:
+    """An assignment with no shard, then one with both: a refill starts; returns once
+    its reading has begun."""
+    await worker.app.on_partitions_assigned.send(set())
+    await worker.app.on_partitions_assigned.send(changelogs(worker, {0, 1}))
+    loop = asyncio.get_running_loop()
+    assert await loop.run_in_executor(None, reading.wait, 10)
 
 
 def route(worker: Any, ids: list[str], offset: int) -> None:
@@ -69,10 +87,7 @@ def test_a_refill_does_not_evict_the_documents_routed_while_it_read(
         assert await loop.run_in_executor(None, reading.wait, 10)
         route(worker, [f"new{i}" for i in range(4)], 1)  # while the refill reads
         go.set()
-        for _ in range(500):
-            if svc.stats["store_refills"] or svc.stats["store_refill_failures"]:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: bool(svc.stats["store_refills"] or svc.stats["store_refill_failures"]))
 
     asyncio.run(run())
     assert svc.stats["store_refills"] == 1
@@ -154,20 +169,14 @@ def test_a_spec_naming_a_document_read_back_waits_for_the_refill(
     name = "wheat"
 
     async def run() -> None:
-        await worker.app.on_partitions_assigned.send(set())
-        await worker.app.on_partitions_assigned.send(changelogs(worker, {0, 1}))
-        loop = asyncio.get_running_loop()
-        assert await loop.run_in_executor(None, reading.wait, 10)
+        await stand_by_then_take_over(worker, reading)
         async with agent(worker, "apply_specs").test_context() as a:
             await a.put(orjson.dumps({"profile": name, "query": "wheat",
                                       "positives": ["scored-meanwhile"]}),
                         key=name.encode(), partition=shard_of(name, P))
             await asyncio.sleep(0.2)
             go.set()
-            for _ in range(300):
-                if svc.stats["profiles_created"] or svc.stats["dead_letters"]:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: bool(svc.stats["profiles_created"] or svc.stats["dead_letters"]))
 
     asyncio.run(run())
     assert svc.stats["store_refills"] == 1
@@ -211,10 +220,7 @@ def test_shards_given_again_during_a_refill_are_refilled_after_it(
         await send(set())  # a standby again ...
         await send(changelogs(worker, {1}))  # ... and given a shard again
         go.set()
-        for _ in range(500):
-            if svc.stats["store_refills"] + svc.stats["store_refill_failures"] >= 2:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: svc.stats["store_refills"] + svc.stats["store_refill_failures"] >= 2)
 
     asyncio.run(run())
     assert len(calls) == 2 and svc.stats["store_refills"] == 2
@@ -245,24 +251,15 @@ def test_the_agents_wait_for_a_refill_a_bounded_time(
     monkeypatch.setattr(restore, "read_recent_documents", read)
 
     async def run() -> None:
-        await worker.app.on_partitions_assigned.send(set())
-        await worker.app.on_partitions_assigned.send(changelogs(worker, {0, 1}))
-        loop = asyncio.get_running_loop()
-        assert await loop.run_in_executor(None, reading.wait, 10)
+        await stand_by_then_take_over(worker, reading)
         async with agent(worker, "apply_specs").test_context() as a:
             for name in ("wheat", "grain"):
                 await a.put(orjson.dumps({"profile": name, "query": name}),
                             key=name.encode(), partition=shard_of(name, P))
-            for _ in range(300):  # both applied while the refill still reads
-                if svc.stats["profiles_created"] == 2:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: svc.stats["profiles_created"] == 2)  # while the refill reads
             assert svc.stats["profiles_created"] == 2 and not go.is_set()
             go.set()
-            for _ in range(300):
-                if svc.stats["store_refills"]:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: bool(svc.stats["store_refills"]))
 
     asyncio.run(run())
     assert svc.stats["store_refill_waits_cut"] == 1  # waited once, not once a batch
