@@ -103,8 +103,8 @@ REFILL_SLICE = 2_000
 #: stop watchdog's SIFT_STOP_TIMEOUT default, 30 s: a stop waits for their batch)
 REFILL_WAIT_S = 20.0
 #: store positions a refill sets aside for the documents it reads back, before those the
-#: worker stores meanwhile (DocumentStore.reserve): more than any read gives (positions
-#: are only numbers)
+#: worker stores meanwhile (DocumentStore.reserve): far more than any read gives (at most
+#: MAX_RESTORED and a batch a partition; positions are only numbers)
 REFILL_POSITIONS = 1 << 40
 TABLE = "profile_to_state"
 #: The profiles' judgment journals (sift.agents.journal), co-partitioned with TABLE.
@@ -1246,7 +1246,6 @@ def create_app(settings: Settings, *, training: TrainingSet | None = None,
             read = functools.partial(read_recent_documents, settings, service,
                                      since=dict(service.restored_to))
             docs, messages, tops = await loop.run_in_executor(None, read)
-            docs = docs[-REFILL_POSITIONS:]
             for a in range(0, len(docs), REFILL_SLICE):  # the loop serves others in between
                 stored += service.restore_recent(docs[a:a + REFILL_SLICE], at=at + a)
                 await asyncio.sleep(0)

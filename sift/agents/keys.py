@@ -49,7 +49,6 @@ def digest(key: str) -> int:
                        "little")
 
 
-
 class JudgmentKeys:
     """Judgment keys remembered up to ``capacity``, the oldest forgotten first.
 

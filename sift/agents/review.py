@@ -55,6 +55,8 @@ from sift.agents.service import (
     Forward,
     InputMessage,
     dead_letter,
+    drop_shards_elsewhere,
+    known_unusable,
     shard_of,
 )
 from sift.agents.tails import BusyTopics
@@ -493,12 +495,8 @@ class ReviewService:
         fifty-fourth session every review a worker had touched stayed decoded in it (its
         texts, its model's matrices: tens of MB for a large review) until the process
         ended, also once it lived elsewhere, or had been deleted there."""
-        for name in list(self._cache):  # (copied in one step: the review thread may add)
-            if shard_of(name, self.n_shards) not in shards:
-                self._cache.pop(name, None)
-        for name in list(self._bad):
-            if shard_of(name, self.n_shards) not in shards:
-                self._bad.pop(name, None)
+        drop_shards_elsewhere(self._cache, shards, self.n_shards)
+        drop_shards_elsewhere(self._bad, shards, self.n_shards)
 
     def entry(self, name: str, table: MutableMapping[str, bytes]) -> ReviewEntry | None:
         raw = None if is_chunk_key(name) else table.get(name)
@@ -507,11 +505,7 @@ class ReviewService:
         hit = self._cache.get(name)
         if hit is not None and hit[0] is raw:
             return hit[1]
-        bad = self._bad.get(name)
-        if bad is not None and (bad is raw or bad == raw):
-            # that value again (recovery reads a partition that comes back as new
-            # objects): said once already
-            self._bad[name] = raw  # the table's object: the other copy can go
+        if known_unusable(self._bad, name, raw):  # said once already
             return None
         try:
             entry = decode_review_record(raw, name, table)

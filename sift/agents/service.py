@@ -178,6 +178,33 @@ def shard_of(key: str, n_shards: int) -> int:
     return int(murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % n_shards
 
 
+def drop_shards_elsewhere(by_name: MutableMapping[str, Any], shards: Container[int],
+                          n_shards: int) -> None:
+    """Remove from ``by_name`` every name whose shard is not in ``shards`` (what a worker
+    keeps per profile or review of shards that moved to another worker).
+
+    >>> kept = {"earn": 1, "wheat": 2}
+    >>> drop_shards_elsewhere(kept, {shard_of("earn", 4)} - {shard_of("wheat", 4)}, 4)
+    >>> sorted(kept)
+    ['earn']
+    """
+    for name in list(by_name):  # (copied in one step: a review thread may add meanwhile)
+        if shard_of(name, n_shards) not in shards:
+            by_name.pop(name, None)
+
+
+def known_unusable(bad: dict[str, bytes], name: str, raw: bytes) -> bool:
+    """Whether ``raw`` is the value remembered in ``bad`` as unusable for ``name``: the
+    same object, or an equal one (recovery reads every value of a partition that comes
+    back as a new object), which then replaces it (the table's object: the other copy
+    can go). Such a value is not logged nor counted again."""
+    held = bad.get(name)
+    if held is None or not (held is raw or held == raw):
+        return False
+    bad[name] = raw
+    return True
+
+
 @dataclass(frozen=True)
 class InputMessage:
     """One consumed Kafka message: bytes and where they came from."""
@@ -1359,8 +1386,7 @@ class Service:
                 released.append(name)
         # unusable records of those shards (up to a record's 16 MiB each): read again,
         # logged and counted again, if the shard comes back
-        for name in [n for n in self._bad if self.shard(n) not in held]:
-            del self._bad[name]
+        drop_shards_elsewhere(self._bad, held, self.n_shards)
         if released:
             self._joint = None  # it may hold released profiles (rebuilt when next needed)
             self.stats["profiles_released"] += len(released)
@@ -1546,9 +1572,7 @@ class Service:
 
         A value equal to the one found bad is that value again (recovery reads every value
         of a partition that comes back as a new object): not logged nor counted again."""
-        bad = self._bad.get(name)
-        if bad is not None and (bad is raw or bad == raw):
-            self._bad[name] = raw  # the table's object: the other copy can go
+        if known_unusable(self._bad, name, raw):
             return None
         try:
             entry = self._decode_record(name, raw)
